@@ -1,0 +1,163 @@
+//! Errors of rank operations and of whole jobs.
+
+use std::fmt;
+
+/// An error of one rank's operation.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The job is ending because another rank failed or a deadlock was found; the original
+    /// cause is reported by [`run`](crate::run).
+    Aborted,
+    /// A rank number outside the communicator.
+    InvalidRank {
+        /// The offending rank.
+        rank: usize,
+        /// Size of the communicator.
+        size: usize,
+    },
+    /// A message longer than the receive buffer.
+    Truncated {
+        /// Bytes in the message.
+        message_bytes: usize,
+        /// Bytes the buffer holds.
+        buffer_bytes: usize,
+    },
+    /// A message whose length is not a whole number of elements, or a payload that does not
+    /// decode as the requested type.
+    TypeMismatch {
+        /// What was expected.
+        expected: &'static str,
+        /// Bytes in the message.
+        message_bytes: usize,
+    },
+    /// Arguments that violate the operation's contract (e.g. counts that do not add up).
+    InvalidArgument(&'static str),
+    /// An I/O error of the runtime (spill files and the like).
+    Io(std::io::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Aborted => write!(f, "the job was aborted by a failure elsewhere"),
+            Error::InvalidRank { rank, size } => {
+                write!(f, "rank {rank} is outside the communicator of size {size}")
+            }
+            Error::Truncated {
+                message_bytes,
+                buffer_bytes,
+            } => write!(
+                f,
+                "message of {message_bytes} bytes does not fit the receive buffer of {buffer_bytes} bytes"
+            ),
+            Error::TypeMismatch {
+                expected,
+                message_bytes,
+            } => write!(f, "message of {message_bytes} bytes is not {expected}"),
+            Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+            Error::Io(e) => write!(f, "I/O error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::Io(e)
+    }
+}
+
+/// What one rank was doing when a deadlock was detected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitState {
+    /// Global rank.
+    pub rank: u32,
+    /// Node of the rank.
+    pub node: u32,
+    /// What the rank waits for, or "finished".
+    pub waiting_for: String,
+}
+
+/// Every rank blocked with nothing in flight: who waits on what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadlockReport {
+    /// One entry per rank, in rank order.
+    pub ranks: Vec<WaitState>,
+}
+
+impl fmt::Display for DeadlockReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "deadlock: every rank is blocked and no message is in flight")?;
+        for w in &self.ranks {
+            writeln!(f, "  rank {} (node {}): {}", w.rank, w.node, w.waiting_for)?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a whole job failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum JobError {
+    /// The configuration is invalid.
+    Config(String),
+    /// A rank returned an error.
+    RankFailed {
+        /// The failing rank.
+        rank: u32,
+        /// Its error.
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A rank panicked.
+    RankPanicked {
+        /// The panicking rank.
+        rank: u32,
+        /// The panic message.
+        message: String,
+    },
+    /// Every rank was blocked.
+    Deadlock(DeadlockReport),
+    /// The runtime could not start (threads, spill directory).
+    Startup(std::io::Error),
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JobError::Config(why) => write!(f, "invalid configuration: {why}"),
+            JobError::RankFailed { rank, error } => write!(f, "rank {rank} failed: {error}"),
+            JobError::RankPanicked { rank, message } => write!(f, "rank {rank} panicked: {message}"),
+            JobError::Deadlock(report) => write!(f, "{report}"),
+            JobError::Startup(e) => write!(f, "cannot start the job: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for JobError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            JobError::RankFailed { error, .. } => Some(error.as_ref()),
+            JobError::Startup(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl JobError {
+    /// The failing rank's error, if it returned one of type `E`.
+    pub fn rank_error<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            JobError::RankFailed { error, .. } => error.downcast_ref::<E>(),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,554 @@
+//! The job: nodes, their schedulers, failure handling and deadlock detection.
+//!
+//! # Scheduling (BDMPI node-level cooperative multitasking)
+//!
+//! Each node has `running` slots. A rank executes only while it holds a slot. When it blocks it
+//! gives its slot to the next runnable rank of its node (or returns it to the pool); when the
+//! condition it waits for is met — by the rank that delivers the message or passes the critical
+//! section — it becomes runnable and takes a free slot at once or queues for one.
+//!
+//! # Deadlock detection
+//!
+//! `active` counts ranks that are running or runnable. It is changed only under the lock of the
+//! node of the rank concerned, and a wake-up increments it *before* the waker can block. So when
+//! a block makes it zero, every unfinished rank is blocked; the detector then takes every node's
+//! lock, confirms the count is still zero and reports what each rank waits for. With the local
+//! backend every send is delivered before `send` returns, so nothing can be in flight.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use spillway_transport::{Envelope, Layout};
+
+use crate::config::{Config, ResumePolicy};
+use crate::error::{DeadlockReport, Error, JobError, WaitState};
+use crate::mailbox::{Delivered, Mailbox, Pattern, RecvId};
+use crate::rank::{Rank, WaitKind};
+
+/// Counters of one rank.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RankStats {
+    /// Messages sent (point-to-point and inside collectives).
+    pub messages_sent: u64,
+    /// Payload bytes sent.
+    pub bytes_sent: u64,
+    /// How often the rank blocked and gave up its slot.
+    pub blocks: u64,
+    /// Time spent blocked or waiting for a slot.
+    pub blocked: Duration,
+}
+
+/// Counters of a whole job.
+#[derive(Debug, Clone, Default)]
+pub struct JobStats {
+    /// One entry per rank, in rank order.
+    pub ranks: Vec<RankStats>,
+    /// Wall-clock time of the job.
+    pub elapsed: Duration,
+}
+
+impl JobStats {
+    /// Messages sent by all ranks.
+    pub fn messages_sent(&self) -> u64 {
+        self.ranks.iter().map(|r| r.messages_sent).sum()
+    }
+
+    /// Payload bytes sent by all ranks.
+    pub fn bytes_sent(&self) -> u64 {
+        self.ranks.iter().map(|r| r.bytes_sent).sum()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum WaitOn {
+    Recv(RecvId),
+    Probe(Pattern),
+    Critical,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Status {
+    Runnable,
+    Running,
+    Blocked(WaitKind, WaitOn),
+    Finished,
+}
+
+pub(crate) struct Slot {
+    pub(crate) status: Status,
+    pub(crate) mailbox: Mailbox,
+}
+
+pub(crate) struct NodeState {
+    free: u32,
+    ready: VecDeque<u32>,
+    pub(crate) ranks: Vec<Slot>,
+    critical_owner: Option<u32>,
+    critical_queue: VecDeque<u32>,
+}
+
+pub(crate) struct Node {
+    first: u32,
+    pub(crate) state: Mutex<NodeState>,
+    cv: Vec<Condvar>,
+}
+
+pub(crate) struct Job {
+    pub(crate) layout: Layout,
+    nodes: Vec<Node>,
+    abort: AtomicBool,
+    failure: Mutex<Option<JobError>>,
+    active: AtomicUsize,
+    resume: ResumePolicy,
+}
+
+fn lock(m: &Mutex<NodeState>) -> MutexGuard<'_, NodeState> {
+    // A poisoned node lock means a rank panicked while holding it; the state itself is only
+    // changed by short, non-panicking sections, so it is still consistent.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Job {
+    fn new(config: &Config, layout: Layout) -> Job {
+        let running = config.running_per_node();
+        let nodes = (0..layout.nodes())
+            .map(|n| {
+                let size = layout.local_size(n);
+                Node {
+                    first: layout.first_rank(n),
+                    state: Mutex::new(NodeState {
+                        free: running.min(size),
+                        ready: VecDeque::new(),
+                        ranks: (0..size)
+                            .map(|_| Slot {
+                                status: Status::Runnable,
+                                mailbox: Mailbox::default(),
+                            })
+                            .collect(),
+                        critical_owner: None,
+                        critical_queue: VecDeque::new(),
+                    }),
+                    cv: (0..size).map(|_| Condvar::new()).collect(),
+                }
+            })
+            .collect();
+        Job {
+            active: AtomicUsize::new(layout.ranks() as usize),
+            layout,
+            nodes,
+            abort: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            resume: config.resume,
+        }
+    }
+
+    pub(crate) fn aborted(&self) -> bool {
+        self.abort.load(Ordering::Acquire)
+    }
+
+    fn node_of(&self, rank: u32) -> (&Node, usize) {
+        let n = self.layout.node_of(rank);
+        let node = &self.nodes[n as usize];
+        (node, (rank - node.first) as usize)
+    }
+
+    /// Makes a blocked rank runnable; gives it a slot if one is free.
+    fn wake(&self, node: &Node, st: &mut NodeState, local: usize) {
+        self.active.fetch_add(1, Ordering::AcqRel);
+        if st.free > 0 {
+            st.free -= 1;
+            st.ranks[local].status = Status::Running;
+            node.cv[local].notify_one();
+        } else {
+            st.ranks[local].status = Status::Runnable;
+            st.ready.push_back(local as u32);
+        }
+    }
+
+    fn pick_ready(&self, st: &mut NodeState) -> Option<u32> {
+        match self.resume {
+            ResumePolicy::Fifo => st.ready.pop_front(),
+        }
+    }
+
+    /// Passes a slot given up by a rank to the next runnable one.
+    fn release_slot(&self, node: &Node, st: &mut NodeState) {
+        if let Some(next) = self.pick_ready(st) {
+            st.ranks[next as usize].status = Status::Running;
+            node.cv[next as usize].notify_one();
+        } else {
+            st.free += 1;
+        }
+    }
+
+    /// Blocks `local` until it is running again; the caller has checked that its condition is
+    /// not met and holds the node lock.
+    fn block<'a>(
+        &self,
+        node: &'a Node,
+        mut st: MutexGuard<'a, NodeState>,
+        local: usize,
+        kind: WaitKind,
+        on: WaitOn,
+    ) -> Result<MutexGuard<'a, NodeState>, Error> {
+        st.ranks[local].status = Status::Blocked(kind, on);
+        self.release_slot(node, &mut st);
+        if self.active.fetch_sub(1, Ordering::AcqRel) == 1 {
+            drop(st);
+            self.check_deadlock();
+            st = lock(&node.state);
+        }
+        self.wait_running(node, st, local)
+    }
+
+    fn wait_running<'a>(
+        &self,
+        node: &'a Node,
+        mut st: MutexGuard<'a, NodeState>,
+        local: usize,
+    ) -> Result<MutexGuard<'a, NodeState>, Error> {
+        loop {
+            if self.aborted() {
+                return Err(Error::Aborted);
+            }
+            if matches!(st.ranks[local].status, Status::Running) {
+                return Ok(st);
+            }
+            st = node.cv[local].wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// First scheduling of a rank.
+    fn start(&self, rank: u32) -> Result<(), Error> {
+        let (node, local) = self.node_of(rank);
+        let mut st = lock(&node.state);
+        if st.free > 0 {
+            st.free -= 1;
+            st.ranks[local].status = Status::Running;
+            return Ok(());
+        }
+        st.ranks[local].status = Status::Runnable;
+        st.ready.push_back(local as u32);
+        self.wait_running(node, st, local).map(drop)
+    }
+
+    fn finish(&self, rank: u32) {
+        let (node, local) = self.node_of(rank);
+        let mut st = lock(&node.state);
+        match st.ranks[local].status {
+            Status::Running => self.release_slot(node, &mut st),
+            Status::Runnable => st.ready.retain(|&r| r as usize != local),
+            _ => {}
+        }
+        let was_active = !matches!(st.ranks[local].status, Status::Blocked(..));
+        st.ranks[local].status = Status::Finished;
+        if st.critical_owner == Some(local as u32) {
+            self.pass_critical(node, &mut st);
+        }
+        if was_active && self.active.fetch_sub(1, Ordering::AcqRel) == 1 {
+            drop(st);
+            self.check_deadlock();
+        }
+    }
+
+    /// Delivers a message to its destination's mailbox and wakes the destination if it waits
+    /// for it.
+    pub(crate) fn deliver(&self, dest: u32, env: Envelope) {
+        let (node, local) = self.node_of(dest);
+        let mut st = lock(&node.state);
+        let delivered = st.ranks[local].mailbox.deliver(env);
+        let wake = match (st.ranks[local].status, delivered) {
+            (Status::Blocked(_, WaitOn::Recv(w)), Delivered::Matched(id)) => w == id,
+            (Status::Blocked(_, WaitOn::Probe(p)), Delivered::Queued(info, context)) => {
+                p.context == context
+                    && p.source.is_none_or(|s| s == info.source)
+                    && p.tag.is_none_or(|t| t == info.tag)
+            }
+            _ => false,
+        };
+        if wake {
+            self.wake(node, &mut st, local);
+        }
+    }
+
+    pub(crate) fn post_recv(&self, rank: u32, pattern: Pattern) -> RecvId {
+        let (node, local) = self.node_of(rank);
+        lock(&node.state).ranks[local].mailbox.post(pattern)
+    }
+
+    pub(crate) fn test_recv(&self, rank: u32, id: RecvId) -> Option<Envelope> {
+        let (node, local) = self.node_of(rank);
+        lock(&node.state).ranks[local].mailbox.take(id)
+    }
+
+    pub(crate) fn cancel_recv(&self, rank: u32, id: RecvId) {
+        let (node, local) = self.node_of(rank);
+        lock(&node.state).ranks[local].mailbox.cancel(id)
+    }
+
+    pub(crate) fn wait_recv(&self, rank: u32, id: RecvId, kind: WaitKind) -> Result<Envelope, Error> {
+        let (node, local) = self.node_of(rank);
+        let mut st = lock(&node.state);
+        loop {
+            if let Some(env) = st.ranks[local].mailbox.take(id) {
+                return Ok(env);
+            }
+            if self.aborted() {
+                return Err(Error::Aborted);
+            }
+            st = self.block(node, st, local, kind, WaitOn::Recv(id))?;
+        }
+    }
+
+    pub(crate) fn iprobe(&self, rank: u32, pattern: &Pattern) -> Option<crate::MessageInfo> {
+        let (node, local) = self.node_of(rank);
+        lock(&node.state).ranks[local].mailbox.probe(pattern)
+    }
+
+    pub(crate) fn probe(
+        &self,
+        rank: u32,
+        pattern: Pattern,
+        kind: WaitKind,
+    ) -> Result<crate::MessageInfo, Error> {
+        let (node, local) = self.node_of(rank);
+        let mut st = lock(&node.state);
+        loop {
+            if let Some(info) = st.ranks[local].mailbox.probe(&pattern) {
+                return Ok(info);
+            }
+            if self.aborted() {
+                return Err(Error::Aborted);
+            }
+            st = self.block(node, st, local, kind, WaitOn::Probe(pattern))?;
+        }
+    }
+
+    pub(crate) fn enter_critical(&self, rank: u32) -> Result<(), Error> {
+        let (node, local) = self.node_of(rank);
+        let mut st = lock(&node.state);
+        if self.aborted() {
+            return Err(Error::Aborted);
+        }
+        if st.critical_owner.is_none() {
+            st.critical_owner = Some(local as u32);
+            return Ok(());
+        }
+        st.critical_queue.push_back(local as u32);
+        let st = self.block(node, st, local, WaitKind::Critical, WaitOn::Critical)?;
+        debug_assert_eq!(st.critical_owner, Some(local as u32));
+        Ok(())
+    }
+
+    pub(crate) fn exit_critical(&self, rank: u32) {
+        let (node, local) = self.node_of(rank);
+        let mut st = lock(&node.state);
+        if st.critical_owner == Some(local as u32) {
+            self.pass_critical(node, &mut st);
+        }
+    }
+
+    fn pass_critical(&self, node: &Node, st: &mut NodeState) {
+        match st.critical_queue.pop_front() {
+            Some(next) => {
+                st.critical_owner = Some(next);
+                self.wake(node, st, next as usize);
+            }
+            None => st.critical_owner = None,
+        }
+    }
+
+    /// Records the first failure and wakes every rank so blocking calls return `Aborted`.
+    pub(crate) fn fail(&self, error: JobError) {
+        {
+            let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if f.is_none() && !self.aborted() {
+                *f = Some(error);
+            }
+        }
+        self.abort.store(true, Ordering::Release);
+        for node in &self.nodes {
+            let _st = lock(&node.state);
+            for cv in &node.cv {
+                cv.notify_all();
+            }
+        }
+    }
+
+    fn check_deadlock(&self) {
+        let guards: Vec<_> = self.nodes.iter().map(|n| lock(&n.state)).collect();
+        if self.aborted() || self.active.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let mut ranks = Vec::new();
+        let mut blocked = 0;
+        for (n, st) in guards.iter().enumerate() {
+            let first = self.nodes[n].first;
+            for (l, slot) in st.ranks.iter().enumerate() {
+                let waiting_for = match slot.status {
+                    Status::Finished => "finished".to_string(),
+                    Status::Blocked(kind, on) => {
+                        blocked += 1;
+                        self.describe(kind, on, &slot.mailbox)
+                    }
+                    Status::Running | Status::Runnable => return,
+                };
+                ranks.push(WaitState {
+                    rank: first + l as u32,
+                    node: n as u32,
+                    waiting_for,
+                });
+            }
+        }
+        if blocked == 0 {
+            return;
+        }
+        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(JobError::Deadlock(DeadlockReport { ranks }));
+        self.abort.store(true, Ordering::Release);
+        for node in &self.nodes {
+            for cv in &node.cv {
+                cv.notify_all();
+            }
+        }
+        drop(guards);
+    }
+
+    fn describe(&self, kind: WaitKind, on: WaitOn, mailbox: &Mailbox) -> String {
+        let (queued, _) = mailbox.pending();
+        let what = match on {
+            WaitOn::Recv(id) => match mailbox.pattern_of(id) {
+                Some(p) => format!("a message {}", describe_pattern(&p)),
+                None => "a message".to_string(),
+            },
+            WaitOn::Probe(p) => format!("a message {} (probe)", describe_pattern(&p)),
+            WaitOn::Critical => "the node's critical section".to_string(),
+        };
+        let label = match kind {
+            WaitKind::Recv => "receive".to_string(),
+            WaitKind::Probe => "probe".to_string(),
+            WaitKind::Wait => "wait".to_string(),
+            WaitKind::Collective(name) => format!("collective {name}"),
+            WaitKind::Critical => "enter_critical".to_string(),
+        };
+        format!("blocked in {label}, waiting for {what}; {queued} unmatched message(s) queued")
+    }
+
+    fn take_failure(&self) -> Option<JobError> {
+        self.failure.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+fn describe_pattern(p: &Pattern) -> String {
+    let source = match p.source {
+        Some(s) => format!("from rank {s}"),
+        None => "from any rank".to_string(),
+    };
+    let tag = match p.tag {
+        Some(t) => format!("tag {t}"),
+        None => "any tag".to_string(),
+    };
+    format!("{source} with {tag} in context {:#x}", p.context)
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+/// Runs `f` on every rank and returns each rank's result in rank order.
+///
+/// # Semantics
+/// `f` runs once per rank, on the rank's own thread, with at most `running` ranks of a node
+/// executing at once. The job ends when every rank has returned.
+///
+/// # Errors
+/// The first rank to return an error or to panic ends the job: the other ranks' blocking calls
+/// return [`Error::Aborted`] and the job returns [`JobError::RankFailed`] or
+/// [`JobError::RankPanicked`] with that rank's id. A deadlock returns [`JobError::Deadlock`].
+/// A rank that computes forever without calling the runtime cannot be interrupted.
+pub fn run<R, E, F>(config: &Config, f: F) -> Result<Vec<R>, JobError>
+where
+    F: Fn(&Rank) -> Result<R, E> + Sync,
+    R: Send,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    run_with_stats(config, f).map(|(r, _)| r)
+}
+
+/// [`run`], also returning the job's counters.
+pub fn run_with_stats<R, E, F>(config: &Config, f: F) -> Result<(Vec<R>, JobStats), JobError>
+where
+    F: Fn(&Rank) -> Result<R, E> + Sync,
+    R: Send,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let layout = config.layout()?;
+    let n = layout.ranks();
+    let job = Arc::new(Job::new(config, layout));
+    let start = Instant::now();
+    let slots: Vec<Mutex<Option<(R, RankStats)>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let mut spawn_error = None;
+    std::thread::scope(|s| {
+        for r in 0..n {
+            let rank_job = Arc::clone(&job);
+            let f = &f;
+            let slot = &slots[r as usize];
+            let spawned = std::thread::Builder::new()
+                .name(format!("rank-{r}"))
+                .stack_size(config.stack_size)
+                .spawn_scoped(s, move || {
+                    let job = rank_job;
+                    let rank = Rank::new(Arc::clone(&job), r);
+                    if job.start(r).is_ok() {
+                        match catch_unwind(AssertUnwindSafe(|| f(&rank))) {
+                            Ok(Ok(value)) => {
+                                *slot.lock().unwrap_or_else(|e| e.into_inner()) =
+                                    Some((value, rank.stats()));
+                            }
+                            Ok(Err(e)) => job.fail(JobError::RankFailed {
+                                rank: r,
+                                error: e.into(),
+                            }),
+                            Err(p) => job.fail(JobError::RankPanicked {
+                                rank: r,
+                                message: panic_message(p.as_ref()),
+                            }),
+                        }
+                    }
+                    job.finish(r);
+                });
+            if let Err(e) = spawned {
+                job.fail(JobError::Startup(e));
+                spawn_error = Some(());
+                break;
+            }
+        }
+    });
+    if let Some(failure) = job.take_failure() {
+        return Err(failure);
+    }
+    debug_assert!(spawn_error.is_none());
+    let mut results = Vec::with_capacity(n as usize);
+    let mut stats = JobStats {
+        ranks: Vec::with_capacity(n as usize),
+        elapsed: start.elapsed(),
+    };
+    for slot in slots {
+        let (value, st) = slot
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .ok_or_else(|| JobError::Config("a rank produced no result".into()))?;
+        results.push(value);
+        stats.ranks.push(st);
+    }
+    Ok((results, stats))
+}

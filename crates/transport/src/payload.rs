@@ -1,0 +1,161 @@
+//! Message payloads and envelopes.
+
+use std::sync::Arc;
+
+/// A byte buffer whose start is aligned to 16 bytes, so it can be viewed as a slice of any
+/// primitive element type (the largest primitive alignment is 16).
+#[derive(Clone, Default)]
+pub struct AlignedBuf {
+    words: Vec<u128>,
+    len: usize,
+}
+
+impl AlignedBuf {
+    /// A zero-filled buffer of `len` bytes.
+    pub fn zeroed(len: usize) -> AlignedBuf {
+        AlignedBuf {
+            words: vec![0u128; len.div_ceil(16)],
+            len,
+        }
+    }
+
+    /// A copy of `bytes`.
+    pub fn from_bytes(bytes: &[u8]) -> AlignedBuf {
+        let mut buf = AlignedBuf::zeroed(bytes.len());
+        buf.as_bytes_mut().copy_from_slice(bytes);
+        buf
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        let all: &[u8] = words_as_bytes(&self.words);
+        &all[..self.len]
+    }
+
+    /// The bytes, mutable.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        let all: &mut [u8] = words_as_bytes_mut(&mut self.words);
+        &mut all[..len]
+    }
+}
+
+fn words_as_bytes(words: &[u128]) -> &[u8] {
+    // SAFETY: u128 has no padding and every byte of it is initialised; u8 has alignment 1, and
+    // the length in bytes is exactly 16 times the number of words, so the view covers the same
+    // allocation with the same lifetime.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), words.len() * 16) }
+}
+
+fn words_as_bytes_mut(words: &mut [u128]) -> &mut [u8] {
+    // SAFETY: as in `words_as_bytes`; any byte pattern is a valid u128, so writes through the
+    // byte view cannot create an invalid value, and the exclusive borrow is carried over.
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), words.len() * 16) }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBuf({} bytes)", self.len)
+    }
+}
+
+/// The bytes of one message.
+///
+/// `Owned` buffers move from sender to receiver; `Shared` buffers are reference counted so one
+/// copy can be handed to every rank of a node (the second phase of a two-phase collective).
+#[derive(Clone, Debug)]
+pub enum Payload {
+    /// A buffer owned by this message.
+    Owned(AlignedBuf),
+    /// A buffer shared with other messages.
+    Shared(Arc<AlignedBuf>),
+}
+
+impl Payload {
+    /// An empty payload.
+    pub fn empty() -> Payload {
+        Payload::Owned(AlignedBuf::default())
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.as_bytes().len()
+    }
+
+    /// Whether the payload has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes (16-byte aligned).
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Payload::Owned(b) => b.as_bytes(),
+            Payload::Shared(b) => b.as_bytes(),
+        }
+    }
+
+    /// Turns this payload into one that can be cloned without copying the bytes.
+    pub fn into_shared(self) -> Arc<AlignedBuf> {
+        match self {
+            Payload::Owned(b) => Arc::new(b),
+            Payload::Shared(b) => b,
+        }
+    }
+
+    /// Takes the buffer, copying only if it is shared with other messages.
+    pub fn into_owned(self) -> AlignedBuf {
+        match self {
+            Payload::Owned(b) => b,
+            Payload::Shared(b) => Arc::try_unwrap(b).unwrap_or_else(|b| (*b).clone()),
+        }
+    }
+}
+
+/// A message in flight: the payload and what a receive matches on.
+#[derive(Debug)]
+pub struct Envelope {
+    /// Communication context (one per communicator and purpose); receives match it exactly.
+    pub context: u64,
+    /// Global rank of the sender.
+    pub source: u32,
+    /// Message tag.
+    pub tag: i32,
+    /// The bytes.
+    pub payload: Payload,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_buf_round_trips_and_is_aligned() {
+        let data: Vec<u8> = (0..37u8).collect();
+        let b = AlignedBuf::from_bytes(&data);
+        assert_eq!(b.as_bytes(), &data[..]);
+        assert_eq!(b.as_bytes().as_ptr() as usize % 16, 0);
+        assert_eq!(b.len(), 37);
+        assert!(AlignedBuf::zeroed(0).is_empty());
+    }
+
+    #[test]
+    fn shared_payload_unwraps_without_copy_when_unique() {
+        let p = Payload::Owned(AlignedBuf::from_bytes(b"abc"));
+        let shared = p.into_shared();
+        let ptr = shared.as_bytes().as_ptr();
+        let owned = Payload::Shared(shared).into_owned();
+        assert_eq!(owned.as_bytes().as_ptr(), ptr);
+        assert_eq!(owned.as_bytes(), b"abc");
+    }
+}
