@@ -96,7 +96,10 @@ pub struct DeadlockReport {
 
 impl fmt::Display for DeadlockReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "deadlock: every rank is blocked and no message is in flight")?;
+        writeln!(
+            f,
+            "deadlock: every rank is blocked and no message is in flight"
+        )?;
         for w in &self.ranks {
             writeln!(f, "  rank {} (node {}): {}", w.rank, w.node, w.waiting_for)?;
         }
@@ -135,7 +138,9 @@ impl fmt::Display for JobError {
         match self {
             JobError::Config(why) => write!(f, "invalid configuration: {why}"),
             JobError::RankFailed { rank, error } => write!(f, "rank {rank} failed: {error}"),
-            JobError::RankPanicked { rank, message } => write!(f, "rank {rank} panicked: {message}"),
+            JobError::RankPanicked { rank, message } => {
+                write!(f, "rank {rank} panicked: {message}")
+            }
             JobError::Deadlock(report) => write!(f, "{report}"),
             JobError::Startup(e) => write!(f, "cannot start the job: {e}"),
         }

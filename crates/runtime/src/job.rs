@@ -289,7 +289,12 @@ impl Job {
         lock(&node.state).ranks[local].mailbox.cancel(id)
     }
 
-    pub(crate) fn wait_recv(&self, rank: u32, id: RecvId, kind: WaitKind) -> Result<Envelope, Error> {
+    pub(crate) fn wait_recv(
+        &self,
+        rank: u32,
+        id: RecvId,
+        kind: WaitKind,
+    ) -> Result<Envelope, Error> {
         let (node, local) = self.node_of(rank);
         let mut st = lock(&node.state);
         loop {
@@ -438,7 +443,10 @@ impl Job {
     }
 
     fn take_failure(&self) -> Option<JobError> {
-        self.failure.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 }
 

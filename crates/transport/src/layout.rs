@@ -34,7 +34,10 @@ impl fmt::Display for LayoutError {
             LayoutError::NoRanks => write!(f, "the number of ranks must be at least 1"),
             LayoutError::NoNodes => write!(f, "the number of nodes must be at least 1"),
             LayoutError::MoreNodesThanRanks { ranks, nodes } => {
-                write!(f, "{nodes} nodes cannot hold {ranks} ranks: every node needs a rank")
+                write!(
+                    f,
+                    "{nodes} nodes cannot hold {ranks} ranks: every node needs a rank"
+                )
             }
         }
     }
@@ -125,6 +128,9 @@ mod tests {
     fn rejects_impossible_layouts() {
         assert_eq!(Layout::new(0, 1), Err(LayoutError::NoRanks));
         assert_eq!(Layout::new(3, 0), Err(LayoutError::NoNodes));
-        assert!(matches!(Layout::new(2, 3), Err(LayoutError::MoreNodesThanRanks { .. })));
+        assert!(matches!(
+            Layout::new(2, 3),
+            Err(LayoutError::MoreNodesThanRanks { .. })
+        ));
     }
 }

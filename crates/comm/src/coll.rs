@@ -1,0 +1,766 @@
+//! Collective operations.
+//!
+//! # Algorithms
+//!
+//! The members of a communicator are grouped by node; each group's lowest rank is its
+//! *leader*. Collectives run in two phases as in BDMPI: inside a node, members hand their data
+//! to the leader (a pointer move with the local backend) and the leader hands results back as
+//! one shared buffer; between nodes, leaders exchange once per node along binomial trees.
+//!
+//! | operation | between nodes (L leaders, n bytes) | inside a node |
+//! |---|---|---|
+//! | `bcast` | binomial tree: ceil(log2 L) (alpha + n beta) | one shared buffer for all members |
+//! | `reduce`, `allreduce` | binomial tree to the first leader (+ bcast) | leader combines in rank order |
+//! | `gather(v)`, `scatter(v)` | one bundle per node to / from the root | via the leader |
+//! | `allgather(v)` | gather to rank 0, then bcast of the bundle | shared bundle |
+//! | `alltoall(v)` | pairwise exchange, p - 1 rounds | direct |
+//! | `scan`, `exscan` | recursive doubling, ceil(log2 p) rounds | — |
+//! | `barrier` | reduce of nothing + bcast of nothing | via the leader |
+//!
+//! Results are deterministic: operands are always combined in the same order for a given
+//! communicator, whatever the timing.
+
+use bytemuck::Pod;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use spillway_runtime::{Pattern, Payload, WaitKind};
+
+use crate::codec::{bundle, check_type, decode_obj, encode, encode_obj, unbundle, view, Piece};
+use crate::comm::Comm;
+use crate::ops::Operation;
+use crate::{Error, Result};
+
+fn length_mismatch() -> Error {
+    Error::InvalidArgument("reduction operands differ in length")
+}
+
+impl Comm<'_> {
+    fn csend(&self, dest: usize, tag: i32, payload: Payload) -> Result<()> {
+        self.rank
+            .post(self.inner.members[dest], self.coll_context(), tag, payload)
+    }
+
+    fn crecv(&self, source: usize, tag: i32, name: &'static str) -> Result<Payload> {
+        let pattern = Pattern {
+            context: self.coll_context(),
+            source: Some(self.inner.members[source]),
+            tag: Some(tag),
+        };
+        Ok(self.rank.recv(pattern, WaitKind::Collective(name))?.payload)
+    }
+
+    fn check_root(&self, root: usize) -> Result<()> {
+        if root >= self.size() {
+            return Err(Error::InvalidRank {
+                rank: root,
+                size: self.size(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn bcast_payload(
+        &self,
+        root: usize,
+        data: Option<Payload>,
+        name: &'static str,
+    ) -> Result<Payload> {
+        self.check_root(root)?;
+        let tag = self.next_coll_tag();
+        let g = &self.inner.groups;
+        let me = self.inner.me;
+        let my_g = g.of[me];
+        let root_g = g.of[root];
+        let leader = g.leader(my_g);
+        let mut shared = match (me == root, data) {
+            (true, Some(p)) => Some(p.into_shared()),
+            (true, None) => {
+                return Err(Error::InvalidArgument(
+                    "the root of a broadcast must supply data",
+                ))
+            }
+            (false, _) => None,
+        };
+        if me == root && leader != root {
+            let buf = shared.clone().expect("root data");
+            self.csend(leader, tag, Payload::Shared(buf))?;
+        }
+        if me == leader {
+            if my_g == root_g && me != root {
+                shared = Some(self.crecv(root, tag, name)?.into_shared());
+            }
+            let l = g.members.len();
+            let rel = (my_g + l - root_g) % l;
+            if rel != 0 {
+                let parent = (rel & (rel - 1)) + root_g;
+                shared = Some(self.crecv(g.leader(parent % l), tag, name)?.into_shared());
+            }
+            let buf = shared.clone().expect("leader has the data");
+            let mut mask = 1;
+            while mask < l && rel & mask == 0 {
+                mask <<= 1;
+            }
+            mask >>= 1;
+            while mask > 0 {
+                if rel + mask < l {
+                    let child = (rel + mask + root_g) % l;
+                    self.csend(g.leader(child), tag, Payload::Shared(buf.clone()))?;
+                }
+                mask >>= 1;
+            }
+            for &m in &g.members[my_g][1..] {
+                if m != root {
+                    self.csend(m, tag, Payload::Shared(buf.clone()))?;
+                }
+            }
+        } else if me != root {
+            shared = Some(self.crecv(leader, tag, name)?.into_shared());
+        }
+        Ok(Payload::Shared(shared.expect("every rank has the data")))
+    }
+
+    pub(crate) fn reduce_vec<T: Pod, O: Operation<T> + ?Sized>(
+        &self,
+        root: usize,
+        data: &[T],
+        op: &O,
+        name: &'static str,
+    ) -> Result<Option<Vec<T>>> {
+        check_type::<T>()?;
+        self.check_root(root)?;
+        let tag = self.next_coll_tag();
+        let g = if op.commutative() || self.inner.groups.contiguous {
+            &self.inner.groups
+        } else {
+            &self.inner.flat
+        };
+        let me = self.inner.me;
+        let my_g = g.of[me];
+        let leader = g.leader(my_g);
+        let mut result = None;
+        if me != leader {
+            self.csend(leader, tag, encode(data))?;
+        } else {
+            let mut acc = data.to_vec();
+            for &m in &g.members[my_g][1..] {
+                let p = self.crecv(m, tag, name)?;
+                let other = view::<T>(p.as_bytes())?;
+                if other.len() != acc.len() {
+                    return Err(length_mismatch());
+                }
+                op.combine(&mut acc, other);
+            }
+            let l = g.members.len();
+            let mut mask = 1;
+            let mut sent = false;
+            while mask < l {
+                if my_g & mask != 0 {
+                    self.csend(g.leader(my_g - mask), tag, encode(&acc))?;
+                    sent = true;
+                    break;
+                }
+                if my_g + mask < l {
+                    let p = self.crecv(g.leader(my_g + mask), tag, name)?;
+                    let other = view::<T>(p.as_bytes())?;
+                    if other.len() != acc.len() {
+                        return Err(length_mismatch());
+                    }
+                    op.combine(&mut acc, other);
+                }
+                mask <<= 1;
+            }
+            if !sent {
+                result = Some(acc);
+            }
+        }
+        let top = g.leader(0);
+        if top == root {
+            return Ok(result);
+        }
+        if me == top {
+            self.csend(
+                root,
+                tag,
+                encode(&result.expect("top leader holds the result")),
+            )?;
+            return Ok(None);
+        }
+        if me == root {
+            let p = self.crecv(top, tag, name)?;
+            return Ok(Some(view::<T>(p.as_bytes())?.to_vec()));
+        }
+        Ok(None)
+    }
+
+    /// Pieces of every member, indexed by communicator rank, at the root.
+    pub(crate) fn gather_pieces(
+        &self,
+        root: usize,
+        data: Payload,
+        name: &'static str,
+    ) -> Result<Option<Vec<Piece>>> {
+        self.check_root(root)?;
+        let tag = self.next_coll_tag();
+        let g = &self.inner.groups;
+        let me = self.inner.me;
+        let my_g = g.of[me];
+        let leader = g.leader(my_g);
+        let mut pieces: Vec<Option<Piece>> = Vec::new();
+        if me == root {
+            pieces = vec![None; self.size()];
+        }
+        if me == leader {
+            let mut items = vec![(me, Piece::whole(data))];
+            for &m in &g.members[my_g][1..] {
+                if m != root {
+                    items.push((m, Piece::whole(self.crecv(m, tag, name)?)));
+                }
+            }
+            if me != root {
+                let b = bundle(items.iter().map(|(r, p)| (*r, p.as_bytes())));
+                self.csend(root, tag, b)?;
+                return Ok(None);
+            }
+            for (r, p) in items {
+                pieces[r] = Some(p);
+            }
+        } else if me == root {
+            pieces[me] = Some(Piece::whole(data));
+        } else {
+            self.csend(leader, tag, data)?;
+            return Ok(None);
+        }
+        for (gi, members) in g.members.iter().enumerate() {
+            if members[0] == me {
+                continue;
+            }
+            if members.len() == 1 && members[0] == root {
+                continue;
+            }
+            for (r, p) in unbundle(self.crecv(members[0], tag, name)?)? {
+                pieces[r] = Some(p);
+            }
+            debug_assert!(gi < g.members.len());
+        }
+        pieces
+            .into_iter()
+            .map(|p| p.ok_or(Error::InvalidArgument("gather lost a contribution")))
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    /// Each member's part of the root's `parts`.
+    pub(crate) fn scatter_pieces(
+        &self,
+        root: usize,
+        parts: Option<Vec<&[u8]>>,
+        name: &'static str,
+    ) -> Result<Piece> {
+        self.check_root(root)?;
+        let tag = self.next_coll_tag();
+        let g = &self.inner.groups;
+        let me = self.inner.me;
+        let my_g = g.of[me];
+        let leader = g.leader(my_g);
+        if me == root {
+            let parts = parts.ok_or(Error::InvalidArgument(
+                "the root of a scatter must supply data",
+            ))?;
+            if parts.len() != self.size() {
+                return Err(Error::InvalidArgument("scatter needs one part per member"));
+            }
+            for members in &g.members {
+                if members[0] == root {
+                    for &m in &members[1..] {
+                        self.csend(m, tag, encode(parts[m]))?;
+                    }
+                } else {
+                    let items = members
+                        .iter()
+                        .filter(|&&m| m != root)
+                        .map(|&m| (m, parts[m]));
+                    if items.clone().next().is_some() {
+                        self.csend(members[0], tag, bundle(items))?;
+                    }
+                }
+            }
+            return Ok(Piece::whole(encode(parts[me])));
+        }
+        if me == leader {
+            let mut mine = None;
+            for (r, p) in unbundle(self.crecv(root, tag, name)?)? {
+                if r == me {
+                    mine = Some(p);
+                } else {
+                    self.csend(r, tag, p.into_payload())?;
+                }
+            }
+            return mine.ok_or(Error::InvalidArgument("scatter bundle without my part"));
+        }
+        Ok(Piece::whole(self.crecv(leader, tag, name)?))
+    }
+
+    pub(crate) fn allgather_pieces(&self, data: Payload, name: &'static str) -> Result<Vec<Piece>> {
+        let gathered = self.gather_pieces(0, data, name)?;
+        let all = match gathered {
+            Some(pieces) => {
+                let b = bundle(pieces.iter().enumerate().map(|(r, p)| (r, p.as_bytes())));
+                self.bcast_payload(0, Some(b), name)?
+            }
+            None => self.bcast_payload(0, None, name)?,
+        };
+        Ok(unbundle(all)?.into_iter().map(|(_, p)| p).collect())
+    }
+
+    pub(crate) fn alltoall_payloads(
+        &self,
+        parts: Vec<Payload>,
+        name: &'static str,
+    ) -> Result<Vec<Payload>> {
+        let p = self.size();
+        if parts.len() != p {
+            return Err(Error::InvalidArgument(
+                "all-to-all needs one part per member",
+            ));
+        }
+        let tag = self.next_coll_tag();
+        let me = self.inner.me;
+        let mut parts: Vec<Option<Payload>> = parts.into_iter().map(Some).collect();
+        for k in 1..p {
+            let dest = (me + k) % p;
+            self.csend(dest, tag, parts[dest].take().expect("each part sent once"))?;
+        }
+        let mut out: Vec<Option<Payload>> = (0..p).map(|_| None).collect();
+        out[me] = parts[me].take();
+        for k in 1..p {
+            let src = (me + p - k) % p;
+            out[src] = Some(self.crecv(src, tag, name)?);
+        }
+        Ok(out
+            .into_iter()
+            .map(|x| x.expect("every part received"))
+            .collect())
+    }
+
+    fn scan_impl<T: Pod, O: Operation<T> + ?Sized>(
+        &self,
+        data: &[T],
+        op: &O,
+        inclusive: bool,
+    ) -> Result<Option<Vec<T>>> {
+        check_type::<T>()?;
+        let tag = self.next_coll_tag();
+        let name = if inclusive { "scan" } else { "exscan" };
+        let p = self.size();
+        let me = self.inner.me;
+        let mut partial = data.to_vec();
+        let mut result: Option<Vec<T>> = inclusive.then(|| data.to_vec());
+        let mut mask = 1;
+        while mask < p {
+            let dst = me ^ mask;
+            if dst < p {
+                self.csend(dst, tag, encode(&partial))?;
+                let incoming = self.crecv(dst, tag, name)?;
+                let tmp = view::<T>(incoming.as_bytes())?;
+                if tmp.len() != partial.len() {
+                    return Err(length_mismatch());
+                }
+                if dst < me {
+                    // tmp covers lower ranks: result = tmp op result, partial = tmp op partial.
+                    result = Some(match result {
+                        Some(r) => {
+                            let mut t = tmp.to_vec();
+                            op.combine(&mut t, &r);
+                            t
+                        }
+                        None => tmp.to_vec(),
+                    });
+                    let mut t = tmp.to_vec();
+                    op.combine(&mut t, &partial);
+                    partial = t;
+                } else {
+                    op.combine(&mut partial, tmp);
+                }
+            }
+            mask <<= 1;
+        }
+        Ok(result)
+    }
+}
+
+/// Collective operations on a communicator (an extension trait, like rsmpi's).
+///
+/// Every member must call the same collectives in the same order. Each call blocks (giving up
+/// the node slot) until this rank's part is complete. See the module table for costs.
+///
+/// # Errors
+/// [`Error::Aborted`] when the job ends during the call; [`Error::InvalidRank`] for a root
+/// outside the communicator; [`Error::InvalidArgument`] for arguments that violate the
+/// operation's contract (detected where the data meets: a root may fail while others return).
+pub trait Collectives {
+    /// Blocks until every member has entered the barrier.
+    fn barrier(&self) -> Result<()>;
+
+    /// Replaces `data` on every member with the root's `data`.
+    fn bcast<T: Pod>(&self, root: usize, data: &mut Vec<T>) -> Result<()>;
+
+    /// Like [`bcast`](Self::bcast) into a buffer of the same length on every member.
+    fn bcast_into<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()>;
+
+    /// Broadcasts a serialisable value; the root passes `Some`.
+    fn bcast_obj<T: Serialize + DeserializeOwned>(
+        &self,
+        root: usize,
+        value: Option<T>,
+    ) -> Result<T>;
+
+    /// Combines every member's `data` element-wise; the result arrives at the root only.
+    fn reduce<T: Pod, O: Operation<T>>(
+        &self,
+        root: usize,
+        data: &[T],
+        op: O,
+    ) -> Result<Option<Vec<T>>>;
+
+    /// Combines every member's `data`; every member receives the same result.
+    fn allreduce<T: Pod, O: Operation<T>>(&self, data: &[T], op: O) -> Result<Vec<T>>;
+
+    /// [`allreduce`](Self::allreduce) in place.
+    fn allreduce_into<T: Pod, O: Operation<T>>(&self, data: &mut [T], op: O) -> Result<()>;
+
+    /// Inclusive prefix reduction in rank order.
+    fn scan<T: Pod, O: Operation<T>>(&self, data: &[T], op: O) -> Result<Vec<T>>;
+
+    /// Exclusive prefix reduction in rank order; `None` on rank 0.
+    fn exscan<T: Pod, O: Operation<T>>(&self, data: &[T], op: O) -> Result<Option<Vec<T>>>;
+
+    /// Concatenates equally long contributions in rank order at the root.
+    fn gather<T: Pod>(&self, root: usize, data: &[T]) -> Result<Option<Vec<T>>>;
+
+    /// Concatenates contributions of any length at the root, with each member's count.
+    fn gatherv<T: Pod>(&self, root: usize, data: &[T]) -> Result<Option<(Vec<T>, Vec<usize>)>>;
+
+    /// Gathers serialisable values at the root.
+    fn gather_obj<T: Serialize + DeserializeOwned>(
+        &self,
+        root: usize,
+        value: &T,
+    ) -> Result<Option<Vec<T>>>;
+
+    /// Splits the root's data into `size` equal parts, part `i` to member `i`.
+    fn scatter<T: Pod>(&self, root: usize, data: Option<&[T]>) -> Result<Vec<T>>;
+
+    /// Sends `counts[i]` consecutive elements of the root's data to member `i`.
+    fn scatterv<T: Pod>(&self, root: usize, data: Option<(&[T], &[usize])>) -> Result<Vec<T>>;
+
+    /// Every member receives all equally long contributions in rank order.
+    fn allgather<T: Pod>(&self, data: &[T]) -> Result<Vec<T>>;
+
+    /// Every member receives all contributions and their counts.
+    fn allgatherv<T: Pod>(&self, data: &[T]) -> Result<(Vec<T>, Vec<usize>)>;
+
+    /// Every member receives every member's value.
+    fn allgather_obj<T: Serialize + DeserializeOwned>(&self, value: &T) -> Result<Vec<T>>;
+
+    /// Combines serialisable values with `f` in rank order; every member gets the result.
+    /// Cost: an allgather of the values.
+    fn allreduce_obj<T: Serialize + DeserializeOwned, F: Fn(T, T) -> T>(
+        &self,
+        value: &T,
+        f: F,
+    ) -> Result<T>;
+
+    /// Block `j` of `data` (of `size` equal blocks) goes to member `j`; the result holds the
+    /// blocks received, in rank order.
+    fn alltoall<T: Pod>(&self, data: &[T]) -> Result<Vec<T>>;
+
+    /// `counts[j]` consecutive elements go to member `j`; returns what arrived and the count
+    /// from each member.
+    fn alltoallv<T: Pod>(&self, data: &[T], counts: &[usize]) -> Result<(Vec<T>, Vec<usize>)>;
+
+    /// `parts[j]` goes to member `j`; returns the part from each member.
+    fn alltoallv_vecs<T: Pod>(&self, parts: Vec<Vec<T>>) -> Result<Vec<Vec<T>>>;
+
+    /// `parts[j]` goes to member `j`, for serialisable values.
+    fn alltoall_obj<T: Serialize + DeserializeOwned>(&self, parts: Vec<T>) -> Result<Vec<T>>;
+}
+
+fn concat<T: Pod>(pieces: &[Piece]) -> Result<(Vec<T>, Vec<usize>)> {
+    let mut counts = Vec::with_capacity(pieces.len());
+    let mut total = 0;
+    for p in pieces {
+        let n = view::<T>(p.as_bytes())?.len();
+        counts.push(n);
+        total += n;
+    }
+    let mut out = Vec::with_capacity(total);
+    for p in pieces {
+        out.extend_from_slice(view::<T>(p.as_bytes())?);
+    }
+    Ok((out, counts))
+}
+
+impl Collectives for Comm<'_> {
+    fn barrier(&self) -> Result<()> {
+        self.reduce_vec::<u8, _>(0, &[], &crate::ops::Sum, "barrier")?;
+        let token = (self.rank() == 0).then(Payload::empty);
+        self.bcast_payload(0, token, "barrier").map(drop)
+    }
+
+    fn bcast<T: Pod>(&self, root: usize, data: &mut Vec<T>) -> Result<()> {
+        check_type::<T>()?;
+        let mine = (self.rank() == root).then(|| encode(data));
+        let p = self.bcast_payload(root, mine, "bcast")?;
+        if self.rank() != root {
+            data.clear();
+            data.extend_from_slice(view::<T>(p.as_bytes())?);
+        }
+        Ok(())
+    }
+
+    fn bcast_into<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
+        check_type::<T>()?;
+        let mine = (self.rank() == root).then(|| encode(data));
+        let p = self.bcast_payload(root, mine, "bcast")?;
+        if self.rank() != root {
+            let v = view::<T>(p.as_bytes())?;
+            if v.len() != data.len() {
+                return Err(Error::Truncated {
+                    message_bytes: p.len(),
+                    buffer_bytes: std::mem::size_of_val(data),
+                });
+            }
+            data.copy_from_slice(v);
+        }
+        Ok(())
+    }
+
+    fn bcast_obj<T: Serialize + DeserializeOwned>(
+        &self,
+        root: usize,
+        value: Option<T>,
+    ) -> Result<T> {
+        if self.rank() == root {
+            let value = value.ok_or(Error::InvalidArgument(
+                "the root of a broadcast must supply data",
+            ))?;
+            self.bcast_payload(root, Some(encode_obj(&value)?), "bcast")?;
+            Ok(value)
+        } else {
+            decode_obj(self.bcast_payload(root, None, "bcast")?.as_bytes())
+        }
+    }
+
+    fn reduce<T: Pod, O: Operation<T>>(
+        &self,
+        root: usize,
+        data: &[T],
+        op: O,
+    ) -> Result<Option<Vec<T>>> {
+        self.reduce_vec(root, data, &op, "reduce")
+    }
+
+    fn allreduce<T: Pod, O: Operation<T>>(&self, data: &[T], op: O) -> Result<Vec<T>> {
+        let reduced = self.reduce_vec(0, data, &op, "allreduce")?;
+        match reduced {
+            Some(v) => {
+                self.bcast_payload(0, Some(encode(&v)), "allreduce")?;
+                Ok(v)
+            }
+            None => {
+                let p = self.bcast_payload(0, None, "allreduce")?;
+                Ok(view::<T>(p.as_bytes())?.to_vec())
+            }
+        }
+    }
+
+    fn allreduce_into<T: Pod, O: Operation<T>>(&self, data: &mut [T], op: O) -> Result<()> {
+        let v = self.allreduce(data, op)?;
+        if v.len() != data.len() {
+            return Err(length_mismatch());
+        }
+        data.copy_from_slice(&v);
+        Ok(())
+    }
+
+    fn scan<T: Pod, O: Operation<T>>(&self, data: &[T], op: O) -> Result<Vec<T>> {
+        Ok(self
+            .scan_impl(data, &op, true)?
+            .expect("inclusive scan has a result"))
+    }
+
+    fn exscan<T: Pod, O: Operation<T>>(&self, data: &[T], op: O) -> Result<Option<Vec<T>>> {
+        self.scan_impl(data, &op, false)
+    }
+
+    fn gather<T: Pod>(&self, root: usize, data: &[T]) -> Result<Option<Vec<T>>> {
+        match self.gatherv(root, data)? {
+            None => Ok(None),
+            Some((v, counts)) => {
+                if counts.iter().any(|&c| c != counts[0]) {
+                    return Err(Error::InvalidArgument(
+                        "gather contributions differ in length; use gatherv",
+                    ));
+                }
+                Ok(Some(v))
+            }
+        }
+    }
+
+    fn gatherv<T: Pod>(&self, root: usize, data: &[T]) -> Result<Option<(Vec<T>, Vec<usize>)>> {
+        check_type::<T>()?;
+        match self.gather_pieces(root, encode(data), "gather")? {
+            None => Ok(None),
+            Some(pieces) => concat(&pieces).map(Some),
+        }
+    }
+
+    fn gather_obj<T: Serialize + DeserializeOwned>(
+        &self,
+        root: usize,
+        value: &T,
+    ) -> Result<Option<Vec<T>>> {
+        match self.gather_pieces(root, encode_obj(value)?, "gather")? {
+            None => Ok(None),
+            Some(pieces) => pieces
+                .iter()
+                .map(|p| decode_obj(p.as_bytes()))
+                .collect::<Result<Vec<T>>>()
+                .map(Some),
+        }
+    }
+
+    fn scatter<T: Pod>(&self, root: usize, data: Option<&[T]>) -> Result<Vec<T>> {
+        check_type::<T>()?;
+        let p = self.size();
+        let parts = match (self.rank() == root, data) {
+            (true, Some(d)) => {
+                if d.len() % p != 0 {
+                    return Err(Error::InvalidArgument(
+                        "scatter data is not a multiple of the communicator size",
+                    ));
+                }
+                let n = d.len() / p;
+                Some(
+                    d.chunks(n.max(1))
+                        .map(bytemuck::cast_slice)
+                        .chain(std::iter::repeat(&[][..]))
+                        .take(p)
+                        .collect(),
+                )
+            }
+            (true, None) => {
+                return Err(Error::InvalidArgument(
+                    "the root of a scatter must supply data",
+                ))
+            }
+            (false, _) => None,
+        };
+        let piece = self.scatter_pieces(root, parts, "scatter")?;
+        Ok(view::<T>(piece.as_bytes())?.to_vec())
+    }
+
+    fn scatterv<T: Pod>(&self, root: usize, data: Option<(&[T], &[usize])>) -> Result<Vec<T>> {
+        check_type::<T>()?;
+        let parts = match (self.rank() == root, data) {
+            (true, Some((d, counts))) => {
+                if counts.len() != self.size() || counts.iter().sum::<usize>() != d.len() {
+                    return Err(Error::InvalidArgument("scatterv counts must have one entry per member and add up to the data length"));
+                }
+                let mut at = 0;
+                let mut parts = Vec::with_capacity(counts.len());
+                for &c in counts {
+                    parts.push(bytemuck::cast_slice(&d[at..at + c]));
+                    at += c;
+                }
+                Some(parts)
+            }
+            (true, None) => {
+                return Err(Error::InvalidArgument(
+                    "the root of a scatter must supply data",
+                ))
+            }
+            (false, _) => None,
+        };
+        let piece = self.scatter_pieces(root, parts, "scatterv")?;
+        Ok(view::<T>(piece.as_bytes())?.to_vec())
+    }
+
+    fn allgather<T: Pod>(&self, data: &[T]) -> Result<Vec<T>> {
+        let (v, counts) = self.allgatherv(data)?;
+        if counts.iter().any(|&c| c != counts[0]) {
+            return Err(Error::InvalidArgument(
+                "allgather contributions differ in length; use allgatherv",
+            ));
+        }
+        Ok(v)
+    }
+
+    fn allgatherv<T: Pod>(&self, data: &[T]) -> Result<(Vec<T>, Vec<usize>)> {
+        check_type::<T>()?;
+        let pieces = self.allgather_pieces(encode(data), "allgather")?;
+        concat(&pieces)
+    }
+
+    fn allgather_obj<T: Serialize + DeserializeOwned>(&self, value: &T) -> Result<Vec<T>> {
+        let pieces = self.allgather_pieces(encode_obj(value)?, "allgather")?;
+        pieces.iter().map(|p| decode_obj(p.as_bytes())).collect()
+    }
+
+    fn allreduce_obj<T: Serialize + DeserializeOwned, F: Fn(T, T) -> T>(
+        &self,
+        value: &T,
+        f: F,
+    ) -> Result<T> {
+        let all = self.allgather_obj(value)?;
+        let mut it = all.into_iter();
+        let first = it
+            .next()
+            .ok_or(Error::InvalidArgument("empty communicator"))?;
+        Ok(it.fold(first, f))
+    }
+
+    fn alltoall<T: Pod>(&self, data: &[T]) -> Result<Vec<T>> {
+        let p = self.size();
+        if data.len() % p != 0 {
+            return Err(Error::InvalidArgument(
+                "all-to-all data is not a multiple of the communicator size",
+            ));
+        }
+        let counts = vec![data.len() / p; p];
+        Ok(self.alltoallv(data, &counts)?.0)
+    }
+
+    fn alltoallv<T: Pod>(&self, data: &[T], counts: &[usize]) -> Result<(Vec<T>, Vec<usize>)> {
+        check_type::<T>()?;
+        if counts.len() != self.size() || counts.iter().sum::<usize>() != data.len() {
+            return Err(Error::InvalidArgument(
+                "alltoallv counts must have one entry per member and add up to the data length",
+            ));
+        }
+        let mut at = 0;
+        let mut parts = Vec::with_capacity(counts.len());
+        for &c in counts {
+            parts.push(encode(&data[at..at + c]));
+            at += c;
+        }
+        let got = self.alltoall_payloads(parts, "alltoallv")?;
+        let pieces: Vec<Piece> = got.into_iter().map(Piece::whole).collect();
+        concat(&pieces)
+    }
+
+    fn alltoallv_vecs<T: Pod>(&self, parts: Vec<Vec<T>>) -> Result<Vec<Vec<T>>> {
+        check_type::<T>()?;
+        let parts = parts.iter().map(|v| encode(v)).collect();
+        let got = self.alltoall_payloads(parts, "alltoallv")?;
+        got.iter()
+            .map(|p| Ok(view::<T>(p.as_bytes())?.to_vec()))
+            .collect()
+    }
+
+    fn alltoall_obj<T: Serialize + DeserializeOwned>(&self, parts: Vec<T>) -> Result<Vec<T>> {
+        let parts = parts.iter().map(encode_obj).collect::<Result<Vec<_>>>()?;
+        let got = self.alltoall_payloads(parts, "alltoall")?;
+        got.iter().map(|p| decode_obj(p.as_bytes())).collect()
+    }
+}

@@ -1,0 +1,503 @@
+//! SPMD tests of point-to-point and collective communication, each at several rank counts,
+//! node layouts and slot counts, checked against sequential computations.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use spillway_comm::{
+    wait_all, BitXor, Collectives, Comm, LogicalAnd, Max, Min, Prod, Source, Sum, Tag, UserOp,
+};
+use spillway_runtime::{run, Config, JobError};
+
+type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Every (ranks, nodes, running) layout the suite runs on.
+fn layouts() -> Vec<(u32, u32, u32)> {
+    let mut out = Vec::new();
+    for ranks in [1, 2, 3, 5, 8] {
+        for nodes in [1, 2, 3] {
+            if nodes <= ranks {
+                for running in [1, 2] {
+                    out.push((ranks, nodes, running));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Runs `f` on every layout; a failure names the layout.
+fn on_layouts<F>(f: F)
+where
+    F: Fn(&Comm) -> TestResult + Sync,
+{
+    for (ranks, nodes, running) in layouts() {
+        let config = Config::new(ranks).nodes(nodes).running(running);
+        if let Err(e) = run(&config, |rank| f(&Comm::world(rank))) {
+            panic!("ranks={ranks} nodes={nodes} running={running}: {e}");
+        }
+    }
+}
+
+/// Bulk-style check: every rank contributes its verdict; all ranks fail naming the bad ones.
+fn check_all(comm: &Comm, ok: bool, what: &str) -> TestResult {
+    let verdicts = comm.allgather(&[u8::from(ok)])?;
+    let bad: Vec<usize> = (0..comm.size()).filter(|&r| verdicts[r] == 0).collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed on ranks {bad:?}").into())
+    }
+}
+
+/// Deterministic test data of rank `r`: `len(r)` values.
+fn data_of(r: usize, len: usize) -> Vec<i64> {
+    (0..len)
+        .map(|i| (r as i64 + 1) * 1000 + i as i64 * 7 - 50)
+        .collect()
+}
+
+fn varlen(r: usize) -> usize {
+    (r * 5 + 3) % 7
+}
+
+#[test]
+fn point_to_point_never_overtakes_and_respects_tags() {
+    on_layouts(|world| {
+        let p = world.size();
+        let me = world.rank();
+        for dest in 0..p {
+            for i in 0..20u64 {
+                let tag = (i % 2) as i32;
+                world.send(dest, tag, &[me as u64, i])?;
+            }
+        }
+        // Take odd-tag messages first, then even: order within (source, tag) must hold.
+        let mut ok = true;
+        for src in 0..p {
+            for tag in [1, 0] {
+                let mut last = None;
+                for _ in 0..10 {
+                    let (v, st) = world.recv::<u64>(src, tag)?;
+                    ok &= st.source == src && st.tag == tag && v[0] == src as u64;
+                    ok &= v[1] % 2 == tag as u64 && last.is_none_or(|l| v[1] > l);
+                    last = Some(v[1]);
+                }
+            }
+        }
+        check_all(world, ok, "ordering")
+    });
+}
+
+#[test]
+fn any_source_receives_every_sender_once() {
+    on_layouts(|world| {
+        let p = world.size();
+        let me = world.rank();
+        world.send(0, 3, &[me as u32 * 10])?;
+        let mut ok = true;
+        if me == 0 {
+            let mut seen = vec![false; p];
+            for _ in 0..p {
+                let (v, st) = world.recv::<u32>(Source::Any, Tag::Any)?;
+                ok &= v == [st.source as u32 * 10] && !seen[st.source] && st.tag == 3;
+                seen[st.source] = true;
+            }
+            ok &= seen.iter().all(|&s| s);
+        }
+        check_all(world, ok, "any-source")
+    });
+}
+
+#[test]
+fn nonblocking_probe_and_truncation() {
+    on_layouts(|world| {
+        let p = world.size();
+        let me = world.rank();
+        let right = (me + 1) % p;
+        let left = (me + p - 1) % p;
+        let r1 = world.irecv::<f64>(left, 1)?;
+        let mut r2 = world.irecv::<f64>(left, 2)?;
+        world.isend(right, 2, &[me as f64; 3])?.wait();
+        world.send(right, 1, &[me as f64; 5])?;
+        let done = wait_all(vec![r1])?;
+        let mut ok = done[0].0 == vec![left as f64; 5] && done[0].1.count::<f64>() == 5;
+        let mut got = None;
+        while got.is_none() {
+            got = r2.test()?;
+            if got.is_none() {
+                world.probe(left, Tag::Any).ok();
+            }
+        }
+        ok &= got.expect("completed").0 == vec![left as f64; 3];
+        world.send(right, 9, &[1u16, 2, 3, 4])?;
+        let st = world.probe(left, 9)?;
+        ok &= st.count::<u16>() == 4 && st.bytes == 8;
+        ok &= world.iprobe(left, 9)?.is_some();
+        let mut small = [0u16; 2];
+        ok &= matches!(
+            world.recv_into(left, 9, &mut small),
+            Err(spillway_comm::Error::Truncated { .. })
+        );
+        ok &= world.iprobe(Source::Any, 9)?.is_none();
+        let (v, _) = world.sendrecv::<u32, u32>(&[me as u32], right, 4, left, 4)?;
+        ok &= v == [left as u32];
+        world.send_obj(right, 5, &format!("hello from {me}"))?;
+        let (s, _) = world.recv_obj::<String>(left, 5)?;
+        ok &= s == format!("hello from {left}");
+        check_all(world, ok, "non-blocking")
+    });
+}
+
+#[test]
+fn broadcast_from_every_root() {
+    on_layouts(|world| {
+        let mut ok = true;
+        for root in 0..world.size() {
+            let mut v = if world.rank() == root {
+                data_of(root, 1000 + root)
+            } else {
+                vec![7; 3]
+            };
+            world.bcast(root, &mut v)?;
+            ok &= v == data_of(root, 1000 + root);
+            let mut fixed = vec![0i64; 4];
+            if world.rank() == root {
+                fixed = vec![root as i64; 4];
+            }
+            world.bcast_into(root, &mut fixed)?;
+            ok &= fixed == vec![root as i64; 4];
+            let s = world.bcast_obj(
+                root,
+                (world.rank() == root).then(|| vec![format!("r{root}")]),
+            )?;
+            ok &= s == vec![format!("r{root}")];
+        }
+        check_all(world, ok, "bcast")
+    });
+}
+
+#[test]
+fn reductions_match_sequential() {
+    on_layouts(|world| {
+        let p = world.size();
+        let me = world.rank();
+        let all: Vec<Vec<i64>> = (0..p).map(|r| data_of(r, 64)).collect();
+        let fold = |f: &dyn Fn(i64, i64) -> i64| -> Vec<i64> {
+            (0..64)
+                .map(|i| all.iter().skip(1).fold(all[0][i], |a, v| f(a, v[i])))
+                .collect()
+        };
+        let mut ok = true;
+        for root in 0..p {
+            let r = world.reduce(root, &all[me], Sum)?;
+            ok &= if me == root {
+                r == Some(fold(&|a, b| a + b))
+            } else {
+                r.is_none()
+            };
+        }
+        ok &= world.allreduce(&all[me], Min)? == fold(&|a, b| a.min(b));
+        ok &= world.allreduce(&all[me], Max)? == fold(&|a, b| a.max(b));
+        ok &= world.allreduce(&all[me], BitXor)? == fold(&|a, b| a ^ b);
+        let small: Vec<i64> = all[me].iter().map(|x| x % 3 + 1).collect();
+        let prod: Vec<i64> = (0..64)
+            .map(|i| (0..p).map(|r| all[r][i] % 3 + 1).product())
+            .collect();
+        ok &= world.allreduce(&small, Prod)? == prod;
+        let flags = [i32::from(me != 1), 1];
+        ok &= world.allreduce(&flags, LogicalAnd)? == [i32::from(p == 1), 1];
+        let mut inplace = [me as f64 + 0.5];
+        world.allreduce_into(&mut inplace, Sum)?;
+        ok &= inplace[0] == (0..p).map(|r| r as f64 + 0.5).sum::<f64>();
+        let obj = world.allreduce_obj(&format!("{me}"), |a, b| format!("{a},{b}"))?;
+        ok &= obj == (0..p).map(|r| r.to_string()).collect::<Vec<_>>().join(",");
+        check_all(world, ok, "reductions")
+    });
+}
+
+/// 2x2 matrix product with wrapping arithmetic: associative, not commutative.
+fn matmul(a: &[u64; 4], b: &[u64; 4]) -> [u64; 4] {
+    let m = |x: u64, y: u64| x.wrapping_mul(y);
+    [
+        m(a[0], b[0]).wrapping_add(m(a[1], b[2])),
+        m(a[0], b[1]).wrapping_add(m(a[1], b[3])),
+        m(a[2], b[0]).wrapping_add(m(a[3], b[2])),
+        m(a[2], b[1]).wrapping_add(m(a[3], b[3])),
+    ]
+}
+
+fn mat_of(r: usize) -> [u64; 4] {
+    [r as u64 + 1, 2, 3 * r as u64, 1]
+}
+
+#[test]
+fn non_commutative_ops_follow_rank_order_on_every_communicator() {
+    on_layouts(|world| {
+        let mut ok = true;
+        for comm in [world.clone(), Comm::cyclic_world(world.runtime())] {
+            let p = comm.size();
+            let me = comm.rank();
+            let op = UserOp::non_commutative(matmul);
+            let mats: Vec<[u64; 4]> = (0..p).map(mat_of).collect();
+            let prefix: Vec<[u64; 4]> = mats
+                .iter()
+                .scan(None, |acc: &mut Option<[u64; 4]>, m| {
+                    let next = acc.map_or(*m, |a| matmul(&a, m));
+                    *acc = Some(next);
+                    Some(next)
+                })
+                .collect();
+            ok &= comm.allreduce(&[mats[me]], op)? == [prefix[p - 1]];
+            ok &= comm.scan(&[mats[me]], op)? == [prefix[me]];
+            let ex = comm.exscan(&[mats[me]], op)?;
+            ok &= if me == 0 {
+                ex.is_none()
+            } else {
+                ex == Some(vec![prefix[me - 1]])
+            };
+            ok &= comm.scan(&[me as u64 + 1], Sum)? == [((me + 1) * (me + 2) / 2) as u64];
+        }
+        check_all(world, ok, "non-commutative")
+    });
+}
+
+#[test]
+fn gathers_scatters_and_all_to_all_match_sequential() {
+    on_layouts(|world| {
+        let p = world.size();
+        let me = world.rank();
+        let mut ok = true;
+        let expect_v: Vec<i64> = (0..p).flat_map(|r| data_of(r, varlen(r))).collect();
+        let counts: Vec<usize> = (0..p).map(varlen).collect();
+        for root in 0..p {
+            let g = world.gather(root, &data_of(me, 4))?;
+            let expect: Vec<i64> = (0..p).flat_map(|r| data_of(r, 4)).collect();
+            ok &= if me == root {
+                g == Some(expect.clone())
+            } else {
+                g.is_none()
+            };
+            let gv = world.gatherv(root, &data_of(me, varlen(me)))?;
+            ok &= if me == root {
+                gv == Some((expect_v.clone(), counts.clone()))
+            } else {
+                gv.is_none()
+            };
+            let go = world.gather_obj(root, &me)?;
+            ok &= if me == root {
+                go == Some((0..p).collect())
+            } else {
+                go.is_none()
+            };
+            let src = (me == root).then_some(&expect[..]);
+            ok &= world.scatter(root, src)? == data_of(me, 4);
+            let srcv = (me == root).then_some((&expect_v[..], &counts[..]));
+            ok &= world.scatterv(root, srcv)? == data_of(me, varlen(me));
+        }
+        ok &= world.allgather(&data_of(me, 3))?
+            == (0..p).flat_map(|r| data_of(r, 3)).collect::<Vec<_>>();
+        ok &= world.allgatherv(&data_of(me, varlen(me)))? == (expect_v.clone(), counts.clone());
+        ok &= world.allgather_obj(&vec![me; me])? == (0..p).map(|r| vec![r; r]).collect::<Vec<_>>();
+        // All-to-all: block j of rank i is [i, j, ...].
+        let send: Vec<u32> = (0..p).flat_map(|j| [me as u32, j as u32]).collect();
+        let expect: Vec<u32> = (0..p).flat_map(|i| [i as u32, me as u32]).collect();
+        ok &= world.alltoall(&send)? == expect;
+        let lens = |i: usize, j: usize| (i + 2 * j) % 4;
+        let sendv: Vec<u64> = (0..p)
+            .flat_map(|j| vec![(me * 100 + j) as u64; lens(me, j)])
+            .collect();
+        let sc: Vec<usize> = (0..p).map(|j| lens(me, j)).collect();
+        let (rv, rc) = world.alltoallv(&sendv, &sc)?;
+        let expect: Vec<u64> = (0..p)
+            .flat_map(|i| vec![(i * 100 + me) as u64; lens(i, me)])
+            .collect();
+        ok &= rv == expect && rc == (0..p).map(|i| lens(i, me)).collect::<Vec<_>>();
+        let parts: Vec<Vec<u8>> = (0..p).map(|j| vec![j as u8; me]).collect();
+        ok &= world.alltoallv_vecs(parts)? == (0..p).map(|i| vec![me as u8; i]).collect::<Vec<_>>();
+        let objs: Vec<String> = (0..p).map(|j| format!("{me}->{j}")).collect();
+        ok &= world.alltoall_obj(objs)? == (0..p).map(|i| format!("{i}->{me}")).collect::<Vec<_>>();
+        world.barrier()?;
+        check_all(world, ok, "gather/scatter/alltoall")
+    });
+}
+
+#[test]
+fn communicators_split_dup_node_and_cyclic() {
+    on_layouts(|world| {
+        let rt = world.runtime();
+        let p = world.size();
+        let me = world.rank();
+        let mut ok = true;
+        let half = world
+            .split(Some((me % 2) as u32), -(me as i64))?
+            .expect("member");
+        let mine: Vec<usize> = (0..p).filter(|r| r % 2 == me % 2).rev().collect();
+        ok &=
+            half.size() == mine.len() && half.rank() == mine.iter().position(|&r| r == me).unwrap();
+        ok &= half.allreduce(&[me as u64], Sum)? == [mine.iter().sum::<usize>() as u64];
+        let none = world.split((me != 0).then_some(0), 0)?;
+        ok &= (me == 0) == none.is_none();
+        let dup = world.dup();
+        dup.send((me + 1) % p, 0, &[me as u8])?;
+        ok &= world.iprobe(Source::Any, Tag::Any)?.is_none();
+        ok &= dup.recv::<u8>((me + p - 1) % p, 0)?.0 == [((me + p - 1) % p) as u8];
+        let node = Comm::node(rt);
+        ok &= node.size() == rt.local_size() as usize && node.rank() == rt.local_rank() as usize;
+        ok &= node.allreduce(&[1u32], Sum)? == [rt.local_size()];
+        ok &= world.node_count() == rt.nodes() as usize
+            && world.node_leader() == rt.node_first_rank() as usize;
+        let cyc = Comm::cyclic_world(rt);
+        let gathered = cyc.allgather(&[rt.rank()])?;
+        let layout = rt.layout();
+        ok &= gathered.windows(2).all(|w| {
+            (layout.local_rank(w[0]), layout.node_of(w[0]))
+                < (layout.local_rank(w[1]), layout.node_of(w[1]))
+        });
+        check_all(world, ok, "communicators")
+    });
+}
+
+#[test]
+fn a_panicking_rank_ends_the_job_with_its_id() {
+    for (ranks, nodes, running) in layouts().into_iter().filter(|l| l.0 >= 3) {
+        let config = Config::new(ranks).nodes(nodes).running(running);
+        let err = run(&config, |rank| {
+            let world = Comm::world(rank);
+            if world.rank() == 2 {
+                panic!("boom on purpose");
+            }
+            world.recv::<u8>(2, 0)?;
+            Ok::<_, spillway_comm::Error>(())
+        })
+        .unwrap_err();
+        match err {
+            JobError::RankPanicked { rank, message } => {
+                assert_eq!(rank, 2);
+                assert!(message.contains("boom on purpose"));
+            }
+            other => panic!("unexpected: {other}"),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Custom;
+impl std::fmt::Display for Custom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "custom failure")
+    }
+}
+impl std::error::Error for Custom {}
+
+#[test]
+fn a_failing_rank_ends_the_job_with_its_error() {
+    for (ranks, nodes, running) in layouts().into_iter().filter(|l| l.0 >= 2) {
+        let config = Config::new(ranks).nodes(nodes).running(running);
+        let err = run(&config, |rank| -> TestResult {
+            let world = Comm::world(rank);
+            if world.rank() == 1 {
+                return Err(Box::new(Custom));
+            }
+            world.barrier()?;
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(matches!(err, JobError::RankFailed { rank: 1, .. }), "{err}");
+        assert!(err.to_string().contains("custom failure"));
+    }
+}
+
+#[test]
+fn deadlocks_are_reported_with_what_each_rank_waits_for() {
+    for (ranks, nodes, running) in layouts() {
+        let config = Config::new(ranks).nodes(nodes).running(running);
+        let err = run(&config, |rank| {
+            let world = Comm::world(rank);
+            if world.rank() == 0 && world.size() > 1 {
+                return Ok(());
+            }
+            world.recv::<u8>(Source::Any, 7)?;
+            Ok::<_, spillway_comm::Error>(())
+        })
+        .unwrap_err();
+        let JobError::Deadlock(report) = err else {
+            panic!("expected a deadlock, got {err}");
+        };
+        assert_eq!(report.ranks.len(), ranks as usize);
+        for w in &report.ranks {
+            if w.rank == 0 && ranks > 1 {
+                assert_eq!(w.waiting_for, "finished");
+            } else {
+                assert!(
+                    w.waiting_for.contains("receive") && w.waiting_for.contains("tag 7"),
+                    "{}",
+                    w.waiting_for
+                );
+            }
+        }
+        // A collective that some ranks never enter is a deadlock too.
+        let err = run(&config, |rank| {
+            let world = Comm::world(rank);
+            if world.rank() != world.size() - 1 {
+                world.barrier()?;
+            } else {
+                world.recv::<u8>(0, 0)?;
+            }
+            Ok::<_, spillway_comm::Error>(())
+        })
+        .unwrap_err();
+        if ranks > 1 {
+            assert!(
+                err.to_string().contains("collective barrier")
+                    || err.to_string().contains("receive"),
+                "{err}"
+            );
+        }
+        assert!(matches!(err, JobError::Deadlock(_)), "{err}");
+    }
+}
+
+#[test]
+fn at_most_running_ranks_of_a_node_execute_and_critical_sections_exclude() {
+    for (ranks, nodes, running) in layouts() {
+        let config = Config::new(ranks).nodes(nodes).running(running);
+        let executing: Vec<AtomicUsize> = (0..nodes).map(|_| AtomicUsize::new(0)).collect();
+        let peak: Vec<AtomicUsize> = (0..nodes).map(|_| AtomicUsize::new(0)).collect();
+        let in_critical: Vec<AtomicUsize> = (0..nodes).map(|_| AtomicUsize::new(0)).collect();
+        let critical_violations = AtomicUsize::new(0);
+        run(&config, |rank| {
+            let world = Comm::world(rank);
+            let n = rank.node() as usize;
+            for round in 0..5 {
+                let now = executing[n].fetch_add(1, Ordering::SeqCst) + 1;
+                peak[n].fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                executing[n].fetch_sub(1, Ordering::SeqCst);
+                if round % 2 == 0 {
+                    let p = world.size();
+                    world.send((world.rank() + p - 1) % p, 11, &[round as u8])?;
+                    let _guard = rank.enter_critical()?;
+                    if in_critical[n].fetch_add(1, Ordering::SeqCst) != 0 {
+                        critical_violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                    // Blocking inside a critical section is allowed: the right neighbour sent
+                    // before entering its own.
+                    world.recv::<u8>((world.rank() + 1) % world.size(), 11)?;
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                    in_critical[n].fetch_sub(1, Ordering::SeqCst);
+                }
+                world.barrier()?;
+            }
+            Ok::<_, spillway_comm::Error>(())
+        })
+        .unwrap();
+        for n in 0..nodes as usize {
+            let pk = peak[n].load(Ordering::SeqCst);
+            assert!(
+                pk <= running as usize,
+                "node {n}: {pk} ranks executed at once, running={running}"
+            );
+        }
+        assert_eq!(critical_violations.load(Ordering::SeqCst), 0);
+    }
+}
