@@ -979,6 +979,12 @@ impl AtomicFile {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// The temporary file that receives the data until [`commit`](Self::commit); other
+    /// writers (ranks writing their parts in turn) may append to it.
+    pub fn temp_path(&self) -> &Path {
+        &self.temp
+    }
 }
 
 impl Drop for AtomicFile {

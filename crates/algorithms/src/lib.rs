@@ -1,1 +1,36 @@
-// placeholder
+//! The algorithms of spillway, as library functions on communicators.
+//!
+//! Each algorithm is a function that every rank calls with its communicator and its part of
+//! the data, plus loaders that read or generate that part in parallel:
+//!
+//! * [`pagerank()`](pagerank::pagerank): BDMPI's push PageRank on a 1-D row decomposition
+//!   balanced by non-zeros ([`graph::load_graph`]).
+//! * [`kmeans()`](kmeans::kmeans): Lloyd's K-means in the Harp style — local assignment and
+//!   partial sums, then an allreduce ([`points::load_points`]).
+//! * [`generate`]: R-MAT graphs (Graph500 parameters) and Gaussian blobs, as pure functions of
+//!   a seed and a global index, so any split over ranks generates the same data.
+//! * [`input`]: chunked readers for SNAP edge lists, Matrix Market and CSV that reject
+//!   malformed input with the file, line and reason.
+#![deny(missing_docs, unreachable_pub)]
+
+mod error;
+pub mod generate;
+pub mod graph;
+pub mod input;
+pub mod kmeans;
+pub mod output;
+pub mod pagerank;
+pub mod points;
+
+pub use error::AlgoError;
+
+/// Progress of an iterative algorithm, reported after every iteration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// 1-based iteration just finished.
+    pub iteration: usize,
+    /// The iteration limit.
+    pub max_iterations: usize,
+    /// The algorithm's convergence measure (PageRank: L1 change; K-means: points that moved).
+    pub delta: f64,
+}

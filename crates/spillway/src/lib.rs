@@ -1,1 +1,48 @@
-// placeholder
+//! spillway: bulk-synchronous parallel computing for data larger than memory.
+//!
+//! One SPMD program, written the way MPI and BSP programmers think. [`run`] starts a function
+//! on every rank; ranks talk through communicators ([`Comm`]) with MPI's point-to-point
+//! operations and collectives ([`Collectives`]). Many more ranks than cores can run on one
+//! node: at most `running` of a node's ranks execute at once, and every blocking call yields.
+//!
+//! ```
+//! use spillway::prelude::*;
+//!
+//! let config = Config::new(6).nodes(2).running(1);
+//! let out = run(&config, |rank| {
+//!     let world = Comm::world(rank);
+//!     // Ring: send to the right, receive from the left.
+//!     let right = (world.rank() + 1) % world.size();
+//!     let left = (world.rank() + world.size() - 1) % world.size();
+//!     world.send(right, 0, &[world.rank() as u64])?;
+//!     let (got, _) = world.recv::<u64>(left, 0)?;
+//!     let total = world.allreduce(&got, Sum)?;
+//!     Ok::<_, spillway::Error>(total[0])
+//! })?;
+//! assert_eq!(out, vec![15; 6]);
+//! # Ok::<(), spillway::JobError>(())
+//! ```
+//!
+//! The layers are separate crates: `spillway-transport` (payloads, layouts, backends),
+//! `spillway-runtime` (launch, scheduler, topology), `spillway-comm` (communication) and
+//! `spillway-algorithms` (PageRank, K-means, generators, readers).
+#![deny(missing_docs, unreachable_pub)]
+
+pub use spillway_algorithms as algorithms;
+pub use spillway_comm::{
+    wait_all, BitAnd, BitOr, BitXor, Collectives, Comm, Logical, LogicalAnd, LogicalOr, LogicalXor,
+    Max, Min, Operation, Prod, RecvRequest, SendRequest, Source, Status, Sum, Tag, UserOp,
+};
+pub use spillway_runtime::{
+    run, run_with_stats, Backend, Config, CriticalGuard, DeadlockReport, Error, JobError, JobStats,
+    Rank, RankStats, ResumePolicy, WaitState,
+};
+
+/// Everything an SPMD program usually needs, in one `use`.
+pub mod prelude {
+    pub use spillway_comm::{
+        BitAnd, BitOr, BitXor, Collectives, Comm, LogicalAnd, LogicalOr, LogicalXor, Max, Min,
+        Prod, Source, Sum, Tag, UserOp,
+    };
+    pub use spillway_runtime::{run, Config, Error, JobError, Rank};
+}

@@ -1,0 +1,73 @@
+//! Errors of the algorithms.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::input::InputError;
+
+/// Why an algorithm or loader failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AlgoError {
+    /// Malformed or unreadable input: file, line, reason.
+    Input(InputError),
+    /// A parameter that the data cannot satisfy (e.g. more clusters than points).
+    BadParameter {
+        /// The parameter.
+        name: &'static str,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// An output file could not be written.
+    Output {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Communication failed (usually: the job is being aborted).
+    Comm(spillway_comm::Error),
+}
+
+impl AlgoError {
+    /// Whether the user's input or parameters are at fault (the CLI exits with code 2).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, AlgoError::Input(_) | AlgoError::BadParameter { .. })
+    }
+}
+
+impl fmt::Display for AlgoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AlgoError::Input(e) => write!(f, "{e}"),
+            AlgoError::BadParameter { name, reason } => write!(f, "invalid {name}: {reason}"),
+            AlgoError::Output { path, source } => {
+                write!(f, "cannot write {}: {source}", path.display())
+            }
+            AlgoError::Comm(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for AlgoError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AlgoError::Input(e) => Some(e),
+            AlgoError::Output { source, .. } => Some(source),
+            AlgoError::Comm(e) => Some(e),
+            AlgoError::BadParameter { .. } => None,
+        }
+    }
+}
+
+impl From<InputError> for AlgoError {
+    fn from(e: InputError) -> AlgoError {
+        AlgoError::Input(e)
+    }
+}
+
+impl From<spillway_comm::Error> for AlgoError {
+    fn from(e: spillway_comm::Error) -> AlgoError {
+        AlgoError::Comm(e)
+    }
+}

@@ -1,0 +1,237 @@
+//! Loading a directed graph as a 1-D row decomposition balanced by non-zeros.
+//!
+//! Rank `q` owns the consecutive source vertices `bounds[q] .. bounds[q + 1]` and all their
+//! out-edges (the rows of the adjacency matrix), with the boundaries chosen so that every rank
+//! holds about the same number of edges (BDMPI's PageRank decomposition).
+//!
+//! Loading is parallel: every rank parses a line-aligned byte range of the file (or generates a
+//! range of R-MAT edges), then edges move to their owners in one all-to-all.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use spillway_comm::{Collectives, Comm, Max, Sum};
+
+use crate::error::AlgoError;
+use crate::generate::RmatSpec;
+use crate::input::{
+    count_lines, line_aligned_range, parse_mtx_chunk, parse_mtx_header, parse_snap_chunk,
+    read_range, InputError,
+};
+
+/// Where a graph comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GraphSource {
+    /// A SNAP edge list: "src dst" per line, `#` comments; N = 1 + the largest id.
+    EdgeList(PathBuf),
+    /// A Matrix Market coordinate file, 1-based; entry (i, j) is the edge i -> j and
+    /// N = max(rows, cols). Values are ignored; duplicate entries are parallel edges.
+    MatrixMarket(PathBuf),
+    /// A generated R-MAT graph.
+    Rmat(RmatSpec),
+}
+
+impl GraphSource {
+    /// A file source, chosen by extension: `.mtx` is Matrix Market, anything else an edge list.
+    pub fn from_path(path: impl Into<PathBuf>) -> GraphSource {
+        let path = path.into();
+        let is_mtx = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("mtx"));
+        if is_mtx {
+            GraphSource::MatrixMarket(path)
+        } else {
+            GraphSource::EdgeList(path)
+        }
+    }
+}
+
+/// One rank's rows of a distributed directed graph, in compressed sparse row form.
+#[derive(Debug, Clone)]
+pub struct DistGraph {
+    /// Number of vertices of the whole graph.
+    pub n: u64,
+    /// Number of edges of the whole graph.
+    pub total_edges: u64,
+    /// Row boundaries of every rank (`size + 1` entries).
+    pub bounds: Vec<u64>,
+    /// First vertex of this rank.
+    pub lo: u64,
+    /// One past the last vertex of this rank.
+    pub hi: u64,
+    /// Row offsets into `targets` (`hi - lo + 1` entries).
+    pub offsets: Vec<u64>,
+    /// Edge targets, row by row.
+    pub targets: Vec<u32>,
+}
+
+impl DistGraph {
+    /// The rank owning vertex `v`.
+    pub fn owner(&self, v: u64) -> usize {
+        self.bounds.partition_point(|&b| b <= v) - 1
+    }
+
+    /// Out-edges of local row `u` (0-based within this rank).
+    pub fn row(&self, u: usize) -> &[u32] {
+        &self.targets[self.offsets[u] as usize..self.offsets[u + 1] as usize]
+    }
+
+    /// Number of local rows.
+    pub fn local_rows(&self) -> usize {
+        (self.hi - self.lo) as usize
+    }
+}
+
+/// Agrees on the first input error of all ranks (by line), so every rank fails the same way.
+pub(crate) fn agree_on_error(
+    comm: &Comm,
+    path: &Path,
+    local: Option<(u64, String)>,
+    line_base: u64,
+) -> Result<(), AlgoError> {
+    let mine = local.map(|(i, reason)| (line_base + i + 1, reason));
+    let all = comm.allgather_obj(&mine)?;
+    match all.into_iter().flatten().min_by_key(|(line, _)| *line) {
+        Some((line, reason)) => Err(InputError::new(path, Some(line), reason).into()),
+        None => Ok(()),
+    }
+}
+
+/// Reads this rank's line-aligned part of `[data_start, len)` and the number of lines before
+/// it (over all ranks).
+pub(crate) fn read_my_chunk(
+    comm: &Comm,
+    path: &Path,
+    data_start: u64,
+) -> Result<(Vec<u8>, u64), AlgoError> {
+    let file = File::open(path).map_err(|e| InputError::io(path, &e))?;
+    let len = file.metadata().map_err(|e| InputError::io(path, &e))?.len();
+    let (start, end) =
+        line_aligned_range(&file, data_start.min(len), len, comm.rank(), comm.size())
+            .map_err(|e| InputError::io(path, &e))?;
+    let bytes = read_range(&file, start, end).map_err(|e| InputError::io(path, &e))?;
+    let lines = count_lines(&bytes);
+    let before = comm.exscan(&[lines], Sum)?.map_or(0, |v| v[0]);
+    Ok((bytes, before))
+}
+
+/// Loads or generates a graph and distributes its rows balanced by non-zeros.
+///
+/// # Errors
+/// [`AlgoError::Input`] with file, line and reason for unreadable or malformed input (every
+/// rank returns the same error), or a communication error.
+pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoError> {
+    let (edges, n) = match source {
+        GraphSource::EdgeList(path) => {
+            let (bytes, before) = read_my_chunk(comm, path, 0)?;
+            let chunk = parse_snap_chunk(&bytes);
+            drop(bytes);
+            agree_on_error(comm, path, chunk.error, before)?;
+            let local_max = chunk
+                .edges
+                .iter()
+                .map(|&(s, d)| u64::from(s.max(d)) + 1)
+                .max()
+                .unwrap_or(0);
+            let n = comm.allreduce(&[local_max], Max)?[0];
+            if n == 0 {
+                return Err(InputError::new(path, None, "no edges").into());
+            }
+            (chunk.edges, n)
+        }
+        GraphSource::MatrixMarket(path) => {
+            let header = parse_mtx_header(path)?;
+            let (bytes, before) = read_my_chunk(comm, path, header.data_start)?;
+            let chunk = parse_mtx_chunk(&bytes, &header);
+            drop(bytes);
+            agree_on_error(comm, path, chunk.error, header.header_lines + before)?;
+            let entries = comm.allreduce(&[chunk.entries], Sum)?[0];
+            if entries != header.nnz {
+                return Err(InputError::new(
+                    path,
+                    None,
+                    format!(
+                        "the size line announces {} entries, found {entries}",
+                        header.nnz
+                    ),
+                )
+                .into());
+            }
+            let n = header.rows.max(header.cols);
+            if n == 0 {
+                return Err(InputError::new(path, None, "the matrix has no rows").into());
+            }
+            (chunk.edges, n)
+        }
+        GraphSource::Rmat(spec) => {
+            let e = spec.num_edges();
+            let (p, r) = (comm.size() as u64, comm.rank() as u64);
+            let range = e * r / p..e * (r + 1) / p;
+            let mut edges = Vec::with_capacity((range.end - range.start) as usize);
+            spec.edges(range, &mut edges);
+            (edges, spec.num_vertices())
+        }
+    };
+    distribute(comm, edges, n)
+}
+
+/// Chooses row boundaries balanced by edge count and moves edges to their owners.
+fn distribute(comm: &Comm, edges: Vec<(u32, u32)>, n: u64) -> Result<DistGraph, AlgoError> {
+    let p = comm.size();
+    let buckets = n.min((256 * p as u64).max(4096)).min(1 << 20);
+    let width = n.div_ceil(buckets);
+    let mut hist = vec![0u64; buckets as usize];
+    for &(s, _) in &edges {
+        hist[(u64::from(s) / width) as usize] += 1;
+    }
+    let hist = comm.allreduce(&hist, Sum)?;
+    let total: u64 = hist.iter().sum();
+    let mut bounds = vec![0u64; p + 1];
+    bounds[p] = n;
+    let mut cum = 0u64;
+    let mut b = 0usize;
+    for (q, bound) in bounds.iter_mut().enumerate().take(p).skip(1) {
+        let target = total * q as u64 / p as u64;
+        while cum < target && b < hist.len() {
+            cum += hist[b];
+            b += 1;
+        }
+        *bound = (b as u64 * width).min(n);
+    }
+    let owner = |v: u64| bounds.partition_point(|&x| x <= v) - 1;
+    let mut parts: Vec<Vec<[u32; 2]>> = vec![Vec::new(); p];
+    for (s, d) in edges {
+        parts[owner(u64::from(s))].push([s, d]);
+    }
+    let received = comm.alltoallv_vecs(parts)?;
+    let me = comm.rank();
+    let (lo, hi) = (bounds[me], bounds[me + 1]);
+    let rows = (hi - lo) as usize;
+    let mut offsets = vec![0u64; rows + 1];
+    for part in &received {
+        for &[s, _] in part {
+            offsets[(u64::from(s) - lo) as usize + 1] += 1;
+        }
+    }
+    for i in 0..rows {
+        offsets[i + 1] += offsets[i];
+    }
+    let mut fill = offsets.clone();
+    let mut targets = vec![0u32; offsets[rows] as usize];
+    for part in &received {
+        for &[s, d] in part {
+            let row = (u64::from(s) - lo) as usize;
+            targets[fill[row] as usize] = d;
+            fill[row] += 1;
+        }
+    }
+    Ok(DistGraph {
+        n,
+        total_edges: total,
+        bounds,
+        lo,
+        hi,
+        offsets,
+        targets,
+    })
+}

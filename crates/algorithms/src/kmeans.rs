@@ -1,0 +1,269 @@
+//! Lloyd's K-means in the map-collective style of Harp.
+//!
+//! # Semantics
+//! Every rank holds a block of points and the same `k` centroids. Each iteration assigns every
+//! point to its nearest centroid (squared Euclidean distance, ties to the lower index),
+//! computes per-cluster partial sums and counts locally (local aggregation), and combines them
+//! with one allreduce; every rank then derives the same new centroids (the mean of each
+//! cluster; a cluster that lost all its points keeps its centroid). Iteration stops when no
+//! point changes cluster, or after `max_iterations`. With the same initial centroids this is
+//! scikit-learn's `lloyd` (which, unlike this, relocates empty clusters).
+//!
+//! # Cost per iteration (n local points, d dimensions, k clusters)
+//! O(n k d) local work; one allreduce of k (d + 1) + 1 values.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use spillway_comm::{Collectives, Comm, Sum};
+
+use crate::error::AlgoError;
+use crate::input::{csv_dimension, parse_csv_chunk, read_range, InputError};
+use crate::points::DistPoints;
+use crate::Progress;
+
+/// How the initial centroids are chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Init {
+    /// The first `k` points.
+    First,
+    /// `k` distinct points chosen uniformly with this seed.
+    Random(u64),
+    /// Centroids read from a CSV file with `k` rows.
+    File(PathBuf),
+}
+
+impl Init {
+    /// Parses `first`, `random`, `random:SEED` or `file:PATH`.
+    pub fn parse(s: &str) -> Result<Init, String> {
+        match s {
+            "first" => Ok(Init::First),
+            "random" => Ok(Init::Random(1)),
+            _ => {
+                if let Some(seed) = s.strip_prefix("random:") {
+                    seed.parse()
+                        .map(Init::Random)
+                        .map_err(|_| format!("invalid seed '{seed}'"))
+                } else if let Some(path) = s.strip_prefix("file:") {
+                    Ok(Init::File(PathBuf::from(path)))
+                } else {
+                    Err(format!(
+                        "expected first, random[:SEED] or file:PATH, found '{s}'"
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// K-means parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KMeansOptions {
+    /// Number of clusters.
+    pub k: usize,
+    /// Iteration limit (default 100).
+    pub max_iterations: usize,
+    /// Initial centroids.
+    pub init: Init,
+}
+
+/// The result; centroids are the same on every rank.
+#[derive(Debug, Clone)]
+pub struct KMeansResult {
+    /// `k` centroids, row-major.
+    pub centroids: Vec<f64>,
+    /// Cluster of each local point.
+    pub assignment: Vec<u32>,
+    /// Iterations performed (assignment passes).
+    pub iterations: usize,
+    /// Whether the last iteration moved no point.
+    pub converged: bool,
+    /// Wall time of each iteration on this rank.
+    pub iteration_times: Vec<Duration>,
+}
+
+fn bad_k(reason: String) -> AlgoError {
+    AlgoError::BadParameter { name: "k", reason }
+}
+
+/// Chooses the initial centroids (identical on every rank).
+///
+/// # Errors
+/// `k` of 0 or larger than the number of points; an init file that does not hold `k` rows of
+/// the points' dimension.
+pub fn initial_centroids(
+    comm: &Comm,
+    points: &DistPoints,
+    k: usize,
+    init: &Init,
+) -> Result<Vec<f64>, AlgoError> {
+    if k == 0 {
+        return Err(bad_k("k must be at least 1".into()));
+    }
+    if k as u64 > points.total {
+        return Err(bad_k(format!(
+            "k = {k} is larger than the number of points ({})",
+            points.total
+        )));
+    }
+    let dim = points.dim;
+    let wanted: Vec<u64> = match init {
+        Init::First => (0..k as u64).collect(),
+        Init::Random(seed) => sample_distinct(points.total, k, *seed),
+        Init::File(path) => return read_centroids(path, k, dim),
+    };
+    // Each rank contributes (position in `wanted`, point) for the points it owns.
+    let mut mine: Vec<f64> = Vec::new();
+    let end = points.first + points.len() as u64;
+    for (pos, &idx) in wanted.iter().enumerate() {
+        if idx >= points.first && idx < end {
+            mine.push(pos as f64);
+            mine.extend_from_slice(points.point((idx - points.first) as usize));
+        }
+    }
+    let (all, _) = comm.allgatherv(&mine)?;
+    let mut centroids = vec![0.0; k * dim];
+    for rec in all.chunks_exact(dim + 1) {
+        let pos = rec[0] as usize;
+        centroids[pos * dim..(pos + 1) * dim].copy_from_slice(&rec[1..]);
+    }
+    Ok(centroids)
+}
+
+/// `k` distinct indices of `0..n` (Floyd's algorithm), in selection order.
+fn sample_distinct(n: u64, k: usize, seed: u64) -> Vec<u64> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut chosen = std::collections::HashSet::with_capacity(k);
+    let mut order = Vec::with_capacity(k);
+    for j in n - k as u64..n {
+        let t = rng.next_u64() % (j + 1);
+        let pick = if chosen.contains(&t) { j } else { t };
+        chosen.insert(pick);
+        order.push(pick);
+    }
+    order
+}
+
+fn read_centroids(path: &Path, k: usize, dim: usize) -> Result<Vec<f64>, AlgoError> {
+    let (file_dim, first_line) = csv_dimension(path)?;
+    if file_dim != dim {
+        return Err(InputError::new(
+            path,
+            Some(first_line),
+            format!("centroids have {file_dim} values, the points have {dim}"),
+        )
+        .into());
+    }
+    let file = std::fs::File::open(path).map_err(|e| InputError::io(path, &e))?;
+    let len = file.metadata().map_err(|e| InputError::io(path, &e))?.len();
+    let bytes = read_range(&file, 0, len).map_err(|e| InputError::io(path, &e))?;
+    let chunk = parse_csv_chunk(&bytes, dim);
+    if let Some((line, reason)) = chunk.error {
+        return Err(InputError::new(path, Some(line + 1), reason).into());
+    }
+    if chunk.rows as usize != k {
+        return Err(InputError::new(
+            path,
+            None,
+            format!("expected {k} centroids, found {}", chunk.rows),
+        )
+        .into());
+    }
+    Ok(chunk.values)
+}
+
+/// Index of the centroid nearest to `x` (ties to the lower index).
+pub fn nearest(x: &[f64], centroids: &[f64], dim: usize) -> usize {
+    let mut best = 0;
+    let mut best_d = f64::INFINITY;
+    for (c, centre) in centroids.chunks_exact(dim).enumerate() {
+        let dist: f64 = x.iter().zip(centre).map(|(a, b)| (a - b) * (a - b)).sum();
+        if dist < best_d {
+            best_d = dist;
+            best = c;
+        }
+    }
+    best
+}
+
+/// Runs K-means; `progress` is called on every rank after each iteration with the number of
+/// points that changed cluster.
+///
+/// # Errors
+/// As [`initial_centroids`]; communication errors.
+pub fn kmeans(
+    comm: &Comm,
+    points: &DistPoints,
+    options: &KMeansOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<KMeansResult, AlgoError> {
+    let k = options.k;
+    let dim = points.dim;
+    let mut centroids = initial_centroids(comm, points, k, &options.init)?;
+    // Harp: the driver's centroids are broadcast to every worker.
+    comm.bcast(0, &mut centroids)?;
+    let n = points.len();
+    let mut assignment = vec![u32::MAX; n];
+    let mut times = Vec::new();
+    let mut converged = false;
+    let mut iterations = 0;
+    // [sums (k*dim), counts (k), changed (1)]
+    let mut partial = vec![0.0f64; k * dim + k + 1];
+    while iterations < options.max_iterations {
+        let start = Instant::now();
+        partial.iter_mut().for_each(|v| *v = 0.0);
+        let mut changed = 0u64;
+        for i in 0..n {
+            let x = points.point(i);
+            let c = nearest(x, &centroids, dim);
+            if assignment[i] != c as u32 {
+                changed += 1;
+                assignment[i] = c as u32;
+            }
+            let sum = &mut partial[c * dim..(c + 1) * dim];
+            sum.iter_mut().zip(x).for_each(|(s, v)| *s += v);
+            partial[k * dim + c] += 1.0;
+        }
+        partial[k * dim + k] = changed as f64;
+        let total = comm.allreduce(&partial, Sum)?;
+        iterations += 1;
+        let moved = total[k * dim + k];
+        if moved == 0.0 {
+            converged = true;
+        } else {
+            for c in 0..k {
+                let count = total[k * dim + c];
+                if count > 0.0 {
+                    for j in 0..dim {
+                        centroids[c * dim + j] = total[c * dim + j] / count;
+                    }
+                }
+            }
+        }
+        times.push(start.elapsed());
+        progress(&Progress {
+            iteration: iterations,
+            max_iterations: options.max_iterations,
+            delta: moved,
+        });
+        if converged {
+            break;
+        }
+    }
+    if !converged && iterations > 0 {
+        // The last update moved the centroids: assign once more so that the assignment
+        // belongs to the centroids returned.
+        for (i, a) in assignment.iter_mut().enumerate() {
+            *a = nearest(points.point(i), &centroids, dim) as u32;
+        }
+    }
+    Ok(KMeansResult {
+        centroids,
+        assignment,
+        iterations,
+        converged,
+        iteration_times: times,
+    })
+}

@@ -1,0 +1,91 @@
+//! Loading dense points, split over the ranks in contiguous blocks of rows.
+
+use std::path::{Path, PathBuf};
+
+use spillway_comm::{Collectives, Comm, Sum};
+
+use crate::error::AlgoError;
+use crate::generate::BlobsSpec;
+use crate::graph::{agree_on_error, read_my_chunk};
+use crate::input::{csv_dimension, parse_csv_chunk, InputError};
+
+/// Where points come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PointSource {
+    /// CSV: one point per line, comma-separated numbers, no header.
+    Csv(PathBuf),
+    /// Generated Gaussian blobs.
+    Blobs(BlobsSpec),
+}
+
+/// This rank's block of a distributed point set.
+#[derive(Debug, Clone)]
+pub struct DistPoints {
+    /// Coordinates per point.
+    pub dim: usize,
+    /// Points in the whole set.
+    pub total: u64,
+    /// Global index of this rank's first point.
+    pub first: u64,
+    /// This rank's points, row-major.
+    pub values: Vec<f64>,
+}
+
+impl DistPoints {
+    /// Number of local points.
+    pub fn len(&self) -> usize {
+        self.values.len() / self.dim.max(1)
+    }
+
+    /// Whether this rank holds no points.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// Local point `i`.
+    pub fn point(&self, i: usize) -> &[f64] {
+        &self.values[i * self.dim..(i + 1) * self.dim]
+    }
+}
+
+/// Reads or generates this rank's points.
+///
+/// # Errors
+/// [`AlgoError::Input`] with file, line and reason (rows of unequal length, non-numeric or
+/// non-finite values, an empty file); every rank returns the same error.
+pub fn load_points(comm: &Comm, source: &PointSource) -> Result<DistPoints, AlgoError> {
+    match source {
+        PointSource::Csv(path) => load_csv(comm, path),
+        PointSource::Blobs(spec) => {
+            let (p, r) = (comm.size() as u64, comm.rank() as u64);
+            let range = spec.n * r / p..spec.n * (r + 1) / p;
+            let mut values = Vec::with_capacity((range.end - range.start) as usize * spec.d);
+            spec.points(range.clone(), &mut values);
+            Ok(DistPoints {
+                dim: spec.d,
+                total: spec.n,
+                first: range.start,
+                values,
+            })
+        }
+    }
+}
+
+fn load_csv(comm: &Comm, path: &Path) -> Result<DistPoints, AlgoError> {
+    let (dim, _) = csv_dimension(path)?;
+    let (bytes, before) = read_my_chunk(comm, path, 0)?;
+    let chunk = parse_csv_chunk(&bytes, dim);
+    drop(bytes);
+    agree_on_error(comm, path, chunk.error, before)?;
+    let first = comm.exscan(&[chunk.rows], Sum)?.map_or(0, |v| v[0]);
+    let total = comm.allreduce(&[chunk.rows], Sum)?[0];
+    if total == 0 {
+        return Err(InputError::new(path, None, "no data rows").into());
+    }
+    Ok(DistPoints {
+        dim,
+        total,
+        first,
+        values: chunk.values,
+    })
+}
