@@ -1229,7 +1229,7 @@ mod tests {
     #[test]
     fn snap_long_field_is_quoted_short() {
         let mut line = b"1 ".to_vec();
-        line.extend(std::iter::repeat(b'z').take(1000));
+        line.extend(std::iter::repeat_n(b'z', 1000));
         let (_, reason) = parse_snap_chunk(&line).error.expect("error");
         assert_eq!(reason, format!("invalid vertex id '{}...'", "z".repeat(40)));
     }
@@ -1326,7 +1326,7 @@ mod tests {
     #[test]
     fn mtx_header_long_comment_is_skipped() {
         let mut content = b"%%MatrixMarket matrix coordinate real general\n%".to_vec();
-        content.extend(std::iter::repeat(b'c').take(3 * HEADER_LINE_KEEP));
+        content.extend(std::iter::repeat_n(b'c', 3 * HEADER_LINE_KEEP));
         content.extend_from_slice(b"\n2 2 1\n1 2 3\n");
         let h = header_of(&content).expect("header");
         assert_eq!(h.header_lines, 3);

@@ -204,8 +204,7 @@ pub fn kmeans(
     let mut centroids = initial_centroids(comm, points, k, &options.init)?;
     // Harp: the driver's centroids are broadcast to every worker.
     comm.bcast(0, &mut centroids)?;
-    let n = points.len();
-    let mut assignment = vec![u32::MAX; n];
+    let mut assignment = vec![u32::MAX; points.len()];
     let mut times = Vec::new();
     let mut converged = false;
     let mut iterations = 0;
@@ -215,12 +214,12 @@ pub fn kmeans(
         let start = Instant::now();
         partial.iter_mut().for_each(|v| *v = 0.0);
         let mut changed = 0u64;
-        for i in 0..n {
+        for (i, a) in assignment.iter_mut().enumerate() {
             let x = points.point(i);
             let c = nearest(x, &centroids, dim);
-            if assignment[i] != c as u32 {
+            if *a != c as u32 {
                 changed += 1;
-                assignment[i] = c as u32;
+                *a = c as u32;
             }
             let sum = &mut partial[c * dim..(c + 1) * dim];
             sum.iter_mut().zip(x).for_each(|(s, v)| *s += v);

@@ -253,7 +253,7 @@ impl<'r> Comm<'r> {
     /// Collective in the MPI sense: every member calls it, in the same order relative to other
     /// `dup`/`split` calls on this communicator. It needs no communication.
     pub fn dup(&self) -> Comm<'r> {
-        let id = self.derive_id(0x4455_50);
+        let id = self.derive_id(0x0044_5550);
         Comm::build(self.rank, id, self.inner.members.clone())
     }
 
@@ -268,7 +268,7 @@ impl<'r> Comm<'r> {
     pub fn split(&self, color: Option<u32>, key: i64) -> Result<Option<Comm<'r>>> {
         let mine = [color.map_or(-1, i64::from), key];
         let all = self.allgather(&mine)?;
-        let id = self.derive_id(0x5350_4c49_54);
+        let id = self.derive_id(0x0053_504c_4954);
         let Some(color) = color else {
             return Ok(None);
         };

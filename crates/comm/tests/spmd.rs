@@ -491,8 +491,8 @@ fn at_most_running_ranks_of_a_node_execute_and_critical_sections_exclude() {
             Ok::<_, spillway_comm::Error>(())
         })
         .unwrap();
-        for n in 0..nodes as usize {
-            let pk = peak[n].load(Ordering::SeqCst);
+        for (n, pk) in peak.iter().enumerate() {
+            let pk = pk.load(Ordering::SeqCst);
             assert!(
                 pk <= running as usize,
                 "node {n}: {pk} ranks executed at once, running={running}"

@@ -46,3 +46,8 @@ pub mod prelude {
     };
     pub use spillway_runtime::{run, Config, Error, JobError, Rank};
 }
+
+/// The README's code, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
