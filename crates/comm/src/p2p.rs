@@ -96,7 +96,7 @@ impl<T: Pod> RecvRequest<'_, '_, T> {
         if self.done {
             return Err(Error::InvalidArgument("request already completed"));
         }
-        match self.comm.rank.test_recv(self.id) {
+        match self.comm.rank.test_recv(self.id)? {
             None => Ok(None),
             Some(env) => {
                 self.done = true;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use spillway_transport::{Backend, Layout};
 
 use crate::error::JobError;
+use crate::memory::Policy;
 
 /// Which runnable rank of a node gets a free slot first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -13,6 +14,9 @@ pub enum ResumePolicy {
     /// The rank that became runnable first.
     #[default]
     Fifo,
+    /// The runnable rank with the most resident storage-backed memory (BDMPI), so resuming it
+    /// costs the least I/O; ties go to the rank that became runnable first.
+    MostResident,
 }
 
 impl ResumePolicy {
@@ -20,6 +24,7 @@ impl ResumePolicy {
     pub fn from_name(name: &str) -> Option<ResumePolicy> {
         match name {
             "fifo" => Some(ResumePolicy::Fifo),
+            "most-resident" => Some(ResumePolicy::MostResident),
             _ => None,
         }
     }
@@ -41,6 +46,9 @@ pub struct Config {
     pub(crate) backend: Backend,
     pub(crate) resume: ResumePolicy,
     pub(crate) stack_size: usize,
+    pub(crate) mem_budget: Option<u64>,
+    pub(crate) policy: Policy,
+    pub(crate) message_spill_threshold: usize,
 }
 
 impl Config {
@@ -54,7 +62,40 @@ impl Config {
             backend: Backend::Local,
             resume: ResumePolicy::Fifo,
             stack_size: 8 << 20,
+            mem_budget: None,
+            policy: Policy::Araw,
+            message_spill_threshold: 64 << 10,
         }
+    }
+
+    /// Memory budget of each node in bytes: storage-backed memory and buffered messages are
+    /// kept within it (default: none).
+    pub fn mem_budget(mut self, bytes: u64) -> Config {
+        self.mem_budget = Some(bytes);
+        self
+    }
+
+    /// When storage-backed memory is released (default ARAW).
+    pub fn policy(mut self, policy: Policy) -> Config {
+        self.policy = policy;
+        self
+    }
+
+    /// Messages at least this long go to spill files when the node's message memory is full
+    /// (default 64 KiB).
+    pub fn message_spill_threshold(mut self, bytes: usize) -> Config {
+        self.message_spill_threshold = bytes;
+        self
+    }
+
+    /// The memory budget per node, if any.
+    pub fn mem_budget_bytes(&self) -> Option<u64> {
+        self.mem_budget
+    }
+
+    /// The storage-backed memory policy.
+    pub fn memory_policy(&self) -> Policy {
+        self.policy
     }
 
     /// Number of (virtual) nodes; ranks are split over them in contiguous blocks.
@@ -123,6 +164,24 @@ impl Config {
     /// The configured spill directory parent, if any.
     pub fn spill_dir_path(&self) -> Option<&std::path::Path> {
         self.spill_dir.as_deref()
+    }
+
+    /// Parses a size such as `256M`, `2G`, `512K` or `1048576` (binary units).
+    pub fn parse_size(text: &str) -> Option<u64> {
+        let t = text.trim();
+        let (num, mult) = match t.char_indices().last()? {
+            (i, 'k' | 'K') => (&t[..i], 1u64 << 10),
+            (i, 'm' | 'M') => (&t[..i], 1 << 20),
+            (i, 'g' | 'G') => (&t[..i], 1 << 30),
+            (i, 't' | 'T') => (&t[..i], 1 << 40),
+            _ => (t, 1),
+        };
+        let num = num.trim().trim_end_matches(['i', 'B', 'b']);
+        if let Ok(v) = num.parse::<u64>() {
+            return v.checked_mul(mult);
+        }
+        let v: f64 = num.parse().ok()?;
+        (v.is_finite() && v >= 0.0).then(|| (v * mult as f64) as u64)
     }
 
     /// Checks the configuration and returns the rank layout.

@@ -131,6 +131,8 @@ pub enum JobError {
     Deadlock(DeadlockReport),
     /// The runtime could not start (threads, spill directory).
     Startup(std::io::Error),
+    /// Spill storage failed while the job ran (e.g. the disk is full).
+    Storage(std::io::Error),
 }
 
 impl fmt::Display for JobError {
@@ -143,6 +145,7 @@ impl fmt::Display for JobError {
             }
             JobError::Deadlock(report) => write!(f, "{report}"),
             JobError::Startup(e) => write!(f, "cannot start the job: {e}"),
+            JobError::Storage(e) => write!(f, "spill storage failed: {e}"),
         }
     }
 }
@@ -151,7 +154,7 @@ impl std::error::Error for JobError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             JobError::RankFailed { error, .. } => Some(error.as_ref()),
-            JobError::Startup(e) => Some(e),
+            JobError::Startup(e) | JobError::Storage(e) => Some(e),
             _ => None,
         }
     }

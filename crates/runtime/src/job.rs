@@ -21,11 +21,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use spillway_transport::{Envelope, Layout};
+use spillway_transport::Layout;
 
 use crate::config::{Config, ResumePolicy};
 use crate::error::{DeadlockReport, Error, JobError, WaitState};
-use crate::mailbox::{Delivered, Mailbox, Pattern, RecvId};
+use crate::mailbox::{Body, Delivered, Mailbox, Msg, Pattern, RecvId};
+use crate::memory::{MemoryStats, NodeMem, SpillDir};
 use crate::rank::{Rank, WaitKind};
 
 /// Counters of one rank.
@@ -48,6 +49,12 @@ pub struct JobStats {
     pub ranks: Vec<RankStats>,
     /// Wall-clock time of the job.
     pub elapsed: Duration,
+    /// Storage-backed memory and message spilling, summed over nodes.
+    pub memory: MemoryStats,
+    /// The per-node memory budget, if any.
+    pub budget: Option<u64>,
+    /// Peak resident set size of this process (VmHWM) at the end of the job.
+    pub peak_rss: Option<u64>,
 }
 
 impl JobStats {
@@ -94,6 +101,7 @@ pub(crate) struct Node {
     first: u32,
     pub(crate) state: Mutex<NodeState>,
     cv: Vec<Condvar>,
+    pub(crate) mem: Arc<NodeMem>,
 }
 
 pub(crate) struct Job {
@@ -103,6 +111,7 @@ pub(crate) struct Job {
     failure: Mutex<Option<JobError>>,
     active: AtomicUsize,
     resume: ResumePolicy,
+    pub(crate) message_spill_threshold: usize,
 }
 
 fn lock(m: &Mutex<NodeState>) -> MutexGuard<'_, NodeState> {
@@ -112,7 +121,7 @@ fn lock(m: &Mutex<NodeState>) -> MutexGuard<'_, NodeState> {
 }
 
 impl Job {
-    fn new(config: &Config, layout: Layout) -> Job {
+    fn new(config: &Config, layout: Layout, spill: Arc<SpillDir>) -> Job {
         let running = config.running_per_node();
         let nodes = (0..layout.nodes())
             .map(|n| {
@@ -132,6 +141,12 @@ impl Job {
                         critical_queue: VecDeque::new(),
                     }),
                     cv: (0..size).map(|_| Condvar::new()).collect(),
+                    mem: Arc::new(NodeMem::new(
+                        config.mem_budget,
+                        config.policy,
+                        Arc::clone(&spill),
+                        size as usize,
+                    )),
                 }
             })
             .collect();
@@ -142,6 +157,22 @@ impl Job {
             abort: AtomicBool::new(false),
             failure: Mutex::new(None),
             resume: config.resume,
+            message_spill_threshold: config.message_spill_threshold,
+        }
+    }
+
+    pub(crate) fn node_mem(&self, rank: u32) -> (&Arc<NodeMem>, usize) {
+        let (node, local) = self.node_of(rank);
+        (&node.mem, local)
+    }
+
+    /// Takes a completed message out of the node's accounting.
+    pub(crate) fn received(&self, rank: u32, msg: &Msg) {
+        if let Body::Mem(_) = msg.body {
+            let (node, _) = self.node_of(rank);
+            node.mem
+                .message_bytes
+                .fetch_sub(msg.len as u64, Ordering::Relaxed);
         }
     }
 
@@ -168,15 +199,24 @@ impl Job {
         }
     }
 
-    fn pick_ready(&self, st: &mut NodeState) -> Option<u32> {
+    fn pick_ready(&self, node: &Node, st: &mut NodeState) -> Option<u32> {
         match self.resume {
             ResumePolicy::Fifo => st.ready.pop_front(),
+            ResumePolicy::MostResident => {
+                let best = st
+                    .ready
+                    .iter()
+                    .enumerate()
+                    .max_by_key(|&(i, &r)| (node.mem.resident_of(r as usize), std::cmp::Reverse(i)))
+                    .map(|(i, _)| i)?;
+                st.ready.remove(best)
+            }
         }
     }
 
     /// Passes a slot given up by a rank to the next runnable one.
     fn release_slot(&self, node: &Node, st: &mut NodeState) {
-        if let Some(next) = self.pick_ready(st) {
+        if let Some(next) = self.pick_ready(node, st) {
             st.ranks[next as usize].status = Status::Running;
             node.cv[next as usize].notify_one();
         } else {
@@ -196,12 +236,26 @@ impl Job {
     ) -> Result<MutexGuard<'a, NodeState>, Error> {
         st.ranks[local].status = Status::Blocked(kind, on);
         self.release_slot(node, &mut st);
-        if self.active.fetch_sub(1, Ordering::AcqRel) == 1 {
-            drop(st);
-            self.check_deadlock();
-            st = lock(&node.state);
+        let last_active = self.active.fetch_sub(1, Ordering::AcqRel) == 1;
+        drop(st);
+        // The slot is given away; release memory (ARAW) outside the node lock, while another
+        // rank runs.
+        node.mem.on_block(local);
+        if let Some(e) = node
+            .mem
+            .first_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            self.fail(JobError::Storage(e));
         }
-        self.wait_running(node, st, local)
+        if last_active {
+            self.check_deadlock();
+        }
+        let st = self.wait_running(node, lock(&node.state), local)?;
+        node.mem.on_resume(local);
+        Ok(st)
     }
 
     fn wait_running<'a>(
@@ -256,10 +310,15 @@ impl Job {
 
     /// Delivers a message to its destination's mailbox and wakes the destination if it waits
     /// for it.
-    pub(crate) fn deliver(&self, dest: u32, env: Envelope) {
+    pub(crate) fn deliver(&self, dest: u32, msg: Msg) {
         let (node, local) = self.node_of(dest);
+        if let Body::Mem(_) = msg.body {
+            node.mem
+                .message_bytes
+                .fetch_add(msg.len as u64, Ordering::Relaxed);
+        }
         let mut st = lock(&node.state);
-        let delivered = st.ranks[local].mailbox.deliver(env);
+        let delivered = st.ranks[local].mailbox.deliver(msg);
         let wake = match (st.ranks[local].status, delivered) {
             (Status::Blocked(_, WaitOn::Recv(w)), Delivered::Matched(id)) => w == id,
             (Status::Blocked(_, WaitOn::Probe(p)), Delivered::Queued(info, context)) => {
@@ -279,7 +338,7 @@ impl Job {
         lock(&node.state).ranks[local].mailbox.post(pattern)
     }
 
-    pub(crate) fn test_recv(&self, rank: u32, id: RecvId) -> Option<Envelope> {
+    pub(crate) fn test_recv(&self, rank: u32, id: RecvId) -> Option<Msg> {
         let (node, local) = self.node_of(rank);
         lock(&node.state).ranks[local].mailbox.take(id)
     }
@@ -289,12 +348,7 @@ impl Job {
         lock(&node.state).ranks[local].mailbox.cancel(id)
     }
 
-    pub(crate) fn wait_recv(
-        &self,
-        rank: u32,
-        id: RecvId,
-        kind: WaitKind,
-    ) -> Result<Envelope, Error> {
+    pub(crate) fn wait_recv(&self, rank: u32, id: RecvId, kind: WaitKind) -> Result<Msg, Error> {
         let (node, local) = self.node_of(rank);
         let mut st = lock(&node.state);
         loop {
@@ -501,7 +555,13 @@ where
 {
     let layout = config.layout()?;
     let n = layout.ranks();
-    let job = Arc::new(Job::new(config, layout));
+    let spill = SpillDir::create(config.spill_dir.as_deref()).map_err(|(path, e)| {
+        JobError::Startup(std::io::Error::new(
+            e.kind(),
+            format!("spill directory {}: {e}", path.display()),
+        ))
+    })?;
+    let job = Arc::new(Job::new(config, layout, Arc::new(spill)));
     let start = Instant::now();
     let slots: Vec<Mutex<Option<(R, RankStats)>>> = (0..n).map(|_| Mutex::new(None)).collect();
     let mut spawn_error = None;
@@ -544,11 +604,27 @@ where
     if let Some(failure) = job.take_failure() {
         return Err(failure);
     }
+    let mut memory = MemoryStats::default();
+    for node in &job.nodes {
+        if let Some(e) = node
+            .mem
+            .first_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            return Err(JobError::Storage(e));
+        }
+        memory.add(&node.mem.stats());
+    }
     debug_assert!(spawn_error.is_none());
     let mut results = Vec::with_capacity(n as usize);
     let mut stats = JobStats {
         ranks: Vec::with_capacity(n as usize),
         elapsed: start.elapsed(),
+        memory,
+        budget: config.mem_budget,
+        peak_rss: crate::memory::peak_rss(),
     };
     for slot in slots {
         let (value, st) = slot

@@ -30,11 +30,13 @@ mod config;
 mod error;
 mod job;
 mod mailbox;
+mod memory;
 mod rank;
 
 pub use config::{Config, ResumePolicy};
 pub use error::{DeadlockReport, Error, JobError, WaitState};
 pub use job::{run, run_with_stats, JobStats, RankStats};
 pub use mailbox::{MessageInfo, Pattern, RecvId};
+pub use memory::{current_rss, peak_rss, MemoryStats, Policy, SbVec};
 pub use rank::{CriticalGuard, Rank, WaitKind};
 pub use spillway_transport::{Backend, Envelope, Layout, Payload};

@@ -6,8 +6,9 @@
 //! other. Probes look only at queued (not yet matched) messages.
 
 use std::collections::{HashMap, VecDeque};
+use std::fs::File;
 
-use spillway_transport::Envelope;
+use spillway_transport::{AlignedBuf, Envelope, Payload};
 
 /// What a receive or probe matches: one context exactly, a source and a tag or any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,9 +24,67 @@ pub struct Pattern {
 impl Pattern {
     /// Whether `env` matches.
     pub fn matches(&self, env: &Envelope) -> bool {
-        env.context == self.context
-            && self.source.is_none_or(|s| s == env.source)
-            && self.tag.is_none_or(|t| t == env.tag)
+        self.matches_header(env.context, env.source, env.tag)
+    }
+
+    pub(crate) fn matches_header(&self, context: u64, source: u32, tag: i32) -> bool {
+        context == self.context
+            && self.source.is_none_or(|s| s == source)
+            && self.tag.is_none_or(|t| t == tag)
+    }
+}
+
+/// Where a queued message's bytes are.
+#[derive(Debug)]
+pub(crate) enum Body {
+    /// In memory.
+    Mem(Payload),
+    /// In an (unlinked) spill file, read back when received.
+    Disk(File),
+}
+
+/// A message held by a mailbox.
+#[derive(Debug)]
+pub(crate) struct Msg {
+    pub(crate) context: u64,
+    pub(crate) source: u32,
+    pub(crate) tag: i32,
+    pub(crate) len: usize,
+    pub(crate) body: Body,
+}
+
+impl Msg {
+    pub(crate) fn in_memory(env: Envelope) -> Msg {
+        Msg {
+            context: env.context,
+            source: env.source,
+            tag: env.tag,
+            len: env.payload.len(),
+            body: Body::Mem(env.payload),
+        }
+    }
+
+    fn matched_by(&self, p: &Pattern) -> bool {
+        p.matches_header(self.context, self.source, self.tag)
+    }
+
+    /// The message as an envelope, reading a spilled body back (consume-once).
+    pub(crate) fn into_envelope(self) -> std::io::Result<Envelope> {
+        let payload = match self.body {
+            Body::Mem(p) => p,
+            Body::Disk(file) => {
+                use std::os::unix::fs::FileExt;
+                let mut buf = AlignedBuf::zeroed(self.len);
+                file.read_exact_at(buf.as_bytes_mut(), 0)?;
+                Payload::Owned(buf)
+            }
+        };
+        Ok(Envelope {
+            context: self.context,
+            source: self.source,
+            tag: self.tag,
+            payload,
+        })
     }
 }
 
@@ -54,15 +113,15 @@ pub(crate) enum Delivered {
 
 #[derive(Default)]
 pub(crate) struct Mailbox {
-    unexpected: VecDeque<Envelope>,
+    unexpected: VecDeque<Msg>,
     posted: VecDeque<(RecvId, Pattern)>,
-    completed: HashMap<RecvId, Envelope>,
+    completed: HashMap<RecvId, Msg>,
     next_id: u64,
 }
 
 impl Mailbox {
-    pub(crate) fn deliver(&mut self, env: Envelope) -> Delivered {
-        if let Some(i) = self.posted.iter().position(|(_, p)| p.matches(&env)) {
+    pub(crate) fn deliver(&mut self, env: Msg) -> Delivered {
+        if let Some(i) = self.posted.iter().position(|(_, p)| env.matched_by(p)) {
             let (id, _) = self.posted.remove(i).expect("index from position");
             self.completed.insert(id, env);
             return Delivered::Matched(id);
@@ -70,7 +129,7 @@ impl Mailbox {
         let info = MessageInfo {
             source: env.source,
             tag: env.tag,
-            bytes: env.payload.len(),
+            bytes: env.len,
         };
         let context = env.context;
         self.unexpected.push_back(env);
@@ -81,7 +140,7 @@ impl Mailbox {
     pub(crate) fn post(&mut self, pattern: Pattern) -> RecvId {
         let id = RecvId(self.next_id);
         self.next_id += 1;
-        if let Some(i) = self.unexpected.iter().position(|e| pattern.matches(e)) {
+        if let Some(i) = self.unexpected.iter().position(|e| e.matched_by(&pattern)) {
             let env = self.unexpected.remove(i).expect("index from position");
             self.completed.insert(id, env);
         } else {
@@ -90,7 +149,7 @@ impl Mailbox {
         id
     }
 
-    pub(crate) fn take(&mut self, id: RecvId) -> Option<Envelope> {
+    pub(crate) fn take(&mut self, id: RecvId) -> Option<Msg> {
         self.completed.remove(&id)
     }
 
@@ -111,11 +170,11 @@ impl Mailbox {
     pub(crate) fn probe(&self, pattern: &Pattern) -> Option<MessageInfo> {
         self.unexpected
             .iter()
-            .find(|e| pattern.matches(e))
+            .find(|e| e.matched_by(pattern))
             .map(|e| MessageInfo {
                 source: e.source,
                 tag: e.tag,
-                bytes: e.payload.len(),
+                bytes: e.len,
             })
     }
 
@@ -128,15 +187,23 @@ impl Mailbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spillway_transport::{AlignedBuf, Payload};
 
-    fn env(source: u32, tag: i32, byte: u8) -> Envelope {
-        Envelope {
+    fn env(source: u32, tag: i32, byte: u8) -> Msg {
+        Msg::in_memory(Envelope {
             context: 7,
             source,
             tag,
             payload: Payload::Owned(AlignedBuf::from_bytes(&[byte])),
-        }
+        })
+    }
+
+    fn bytes(m: Option<Msg>) -> Vec<u8> {
+        m.unwrap()
+            .into_envelope()
+            .unwrap()
+            .payload
+            .as_bytes()
+            .to_vec()
     }
 
     fn pat(source: Option<u32>, tag: Option<i32>) -> Pattern {
@@ -154,8 +221,8 @@ mod tests {
         let b = m.post(pat(None, None));
         assert!(matches!(m.deliver(env(1, 0, 10)), Delivered::Matched(id) if id == a));
         assert!(matches!(m.deliver(env(2, 0, 20)), Delivered::Matched(id) if id == b));
-        assert_eq!(m.take(a).unwrap().payload.as_bytes(), &[10]);
-        assert_eq!(m.take(b).unwrap().payload.as_bytes(), &[20]);
+        assert_eq!(bytes(m.take(a)), [10]);
+        assert_eq!(bytes(m.take(b)), [20]);
     }
 
     #[test]
@@ -167,9 +234,9 @@ mod tests {
         let x = m.post(pat(Some(1), Some(6)));
         let y = m.post(pat(Some(1), Some(5)));
         let z = m.post(pat(Some(1), None));
-        assert_eq!(m.take(x).unwrap().payload.as_bytes(), &[2]);
-        assert_eq!(m.take(y).unwrap().payload.as_bytes(), &[1]);
-        assert_eq!(m.take(z).unwrap().payload.as_bytes(), &[3]);
+        assert_eq!(bytes(m.take(x)), [2]);
+        assert_eq!(bytes(m.take(y)), [1]);
+        assert_eq!(bytes(m.take(z)), [3]);
     }
 
     #[test]

@@ -9,7 +9,8 @@ use spillway_transport::{Envelope, Layout, Payload};
 
 use crate::error::Error;
 use crate::job::{Job, RankStats};
-use crate::mailbox::{MessageInfo, Pattern, RecvId};
+use crate::mailbox::{Body, MessageInfo, Msg, Pattern, RecvId};
+use crate::memory::{spill_file, NodeMem};
 
 /// What a blocked rank is doing, for deadlock reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +95,17 @@ impl Rank {
         &self.job.layout
     }
 
+    /// The job's private spill directory (mode 0700, removed when the job ends).
+    pub fn spill_dir(&self) -> &std::path::Path {
+        self.job.node_mem(self.rank).0.dir()
+    }
+
+    /// Bytes of storage-backed memory of this rank's node currently loaded.
+    pub fn node_resident_bytes(&self) -> u64 {
+        let (mem, _) = self.job.node_mem(self.rank);
+        mem.resident_total()
+    }
+
     /// Whether the job is being aborted.
     pub fn aborted(&self) -> bool {
         self.job.aborted()
@@ -130,16 +142,54 @@ impl Rank {
             s.messages_sent += 1;
             s.bytes_sent += bytes;
         });
-        self.job.deliver(
-            dest,
-            Envelope {
-                context,
-                source: self.rank,
-                tag,
-                payload,
-            },
-        );
+        let env = Envelope {
+            context,
+            source: self.rank,
+            tag,
+            payload,
+        };
+        let (mem, _) = self.job.node_mem(dest);
+        let spill = env.payload.len() >= self.job.message_spill_threshold
+            && mem.message_room().is_some_and(|room| {
+                mem.message_bytes.load(std::sync::atomic::Ordering::Relaxed) + bytes > room
+            });
+        let msg = if spill {
+            self.spill_message(mem, env)?
+        } else {
+            Msg::in_memory(env)
+        };
+        self.job.deliver(dest, msg);
         Ok(())
+    }
+
+    /// Writes a message to a spill file of the destination's node (BDMPI: large buffered
+    /// messages live on the destination node's disk).
+    fn spill_message(&self, mem: &NodeMem, env: Envelope) -> Result<Msg, Error> {
+        use std::os::unix::fs::FileExt;
+        let file = spill_file(mem.dir(), "msg")?;
+        file.write_all_at(env.payload.as_bytes(), 0).map_err(|e| {
+            Error::Io(std::io::Error::new(
+                e.kind(),
+                format!("spill directory {}: {e}", mem.dir().display()),
+            ))
+        })?;
+        mem.count_spilled_message(env.payload.len() as u64);
+        Ok(Msg {
+            context: env.context,
+            source: env.source,
+            tag: env.tag,
+            len: env.payload.len(),
+            body: Body::Disk(file),
+        })
+    }
+
+    fn open(&self, msg: Msg) -> Result<Envelope, Error> {
+        self.job.received(self.rank, &msg);
+        Ok(msg.into_envelope()?)
+    }
+
+    pub(crate) fn node_memory(&self) -> (&std::sync::Arc<NodeMem>, usize) {
+        self.job.node_mem(self.rank)
     }
 
     /// Posts a receive; it matches messages in MPI order (see the mailbox rules).
@@ -148,8 +198,14 @@ impl Rank {
     }
 
     /// Takes the message of a posted receive if it has arrived.
-    pub fn test_recv(&self, id: RecvId) -> Option<Envelope> {
-        self.job.test_recv(self.rank, id)
+    ///
+    /// # Errors
+    /// An I/O error reading back a message that was spilled to disk.
+    pub fn test_recv(&self, id: RecvId) -> Result<Option<Envelope>, Error> {
+        match self.job.test_recv(self.rank, id) {
+            None => Ok(None),
+            Some(msg) => self.open(msg).map(Some),
+        }
     }
 
     /// Blocks (giving up the node slot) until the posted receive completes.
@@ -157,7 +213,8 @@ impl Rank {
     /// # Errors
     /// [`Error::Aborted`] when the job ends while waiting.
     pub fn wait_recv(&self, id: RecvId, kind: WaitKind) -> Result<Envelope, Error> {
-        self.timed(|| self.job.wait_recv(self.rank, id, kind))
+        let msg = self.timed(|| self.job.wait_recv(self.rank, id, kind))?;
+        self.open(msg)
     }
 
     /// Withdraws a posted receive; a message it already matched is kept for later receives.

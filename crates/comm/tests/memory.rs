@@ -1,0 +1,176 @@
+//! Storage-backed memory, memory policies and spilled messages, at several layouts and under
+//! budgets small enough that the spill paths run.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use spillway_comm::{Collectives, Comm, Sum};
+use spillway_runtime::{run, run_with_stats, Config, JobError, Policy, ResumePolicy, SbVec};
+
+type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+const POLICIES: [Policy; 3] = [Policy::Araw, Policy::Arlw, Policy::Lrlw];
+
+fn layouts() -> Vec<(u32, u32, u32)> {
+    vec![(1, 1, 1), (3, 1, 1), (5, 2, 2), (8, 3, 1)]
+}
+
+fn pattern(rank: usize, i: usize) -> u64 {
+    (rank as u64) << 40 | i as u64
+}
+
+#[test]
+fn storage_backed_data_survives_blocking_under_every_policy() {
+    for policy in POLICIES {
+        for (ranks, nodes, running) in layouts() {
+            // Each rank holds 1 MiB; the budget holds about two ranks' data per node.
+            let config = Config::new(ranks)
+                .nodes(nodes)
+                .running(running)
+                .mem_budget(2 << 20)
+                .policy(policy)
+                .resume_policy(ResumePolicy::MostResident);
+            let (out, stats) = run_with_stats(&config, |rank| -> TestResult<bool> {
+                let world = Comm::world(rank);
+                let me = world.rank();
+                let n = (1 << 20) / 8;
+                let mut v: SbVec<u64> = SbVec::zeroed(rank, n)?;
+                for (i, x) in v.as_mut_slice().iter_mut().enumerate() {
+                    *x = pattern(me, i);
+                }
+                let mut ok = true;
+                for round in 0..3 {
+                    world.barrier()?;
+                    let s = v.as_slice();
+                    ok &= s
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &x)| x == pattern(me, i) + round);
+                    for x in v.as_mut_slice() {
+                        *x += 1;
+                    }
+                }
+                Ok(ok)
+            })
+            .unwrap_or_else(|e| panic!("{policy:?} {ranks}/{nodes}/{running}: {e}"));
+            assert!(
+                out.iter().all(|&ok| ok),
+                "{policy:?} {ranks}/{nodes}/{running}: data changed"
+            );
+            let m = stats.memory;
+            assert!(m.loads >= u64::from(ranks), "{m:?}");
+            if policy == Policy::Araw && ranks > 1 {
+                assert!(m.unloads > 0 && m.bytes_written > 0, "{policy:?}: {m:?}");
+            }
+            if ranks as usize > 2 * nodes as usize && running == 1 {
+                // More data than budget: something must have been written out.
+                assert!(m.unloads > 0, "{policy:?} {ranks}/{nodes}: {m:?}");
+                assert!(
+                    m.peak_resident <= u64::from(nodes) * (2 << 20) + u64::from(nodes) * 4096,
+                    "{policy:?} {ranks}/{nodes}: peak resident {} over budget",
+                    m.peak_resident
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn all_to_all_larger_than_the_budget_spills_messages() {
+    for (ranks, nodes, running) in layouts().into_iter().filter(|l| l.0 > 1) {
+        let config = Config::new(ranks)
+            .nodes(nodes)
+            .running(running)
+            .mem_budget(1 << 20)
+            .message_spill_threshold(4096);
+        let (out, stats) = run_with_stats(&config, |rank| -> TestResult<bool> {
+            let world = Comm::world(rank);
+            let (me, p) = (world.rank(), world.size());
+            // 512 KiB to every other rank: p * (p-1) * 512 KiB in flight, far over 1 MiB.
+            let block = 64 * 1024;
+            let send: Vec<u64> = (0..p)
+                .flat_map(|j| (0..block).map(move |i| pattern(me, j * block + i)))
+                .collect();
+            let got = world.alltoall(&send)?;
+            let ok = (0..p).all(|i| {
+                got[i * block..(i + 1) * block]
+                    .iter()
+                    .enumerate()
+                    .all(|(t, &x)| x == pattern(i, me * block + t))
+            });
+            world.barrier()?;
+            Ok(ok)
+        })
+        .unwrap();
+        assert!(out.iter().all(|&ok| ok), "{ranks}/{nodes}: wrong data");
+        assert!(
+            stats.memory.messages_spilled > 0,
+            "{ranks}/{nodes}: {:?}",
+            stats.memory
+        );
+    }
+}
+
+#[test]
+fn spill_directory_is_private_and_removed_even_after_a_panic() {
+    let seen: Mutex<Option<PathBuf>> = Mutex::new(None);
+    let err = run(&Config::new(3).mem_budget(1 << 20), |rank| -> TestResult {
+        let dir = rank.spill_dir().to_path_buf();
+        let mode = std::fs::metadata(&dir)?.permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "spill directory mode {mode:o}");
+        *seen.lock().unwrap() = Some(dir);
+        let _v: SbVec<u8> = SbVec::zeroed(rank, 10_000)?;
+        Comm::world(rank).barrier()?;
+        if rank.rank() == 1 {
+            panic!("on purpose");
+        }
+        Ok(())
+    })
+    .unwrap_err();
+    assert!(matches!(err, JobError::RankPanicked { rank: 1, .. }));
+    let dir = seen
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("a rank saw the directory");
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+}
+
+#[test]
+fn an_unusable_spill_directory_is_a_clear_error() {
+    let missing = std::env::temp_dir().join("spillway-test-no-such-dir/deeper");
+    let err = run(&Config::new(2).spill_dir(&missing), |_| {
+        Ok::<_, spillway_comm::Error>(())
+    })
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, JobError::Startup(_)) && text.contains(&missing.display().to_string()),
+        "{text}"
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let err = run(&Config::new(1).spill_dir(file.path()), |_| {
+        Ok::<_, spillway_comm::Error>(())
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("not a directory"), "{err}");
+}
+
+#[test]
+fn discard_forgets_contents_and_sums_stay_exact() {
+    let out = run(
+        &Config::new(4).nodes(2).running(1).mem_budget(1 << 20),
+        |rank| -> TestResult<u64> {
+            let world = Comm::world(rank);
+            let mut v: SbVec<u32> = SbVec::from_slice(rank, &[7u32; 5000])?;
+            world.barrier()?;
+            let s: u64 = v.iter().map(|&x| u64::from(x)).sum();
+            v.discard();
+            let zero = v.iter().all(|&x| x == 0);
+            Ok(world.allreduce(&[s * u64::from(zero)], Sum)?[0])
+        },
+    )
+    .unwrap();
+    assert_eq!(out, vec![4 * 35000; 4]);
+}
