@@ -181,7 +181,7 @@ impl Config {
             return v.checked_mul(mult);
         }
         let v: f64 = num.parse().ok()?;
-        (v.is_finite() && v >= 0.0).then(|| (v * mult as f64) as u64)
+        (v.is_finite() && v >= 0.0).then_some((v * mult as f64) as u64)
     }
 
     /// Checks the configuration and returns the rank layout.
