@@ -11,6 +11,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use spillway_comm::{Collectives, Comm, Max, Sum};
+use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::generate::RmatSpec;
@@ -46,8 +47,9 @@ impl GraphSource {
     }
 }
 
-/// One rank's rows of a distributed directed graph, in compressed sparse row form.
-#[derive(Debug, Clone)]
+/// One rank's rows of a distributed directed graph, in compressed sparse row form, held in
+/// storage-backed memory.
+#[derive(Debug)]
 pub struct DistGraph {
     /// Number of vertices of the whole graph.
     pub n: u64,
@@ -60,9 +62,9 @@ pub struct DistGraph {
     /// One past the last vertex of this rank.
     pub hi: u64,
     /// Row offsets into `targets` (`hi - lo + 1` entries).
-    pub offsets: Vec<u64>,
+    pub offsets: SbVec<u64>,
     /// Edge targets, row by row.
-    pub targets: Vec<u32>,
+    pub targets: SbVec<u32>,
 }
 
 impl DistGraph {
@@ -73,7 +75,8 @@ impl DistGraph {
 
     /// Out-edges of local row `u` (0-based within this rank).
     pub fn row(&self, u: usize) -> &[u32] {
-        &self.targets[self.offsets[u] as usize..self.offsets[u + 1] as usize]
+        let offsets = self.offsets.as_slice();
+        &self.targets.as_slice()[offsets[u] as usize..offsets[u + 1] as usize]
     }
 
     /// Number of local rows.
@@ -115,7 +118,24 @@ pub(crate) fn read_my_chunk(
     Ok((bytes, before))
 }
 
+/// Edges moved per all-to-all round while distributing (bounds heap use per rank).
+const ROUND_EDGES: usize = 1 << 20;
+
+/// Copies parsed edges into storage-backed memory.
+fn store_edges(comm: &Comm, edges: &[(u32, u32)]) -> Result<SbVec<[u32; 2]>, AlgoError> {
+    let mut out = SbVec::zeroed(comm.runtime(), edges.len())?;
+    for (o, &(s, d)) in out.as_mut_slice().iter_mut().zip(edges) {
+        *o = [s, d];
+    }
+    Ok(out)
+}
+
 /// Loads or generates a graph and distributes its rows balanced by non-zeros.
+///
+/// # Semantics
+/// Ranks read (inside the node's critical section, one reader per node at a time) or generate
+/// their part straight into storage-backed memory; edges then move to their owners in rounds of
+/// at most 2^20 edges per rank, so no rank materialises more than a round on its heap.
 ///
 /// # Errors
 /// [`AlgoError::Input`] with file, line and reason for unreadable or malformed input (every
@@ -123,9 +143,11 @@ pub(crate) fn read_my_chunk(
 pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoError> {
     let (edges, n) = match source {
         GraphSource::EdgeList(path) => {
-            let (bytes, before) = read_my_chunk(comm, path, 0)?;
-            let chunk = parse_snap_chunk(&bytes);
-            drop(bytes);
+            let (chunk, before) = {
+                let _io = comm.runtime().enter_critical()?;
+                let (bytes, before) = read_my_chunk(comm, path, 0)?;
+                (parse_snap_chunk(&bytes), before)
+            };
             agree_on_error(comm, path, chunk.error, before)?;
             let local_max = chunk
                 .edges
@@ -133,27 +155,30 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
                 .map(|&(s, d)| u64::from(s.max(d)) + 1)
                 .max()
                 .unwrap_or(0);
+            let stored = store_edges(comm, &chunk.edges)?;
+            drop(chunk.edges);
             let n = comm.allreduce(&[local_max], Max)?[0];
             if n == 0 {
                 return Err(InputError::new(path, None, "no edges").into());
             }
-            (chunk.edges, n)
+            (stored, n)
         }
         GraphSource::MatrixMarket(path) => {
             let header = parse_mtx_header(path)?;
-            let (bytes, before) = read_my_chunk(comm, path, header.data_start)?;
-            let chunk = parse_mtx_chunk(&bytes, &header);
-            drop(bytes);
+            let (chunk, before) = {
+                let _io = comm.runtime().enter_critical()?;
+                let (bytes, before) = read_my_chunk(comm, path, header.data_start)?;
+                (parse_mtx_chunk(&bytes, &header), before)
+            };
             agree_on_error(comm, path, chunk.error, header.header_lines + before)?;
+            let stored = store_edges(comm, &chunk.edges)?;
             let entries = comm.allreduce(&[chunk.entries], Sum)?[0];
+            drop(chunk.edges);
             if entries != header.nnz {
                 return Err(InputError::new(
                     path,
                     None,
-                    format!(
-                        "the size line announces {} entries, found {entries}",
-                        header.nnz
-                    ),
+                    format!("the size line announces {} entries, found {entries}", header.nnz),
                 )
                 .into());
             }
@@ -161,27 +186,39 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
             if n == 0 {
                 return Err(InputError::new(path, None, "the matrix has no rows").into());
             }
-            (chunk.edges, n)
+            (stored, n)
         }
         GraphSource::Rmat(spec) => {
             let e = spec.num_edges();
             let (p, r) = (comm.size() as u64, comm.rank() as u64);
             let range = e * r / p..e * (r + 1) / p;
-            let mut edges = Vec::with_capacity((range.end - range.start) as usize);
-            spec.edges(range, &mut edges);
-            (edges, spec.num_vertices())
+            let mut stored: SbVec<[u32; 2]> = SbVec::zeroed(comm.runtime(), (range.end - range.start) as usize)?;
+            let mut buf = Vec::with_capacity(ROUND_EDGES);
+            let out = stored.as_mut_slice();
+            let mut at = range.start;
+            while at < range.end {
+                let end = (at + ROUND_EDGES as u64).min(range.end);
+                buf.clear();
+                spec.edges(at..end, &mut buf);
+                let base = (at - range.start) as usize;
+                for (o, &(s, d)) in out[base..].iter_mut().zip(&buf) {
+                    *o = [s, d];
+                }
+                at = end;
+            }
+            (stored, spec.num_vertices())
         }
     };
     distribute(comm, edges, n)
 }
 
 /// Chooses row boundaries balanced by edge count and moves edges to their owners.
-fn distribute(comm: &Comm, edges: Vec<(u32, u32)>, n: u64) -> Result<DistGraph, AlgoError> {
+fn distribute(comm: &Comm, edges: SbVec<[u32; 2]>, n: u64) -> Result<DistGraph, AlgoError> {
     let p = comm.size();
     let buckets = n.min((256 * p as u64).max(4096)).min(1 << 20);
     let width = n.div_ceil(buckets);
     let mut hist = vec![0u64; buckets as usize];
-    for &(s, _) in &edges {
+    for &[s, _] in edges.as_slice() {
         hist[(u64::from(s) / width) as usize] += 1;
     }
     let hist = comm.allreduce(&hist, Sum)?;
@@ -198,30 +235,59 @@ fn distribute(comm: &Comm, edges: Vec<(u32, u32)>, n: u64) -> Result<DistGraph, 
         }
         *bound = (b as u64 * width).min(n);
     }
-    let owner = |v: u64| bounds.partition_point(|&x| x <= v) - 1;
-    let mut parts: Vec<Vec<[u32; 2]>> = vec![Vec::new(); p];
-    for (s, d) in edges {
-        parts[owner(u64::from(s))].push([s, d]);
-    }
-    let received = comm.alltoallv_vecs(parts)?;
     let me = comm.rank();
     let (lo, hi) = (bounds[me], bounds[me + 1]);
-    let rows = (hi - lo) as usize;
-    let mut offsets = vec![0u64; rows + 1];
-    for part in &received {
-        for &[s, _] in part {
-            offsets[(u64::from(s) - lo) as usize + 1] += 1;
+    // Edges this rank will own: the histogram buckets of its rows.
+    let mine: u64 = (lo / width..hi.div_ceil(width).min(buckets))
+        .map(|bk| hist[bk as usize])
+        .sum();
+    drop(hist);
+    let owner = |v: u64| bounds.partition_point(|&x| x <= v) - 1;
+    let rounds = comm.allreduce(&[edges.len().div_ceil(ROUND_EDGES) as u64], Max)?[0] as usize;
+    let mut staging: SbVec<[u32; 2]> = SbVec::zeroed(comm.runtime(), mine as usize)?;
+    let mut filled = 0usize;
+    for round in 0..rounds {
+        let mut parts: Vec<Vec<[u32; 2]>> = vec![Vec::new(); p];
+        {
+            let local = edges.as_slice();
+            let a = (round * ROUND_EDGES).min(local.len());
+            let z = ((round + 1) * ROUND_EDGES).min(local.len());
+            for &e in &local[a..z] {
+                parts[owner(u64::from(e[0]))].push(e);
+            }
+        }
+        let received = comm.alltoallv_vecs(parts)?;
+        let out = staging.as_mut_slice();
+        for part in received {
+            if filled + part.len() > out.len() {
+                return Err(AlgoError::Comm(spillway_comm::Error::InvalidArgument(
+                    "more edges arrived than the histogram announced",
+                )));
+            }
+            out[filled..filled + part.len()].copy_from_slice(&part);
+            filled += part.len();
         }
     }
-    for i in 0..rows {
-        offsets[i + 1] += offsets[i];
+    drop(edges);
+    let rows = (hi - lo) as usize;
+    let mut offsets: SbVec<u64> = SbVec::zeroed(comm.runtime(), rows + 1)?;
+    {
+        let off = offsets.as_mut_slice();
+        for &[s, _] in &staging.as_slice()[..filled] {
+            off[(u64::from(s) - lo) as usize + 1] += 1;
+        }
+        for i in 0..rows {
+            off[i + 1] += off[i];
+        }
     }
-    let mut fill = offsets.clone();
-    let mut targets = vec![0u32; offsets[rows] as usize];
-    for part in &received {
-        for &[s, d] in part {
+    let mut targets: SbVec<u32> = SbVec::zeroed(comm.runtime(), filled)?;
+    {
+        let off = offsets.as_slice();
+        let mut fill: Vec<u64> = off[..rows].to_vec();
+        let t = targets.as_mut_slice();
+        for &[s, d] in &staging.as_slice()[..filled] {
             let row = (u64::from(s) - lo) as usize;
-            targets[fill[row] as usize] = d;
+            t[fill[row] as usize] = d;
             fill[row] += 1;
         }
     }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use spillway_comm::{Collectives, Comm, Sum};
+use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::input::{csv_dimension, parse_csv_chunk, read_range, InputError};
@@ -70,12 +71,12 @@ pub struct KMeansOptions {
 }
 
 /// The result; centroids are the same on every rank.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct KMeansResult {
     /// `k` centroids, row-major.
     pub centroids: Vec<f64>,
-    /// Cluster of each local point.
-    pub assignment: Vec<u32>,
+    /// Cluster of each local point (storage-backed).
+    pub assignment: SbVec<u32>,
     /// Iterations performed (assignment passes).
     pub iterations: usize,
     /// Whether the last iteration moved no point.
@@ -204,7 +205,8 @@ pub fn kmeans(
     let mut centroids = initial_centroids(comm, points, k, &options.init)?;
     // Harp: the driver's centroids are broadcast to every worker.
     comm.bcast(0, &mut centroids)?;
-    let mut assignment = vec![u32::MAX; points.len()];
+    let mut assignment: SbVec<u32> = SbVec::zeroed(comm.runtime(), points.len())?;
+    assignment.as_mut_slice().iter_mut().for_each(|a| *a = u32::MAX);
     let mut times = Vec::new();
     let mut converged = false;
     let mut iterations = 0;
@@ -214,8 +216,9 @@ pub fn kmeans(
         let start = Instant::now();
         partial.iter_mut().for_each(|v| *v = 0.0);
         let mut changed = 0u64;
-        for (i, a) in assignment.iter_mut().enumerate() {
-            let x = points.point(i);
+        let pts = points.values.as_slice();
+        for (i, a) in assignment.as_mut_slice().iter_mut().enumerate() {
+            let x = &pts[i * dim..(i + 1) * dim];
             let c = nearest(x, &centroids, dim);
             if *a != c as u32 {
                 changed += 1;
@@ -254,8 +257,9 @@ pub fn kmeans(
     if !converged && iterations > 0 {
         // The last update moved the centroids: assign once more so that the assignment
         // belongs to the centroids returned.
-        for (i, a) in assignment.iter_mut().enumerate() {
-            *a = nearest(points.point(i), &centroids, dim) as u32;
+        let pts = points.values.as_slice();
+        for (i, a) in assignment.as_mut_slice().iter_mut().enumerate() {
+            *a = nearest(&pts[i * dim..(i + 1) * dim], &centroids, dim) as u32;
         }
     }
     Ok(KMeansResult {

@@ -17,6 +17,7 @@
 use std::time::{Duration, Instant};
 
 use spillway_comm::{Collectives, Comm, Sum};
+use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::graph::DistGraph;
@@ -44,12 +45,12 @@ impl Default for PageRankOptions {
 }
 
 /// This rank's part of the result.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PageRankResult {
     /// First vertex of this rank.
     pub lo: u64,
-    /// Ranks of vertices `lo ..`.
-    pub ranks: Vec<f64>,
+    /// Ranks of vertices `lo ..` (storage-backed).
+    pub ranks: SbVec<f64>,
     /// Iterations performed.
     pub iterations: usize,
     /// L1 change of the last iteration.
@@ -83,17 +84,17 @@ pub fn pagerank(
         });
     }
     let p = comm.size();
+    let rt = comm.runtime();
     let rows = graph.local_rows();
     // The distinct targets of local edges, sorted: grouped by owner since owners hold
-    // increasing vertex ranges. Each edge writes into the slot of its target.
-    let mut distinct = graph.targets.clone();
+    // increasing vertex ranges. Each edge adds into the slot of its target.
+    let mut distinct: Vec<u32> = graph.targets.as_slice().to_vec();
     distinct.sort_unstable();
     distinct.dedup();
-    let slot: Vec<u32> = graph
-        .targets
-        .iter()
-        .map(|t| distinct.binary_search(t).expect("target is in the list") as u32)
-        .collect();
+    let mut slot: SbVec<u32> = SbVec::zeroed(rt, graph.targets.len())?;
+    for (s, t) in slot.as_mut_slice().iter_mut().zip(graph.targets.as_slice()) {
+        *s = distinct.binary_search(t).expect("target is in the list") as u32;
+    }
     let mut send_counts = vec![0usize; p];
     let mut index_parts: Vec<Vec<u32>> = vec![Vec::new(); p];
     for &t in &distinct {
@@ -101,52 +102,69 @@ pub fn pagerank(
         send_counts[q] += 1;
         index_parts[q].push(t);
     }
-    let incoming_index: Vec<u32> = comm
+    let slots = distinct.len();
+    drop(distinct);
+    let incoming: Vec<u32> = comm
         .alltoallv_vecs(index_parts)?
         .into_iter()
         .flatten()
         .map(|v| (u64::from(v) - graph.lo) as u32)
         .collect();
-    let degree: Vec<u64> = (0..rows)
-        .map(|u| graph.offsets[u + 1] - graph.offsets[u])
-        .collect();
+    let incoming_index = SbVec::from_slice(rt, &incoming)?;
+    drop(incoming);
 
     let n = graph.n as f64;
     let d = options.damping;
-    let mut x = vec![1.0 / n; rows];
-    let mut dangling_local: f64 = (0..rows).filter(|&u| degree[u] == 0).map(|u| x[u]).sum();
+    let mut x: SbVec<f64> = SbVec::zeroed(rt, rows)?;
+    x.as_mut_slice().iter_mut().for_each(|v| *v = 1.0 / n);
+    let degree = |offsets: &[u64], u: usize| offsets[u + 1] - offsets[u];
+    let mut dangling_local: f64 = {
+        let off = graph.offsets.as_slice();
+        (0..rows).filter(|&u| degree(off, u) == 0).map(|_| 1.0 / n).sum()
+    };
     let mut dangling = comm.allreduce(&[dangling_local], Sum)?[0];
-    let mut outgoing = vec![0.0f64; distinct.len()];
-    let mut next = vec![0.0f64; rows];
+    let mut outgoing: SbVec<f64> = SbVec::zeroed(rt, slots)?;
+    let mut next: SbVec<f64> = SbVec::zeroed(rt, rows)?;
     let mut times = Vec::new();
     let mut delta = f64::INFINITY;
     let mut done = 0;
     for it in 0..options.iterations {
         let start = Instant::now();
-        outgoing.iter_mut().for_each(|v| *v = 0.0);
-        for u in 0..rows {
-            if degree[u] > 0 {
-                let c = x[u] / degree[u] as f64;
-                let (a, b) = (graph.offsets[u] as usize, graph.offsets[u + 1] as usize);
-                for &s in &slot[a..b] {
-                    outgoing[s as usize] += c;
+        {
+            // Slices are taken after every blocking call so that loads are accounted.
+            let out = outgoing.as_mut_slice();
+            out.iter_mut().for_each(|v| *v = 0.0);
+            let (off, sl, xs) = (graph.offsets.as_slice(), slot.as_slice(), x.as_slice());
+            for u in 0..rows {
+                let deg = degree(off, u);
+                if deg > 0 {
+                    let c = xs[u] / deg as f64;
+                    for &s in &sl[off[u] as usize..off[u + 1] as usize] {
+                        out[s as usize] += c;
+                    }
                 }
             }
         }
-        let (incoming, _) = comm.alltoallv(&outgoing, &send_counts)?;
+        let (received, _) = comm.alltoallv(outgoing.as_slice(), &send_counts)?;
         let base = (1.0 - d) / n + d * dangling / n;
-        next.iter_mut().for_each(|v| *v = 0.0);
-        for (&i, &val) in incoming_index.iter().zip(&incoming) {
-            next[i as usize] += val;
-        }
         let mut local_delta = 0.0;
         dangling_local = 0.0;
-        for u in 0..rows {
-            let v = base + d * next[u];
-            local_delta += (v - x[u]).abs();
-            x[u] = v;
-            if degree[u] == 0 {
-                dangling_local += v;
+        {
+            let nx = next.as_mut_slice();
+            nx.iter_mut().for_each(|v| *v = 0.0);
+            for (&i, &val) in incoming_index.as_slice().iter().zip(&received) {
+                nx[i as usize] += val;
+            }
+            drop(received);
+            let off = graph.offsets.as_slice();
+            let xs = x.as_mut_slice();
+            for u in 0..rows {
+                let v = base + d * nx[u];
+                local_delta += (v - xs[u]).abs();
+                xs[u] = v;
+                if degree(off, u) == 0 {
+                    dangling_local += v;
+                }
             }
         }
         let sums = comm.allreduce(&[local_delta, dangling_local], Sum)?;

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use spillway_comm::{Collectives, Comm, Sum};
+use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::generate::BlobsSpec;
@@ -19,7 +20,7 @@ pub enum PointSource {
 }
 
 /// This rank's block of a distributed point set.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct DistPoints {
     /// Coordinates per point.
     pub dim: usize,
@@ -27,8 +28,8 @@ pub struct DistPoints {
     pub total: u64,
     /// Global index of this rank's first point.
     pub first: u64,
-    /// This rank's points, row-major.
-    pub values: Vec<f64>,
+    /// This rank's points, row-major, in storage-backed memory.
+    pub values: SbVec<f64>,
 }
 
 impl DistPoints {
@@ -44,7 +45,7 @@ impl DistPoints {
 
     /// Local point `i`.
     pub fn point(&self, i: usize) -> &[f64] {
-        &self.values[i * self.dim..(i + 1) * self.dim]
+        &self.values.as_slice()[i * self.dim..(i + 1) * self.dim]
     }
 }
 
@@ -59,8 +60,21 @@ pub fn load_points(comm: &Comm, source: &PointSource) -> Result<DistPoints, Algo
         PointSource::Blobs(spec) => {
             let (p, r) = (comm.size() as u64, comm.rank() as u64);
             let range = spec.n * r / p..spec.n * (r + 1) / p;
-            let mut values = Vec::with_capacity((range.end - range.start) as usize * spec.d);
-            spec.points(range.clone(), &mut values);
+            let count = (range.end - range.start) as usize;
+            let mut values: SbVec<f64> = SbVec::zeroed(comm.runtime(), count * spec.d)?;
+            // Generate in pieces straight into storage-backed memory.
+            let out = values.as_mut_slice();
+            let mut buf = Vec::new();
+            let piece = (1usize << 20) / spec.d.max(1) + 1;
+            let mut at = range.start;
+            while at < range.end {
+                let end = (at + piece as u64).min(range.end);
+                buf.clear();
+                spec.points(at..end, &mut buf);
+                let base = (at - range.start) as usize * spec.d;
+                out[base..base + buf.len()].copy_from_slice(&buf);
+                at = end;
+            }
             Ok(DistPoints {
                 dim: spec.d,
                 total: spec.n,
@@ -73,9 +87,13 @@ pub fn load_points(comm: &Comm, source: &PointSource) -> Result<DistPoints, Algo
 
 fn load_csv(comm: &Comm, path: &Path) -> Result<DistPoints, AlgoError> {
     let (dim, _) = csv_dimension(path)?;
-    let (bytes, before) = read_my_chunk(comm, path, 0)?;
-    let chunk = parse_csv_chunk(&bytes, dim);
-    drop(bytes);
+    let (chunk, values, before) = {
+        let _io = comm.runtime().enter_critical()?;
+        let (bytes, before) = read_my_chunk(comm, path, 0)?;
+        let chunk = parse_csv_chunk(&bytes, dim);
+        let values = SbVec::from_slice(comm.runtime(), &chunk.values)?;
+        (chunk, values, before)
+    };
     agree_on_error(comm, path, chunk.error, before)?;
     let first = comm.exscan(&[chunk.rows], Sum)?.map_or(0, |v| v[0]);
     let total = comm.allreduce(&[chunk.rows], Sum)?[0];
@@ -86,6 +104,6 @@ fn load_csv(comm: &Comm, path: &Path) -> Result<DistPoints, AlgoError> {
         dim,
         total,
         first,
-        values: chunk.values,
+        values,
     })
 }

@@ -99,7 +99,7 @@ fn pagerank_matches_a_sequential_loop_at_every_layout() {
                     ..Default::default()
                 };
                 let r = pagerank(&world, &g, &opts, &mut |_| {})?;
-                Ok((r.lo, r.ranks, r.iterations))
+                Ok((r.lo, r.ranks.to_vec(), r.iterations))
             })
             .unwrap();
             let mut got = vec![f64::NAN; n];
@@ -210,7 +210,7 @@ fn kmeans_matches_sequential_lloyd_at_every_layout() {
                 init: Init::First,
             };
             let r = kmeans(&world, &pts, &opts, &mut |_| {})?;
-            Ok((r.centroids, r.assignment, r.iterations, r.converged))
+            Ok((r.centroids, r.assignment.to_vec(), r.iterations, r.converged))
         })
         .unwrap();
         let assign: Vec<u32> = parts.iter().flat_map(|p| p.1.clone()).collect();

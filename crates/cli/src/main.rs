@@ -17,7 +17,9 @@ use spillway::algorithms::output::write_ordered;
 use spillway::algorithms::pagerank::{pagerank, PageRankOptions};
 use spillway::algorithms::points::{load_points, PointSource};
 use spillway::algorithms::{AlgoError, Progress};
-use spillway::{run_with_stats, Backend, Collectives, Comm, Config, JobError, Max, Sum};
+use spillway::{
+    run_with_stats, Backend, Collectives, Comm, Config, JobError, Max, Policy, ResumePolicy, Sum,
+};
 
 use report::Report;
 
@@ -87,6 +89,16 @@ struct RuntimeArgs {
     /// Directory for spill files.
     #[arg(long)]
     spill_dir: Option<PathBuf>,
+    /// Memory budget per node (e.g. 256M, 2G): storage-backed data and buffered messages
+    /// beyond it go to the spill directory.
+    #[arg(long)]
+    mem_budget: Option<String>,
+    /// When storage-backed memory is released: araw, arlw or lrlw.
+    #[arg(long, default_value = "araw")]
+    policy: String,
+    /// Which runnable rank resumes first: most-resident (BDMPI) or fifo.
+    #[arg(long, default_value = "most-resident")]
+    resume: String,
     /// Engine between nodes.
     #[arg(long, default_value = "local")]
     backend: String,
@@ -188,7 +200,21 @@ fn config_of(rt: &RuntimeArgs) -> Result<Config, Failure> {
             rt.backend
         ))
     })?;
-    let mut config = Config::new(rt.ranks).nodes(rt.nodes).backend(backend);
+    let policy = Policy::from_name(&rt.policy)
+        .ok_or_else(|| Failure::usage(format!("unknown policy '{}' (available: araw, arlw, lrlw)", rt.policy)))?;
+    let resume = ResumePolicy::from_name(&rt.resume)
+        .ok_or_else(|| Failure::usage(format!("unknown resume policy '{}' (available: most-resident, fifo)", rt.resume)))?;
+    let mut config = Config::new(rt.ranks)
+        .nodes(rt.nodes)
+        .backend(backend)
+        .policy(policy)
+        .resume_policy(resume);
+    if let Some(text) = &rt.mem_budget {
+        let bytes = Config::parse_size(text)
+            .filter(|&b| b > 0)
+            .ok_or_else(|| Failure::usage(format!("invalid --mem-budget '{text}' (expected e.g. 256M or 2G)")))?;
+        config = config.mem_budget(bytes);
+    }
     if let Some(r) = rt.running {
         config = config.running(r);
     }
@@ -279,8 +305,7 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
     report.load_seconds = load.as_secs_f64();
     report.compute_seconds = compute.as_secs_f64();
     report.total_seconds = start.elapsed().as_secs_f64();
-    report.messages_sent = stats.messages_sent();
-    report.bytes_sent = stats.bytes_sent();
+    report.set_stats(&stats);
     report.output = args.out.as_ref().map(|p| p.display().to_string());
     report.facts = vec![
         ("vertices".into(), n as f64),
@@ -356,7 +381,7 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
         }
         if let Some(path) = &args.assign {
             write_ordered(&world, path, |w| {
-                for a in &result.assignment {
+                for a in result.assignment.as_slice() {
                     writeln!(w, "{a}")?;
                 }
                 Ok(())
@@ -384,8 +409,7 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
     report.load_seconds = load.as_secs_f64();
     report.compute_seconds = compute.as_secs_f64();
     report.total_seconds = start.elapsed().as_secs_f64();
-    report.messages_sent = stats.messages_sent();
-    report.bytes_sent = stats.bytes_sent();
+    report.set_stats(&stats);
     report.output = args.out.as_ref().map(|p| p.display().to_string());
     report.facts = vec![
         ("points".into(), n as f64),

@@ -1,7 +1,7 @@
 //! The final report of a run: human-readable or one JSON object.
 
 use serde::Serialize;
-use spillway::Config;
+use spillway::{Config, JobStats};
 
 /// What a run reports.
 #[derive(Debug, Serialize)]
@@ -19,6 +19,18 @@ pub(crate) struct Report {
     pub(crate) iteration_seconds: Vec<f64>,
     pub(crate) messages_sent: u64,
     pub(crate) bytes_sent: u64,
+    pub(crate) mem_budget: Option<u64>,
+    pub(crate) policy: String,
+    pub(crate) spill_bytes_written: u64,
+    pub(crate) spill_bytes_read: u64,
+    pub(crate) loads: u64,
+    pub(crate) unloads: u64,
+    pub(crate) overcommits: u64,
+    pub(crate) messages_spilled: u64,
+    pub(crate) message_bytes_spilled: u64,
+    pub(crate) peak_resident_bytes: u64,
+    pub(crate) peak_storage_backed_bytes: u64,
+    pub(crate) peak_rss: Option<u64>,
     pub(crate) output: Option<String>,
     #[serde(skip)]
     pub(crate) facts: Vec<(String, f64)>,
@@ -40,9 +52,37 @@ impl Report {
             iteration_seconds: Vec::new(),
             messages_sent: 0,
             bytes_sent: 0,
+            mem_budget: config.mem_budget_bytes(),
+            policy: config.memory_policy().name().into(),
+            spill_bytes_written: 0,
+            spill_bytes_read: 0,
+            loads: 0,
+            unloads: 0,
+            overcommits: 0,
+            messages_spilled: 0,
+            message_bytes_spilled: 0,
+            peak_resident_bytes: 0,
+            peak_storage_backed_bytes: 0,
+            peak_rss: None,
             output: None,
             facts: Vec::new(),
         }
+    }
+
+    pub(crate) fn set_stats(&mut self, stats: &JobStats) {
+        self.messages_sent = stats.messages_sent();
+        self.bytes_sent = stats.bytes_sent();
+        let m = &stats.memory;
+        self.spill_bytes_written = m.bytes_written + m.message_bytes_spilled;
+        self.spill_bytes_read = m.bytes_read + m.message_bytes_spilled;
+        self.loads = m.loads;
+        self.unloads = m.unloads;
+        self.overcommits = m.overcommits;
+        self.messages_spilled = m.messages_spilled;
+        self.message_bytes_spilled = m.message_bytes_spilled;
+        self.peak_resident_bytes = m.peak_resident;
+        self.peak_storage_backed_bytes = m.peak_allocated;
+        self.peak_rss = stats.peak_rss;
     }
 
     pub(crate) fn print(&self, json: bool) {
@@ -87,6 +127,32 @@ impl Report {
             "  messages    {} sent, {} bytes",
             self.messages_sent, self.bytes_sent
         );
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        match self.mem_budget {
+            Some(b) => println!("  memory      budget {:.1} MiB per node, policy {}", mib(b), self.policy),
+            None => println!("  memory      no budget (storage-backed data stays resident)"),
+        }
+        println!(
+            "  spill       {:.1} MiB written, {:.1} MiB read back, {} loads, {} unloads, {} overcommits",
+            mib(self.spill_bytes_written),
+            mib(self.spill_bytes_read),
+            self.loads,
+            self.unloads,
+            self.overcommits
+        );
+        println!(
+            "  spilled     {} messages ({:.1} MiB)",
+            self.messages_spilled,
+            mib(self.message_bytes_spilled),
+        );
+        println!(
+            "  rank data   {:.1} MiB storage-backed at peak, {:.1} MiB of it resident at peak",
+            mib(self.peak_storage_backed_bytes),
+            mib(self.peak_resident_bytes)
+        );
+        if let Some(rss) = self.peak_rss {
+            println!("  peak RSS    {:.1} MiB", mib(rss));
+        }
         if let Some(o) = &self.output {
             println!("  output      {o}");
         }

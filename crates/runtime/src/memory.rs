@@ -94,6 +94,9 @@ pub struct MemoryStats {
     pub message_bytes_spilled: u64,
     /// Highest number of bytes of loaded allocations on the node.
     pub peak_resident: u64,
+    /// Highest number of bytes of storage-backed allocations on the node, loaded or not (the
+    /// rank data that the budget has to hold).
+    pub peak_allocated: u64,
 }
 
 impl MemoryStats {
@@ -107,6 +110,7 @@ impl MemoryStats {
         self.messages_spilled += o.messages_spilled;
         self.message_bytes_spilled += o.message_bytes_spilled;
         self.peak_resident += o.peak_resident;
+        self.peak_allocated += o.peak_allocated;
     }
 }
 
@@ -120,6 +124,8 @@ struct Counters {
     messages_spilled: AtomicU64,
     message_bytes_spilled: AtomicU64,
     peak_resident: AtomicU64,
+    allocated: AtomicU64,
+    peak_allocated: AtomicU64,
 }
 
 /// The job's private spill directory, removed when dropped.
@@ -251,7 +257,17 @@ impl NodeMem {
             messages_spilled: c.messages_spilled.load(Ordering::Relaxed),
             message_bytes_spilled: c.message_bytes_spilled.load(Ordering::Relaxed),
             peak_resident: c.peak_resident.load(Ordering::Relaxed),
+            peak_allocated: c.peak_allocated.load(Ordering::Relaxed),
         }
+    }
+
+    fn allocated(&self, bytes: u64) {
+        let now = self.counters.allocated.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.counters.peak_allocated.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn freed(&self, bytes: u64) {
+        self.counters.allocated.fetch_sub(bytes, Ordering::Relaxed);
     }
 
     pub(crate) fn count_spilled_message(&self, bytes: u64) {
@@ -338,11 +354,12 @@ impl NodeMem {
         }
     }
 
-    /// The rank blocks: under ARAW it unloads; under the lazy-write policies it becomes a
-    /// candidate for eviction.
+    /// The rank blocks: under ARAW (with a budget) it unloads; under the lazy-write policies it
+    /// becomes a candidate for eviction.
     pub(crate) fn on_block(&self, local: usize) {
         self.evictable[local].store(true, Ordering::Release);
-        if self.policy == Policy::Araw {
+        // Without a budget memory is not constrained: nothing is released.
+        if self.policy == Policy::Araw && self.budget.is_some() {
             self.unload_rank(local);
         }
     }
@@ -358,6 +375,8 @@ const PAGE: usize = 4096;
 struct RegionState {
     loaded: bool,
     dirty: bool,
+    /// Some contents live only in the file (the region was unloaded after being written).
+    on_disk: bool,
 }
 
 /// One storage-backed allocation: a shared mapping of an unlinked spill file.
@@ -417,9 +436,11 @@ impl Region {
             state: Mutex::new(RegionState {
                 loaded: false,
                 dirty: false,
+                on_disk: false,
             }),
         });
         node.register(local, &region);
+        node.allocated(map_len as u64);
         Ok(region)
     }
 
@@ -447,7 +468,7 @@ impl Region {
         self.node.reserve(self.local, self.map_len as u64);
         self.node.counters.loads.fetch_add(1, Ordering::Relaxed);
         st.loaded = true;
-        if self.node.policy != Policy::Lrlw {
+        if self.node.policy != Policy::Lrlw && st.on_disk {
             let before = self.resident_pages();
             // Aggressive read: bring the whole allocation in now.
             for off in (0..self.map_len).step_by(PAGE) {
@@ -470,7 +491,7 @@ impl Region {
             return;
         }
         let resident = self.resident_pages();
-        if self.node.policy == Policy::Lrlw {
+        if self.node.policy == Policy::Lrlw && st.on_disk {
             // Lazy read: count what was faulted in since the load.
             self.node
                 .counters
@@ -488,6 +509,7 @@ impl Region {
                 .counters
                 .bytes_written
                 .fetch_add((resident * PAGE) as u64, Ordering::Relaxed);
+            st.on_disk = true;
         }
         // SAFETY: dropping the pages of a shared file mapping keeps their contents in the file
         // (synced above when modified); later accesses fault them back in.
@@ -520,11 +542,13 @@ impl Region {
             libc::madvise(self.ptr.cast(), self.map_len, libc::MADV_DONTNEED);
         }
         st.dirty = false;
+        st.on_disk = false;
     }
 }
 
 impl Drop for Region {
     fn drop(&mut self) {
+        self.node.freed(self.map_len as u64);
         let loaded = lock(&self.state).loaded;
         if loaded {
             self.node.release(self.local, self.map_len as u64);

@@ -19,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let world = Comm::world(rank);
             let graph = load_graph(&world, &GraphSource::Rmat(spec))?;
             let result = pagerank(&world, &graph, &options, &mut |_| {})?;
-            Ok((result.lo, result.ranks))
+            Ok((result.lo, result.ranks.to_vec()))
         },
     )?;
     let n = spec.num_vertices() as usize;

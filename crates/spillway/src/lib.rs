@@ -34,8 +34,9 @@ pub use spillway_comm::{
     Max, Min, Operation, Prod, RecvRequest, SendRequest, Source, Status, Sum, Tag, UserOp,
 };
 pub use spillway_runtime::{
-    run, run_with_stats, Backend, Config, CriticalGuard, DeadlockReport, Error, JobError, JobStats,
-    Rank, RankStats, ResumePolicy, WaitState,
+    current_rss, peak_rss, run, run_with_stats, Backend, Config, CriticalGuard, DeadlockReport,
+    Error, JobError, JobStats, MemoryStats, Policy, Rank, RankStats, ResumePolicy, SbVec,
+    WaitState,
 };
 
 /// Everything an SPMD program usually needs, in one `use`.
@@ -44,7 +45,7 @@ pub mod prelude {
         BitAnd, BitOr, BitXor, Collectives, Comm, LogicalAnd, LogicalOr, LogicalXor, Max, Min,
         Prod, Source, Sum, Tag, UserOp,
     };
-    pub use spillway_runtime::{run, Config, Error, JobError, Rank};
+    pub use spillway_runtime::{run, Config, Error, JobError, Policy, Rank, SbVec};
 }
 
 /// The README's code, compiled and run as a doc test.

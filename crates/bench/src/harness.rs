@@ -1,0 +1,189 @@
+//! A small measurement harness: repeated timings summarised by median and minimum, the
+//! single-threaded `memcpy` baseline, command-line option parsing and formatting helpers.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Errors of the benchmark binary (also what SPMD functions return).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Median and minimum of a set of repeated timings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stats {
+    /// Median (the mean of the two middle values for an even count).
+    pub median: Duration,
+    /// Fastest repetition.
+    pub min: Duration,
+    /// Number of repetitions summarised.
+    pub reps: usize,
+}
+
+impl Stats {
+    /// Summarises `times`.
+    ///
+    /// # Panics
+    /// If `times` is empty.
+    pub fn of(times: &[Duration]) -> Stats {
+        assert!(!times.is_empty(), "no timings to summarise");
+        let mut sorted = times.to_vec();
+        sorted.sort_unstable();
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2
+        };
+        Stats {
+            median,
+            min: sorted[0],
+            reps: n,
+        }
+    }
+}
+
+/// Bytes per second of moving `bytes` in `time`, in GB/s (10^9 bytes per second).
+pub fn gb_per_s(bytes: usize, time: Duration) -> f64 {
+    bytes as f64 / time.as_secs_f64() / 1e9
+}
+
+/// Median and minimum time of one single-threaded `copy_from_slice` of `bytes` bytes.
+///
+/// Both buffers are allocated and written before timing, so no page faults are measured. Each
+/// repetition times a batch of copies (enough to move about 64 MiB, at least one copy) and
+/// divides by the batch length, so tiny copies are not lost in the timer's resolution. Small
+/// sizes therefore run from cache, large ones (beyond the last-level cache) from memory.
+pub fn memcpy_stats(bytes: usize, reps: usize) -> Stats {
+    let src: Vec<u8> = (0..bytes).map(|i| i as u8).collect();
+    let mut dst = vec![0u8; bytes];
+    let batch = ((64usize << 20) / bytes.max(1)).max(1);
+    // Warm-up: touches both buffers and the caches.
+    dst.copy_from_slice(&src);
+    let times: Vec<Duration> = (0..reps.max(1))
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..batch {
+                black_box(&mut dst).copy_from_slice(black_box(&src));
+            }
+            start.elapsed() / batch as u32
+        })
+        .collect();
+    assert_eq!(dst, src, "memcpy baseline copied wrong data");
+    Stats::of(&times)
+}
+
+/// Parses a byte size: a number with an optional binary suffix `K`, `M` or `G` (`64K` = 65536).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (digits, shift) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&s[..s.len() - 1], 10),
+        Some('M') => (&s[..s.len() - 1], 20),
+        Some('G') => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 1K, 64K, 1M)"))?;
+    n.checked_shl(shift)
+        .filter(|&v| v > 0 && v >> shift == n)
+        .ok_or_else(|| format!("size '{s}' is zero or too large"))
+}
+
+/// Formats a byte count with the largest binary suffix that divides it (`65536` -> `64K`).
+pub fn format_size(bytes: usize) -> String {
+    for (shift, suffix) in [(30, "G"), (20, "M"), (10, "K")] {
+        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return format!("{}{suffix}", bytes >> shift);
+        }
+    }
+    format!("{bytes}")
+}
+
+/// Formats a duration with a unit suited to its magnitude.
+pub fn format_duration(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.2} ms", s * 1e3)
+    } else if s >= 1e-6 {
+        format!("{:.1} µs", s * 1e6)
+    } else {
+        format!("{:.1} ns", s * 1e9)
+    }
+}
+
+/// `--key value` options of a subcommand, checked against the keys it accepts.
+#[derive(Debug, Default)]
+pub struct Options {
+    values: HashMap<String, String>,
+}
+
+impl Options {
+    /// Parses `args` (without the subcommand), accepting only `--key value` pairs with a key
+    /// in `allowed`.
+    pub fn parse(args: &[String], allowed: &[&str]) -> Result<Options, String> {
+        let mut values = HashMap::new();
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let key = arg
+                .strip_prefix("--")
+                .filter(|k| allowed.contains(k))
+                .ok_or_else(|| format!("unknown argument '{arg}'"))?;
+            let value = it
+                .next()
+                .ok_or_else(|| format!("option '--{key}' needs a value"))?;
+            values.insert(key.to_string(), value.clone());
+        }
+        Ok(Options { values })
+    }
+
+    /// The value of `--key` parsed as `T`, if given.
+    pub fn get<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, String> {
+        self.values
+            .get(key)
+            .map(|v| {
+                v.parse()
+                    .map_err(|_| format!("invalid value '{v}' for --{key}"))
+            })
+            .transpose()
+    }
+
+    /// The raw value of `--key`, if given.
+    pub fn raw(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_median_and_min() {
+        let ms = Duration::from_millis;
+        let s = Stats::of(&[ms(5), ms(1), ms(3)]);
+        assert_eq!((s.median, s.min, s.reps), (ms(3), ms(1), 3));
+        let s = Stats::of(&[ms(4), ms(1), ms(2), ms(8)]);
+        assert_eq!(s.median, ms(3));
+    }
+
+    #[test]
+    fn sizes_round_trip() {
+        for s in ["1K", "64K", "1M", "16M", "1000", "3G"] {
+            assert_eq!(format_size(parse_size(s).unwrap()), s);
+        }
+        assert_eq!(parse_size("64k").unwrap(), 65536);
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("x").is_err());
+    }
+
+    #[test]
+    fn options_reject_unknown_keys() {
+        let args: Vec<String> = ["--ranks", "4"].iter().map(|s| s.to_string()).collect();
+        let o = Options::parse(&args, &["ranks"]).unwrap();
+        assert_eq!(o.get::<u32>("ranks").unwrap(), Some(4));
+        assert!(Options::parse(&args, &["nodes"]).is_err());
+        assert!(Options::parse(&args[..1], &["ranks"]).is_err());
+    }
+}

@@ -1,0 +1,50 @@
+//! `spillway-bench`: benchmarks of spillway against baselines measured in the same run.
+//!
+//! ```text
+//! spillway-bench collectives [--ranks R] [--nodes K] [--running X] [--sizes 1K,64K,1M,16M] [--reps N]
+//! spillway-bench pagerank [--scale 18] [--edge-factor 16] [--ranks 8] [--nodes 1] [--iterations 10] [--reps 7]
+//! ```
+//!
+//! Every measurement is repeated and summarised by its median and minimum ([`harness::Stats`]);
+//! every figure comes with a baseline timed in the same process on the same machine (a
+//! single-threaded `memcpy` for the collectives, a sequential CSR PageRank for PageRank), and
+//! results are checked before they are timed. Tables are printed as Markdown on stdout,
+//! progress on stderr. `scripts/bench.sh` builds and runs both subcommands.
+#![forbid(unsafe_code)]
+
+mod collectives;
+mod harness;
+mod pagerank;
+
+use std::process::ExitCode;
+
+fn usage() -> String {
+    format!(
+        "usage: spillway-bench <subcommand> [options]\n\n  {}\n\n  {}",
+        collectives::USAGE,
+        pagerank::USAGE
+    )
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("collectives") => collectives::main(&args[1..]),
+        Some("pagerank") => pagerank::main(&args[1..]),
+        Some("-h" | "--help" | "help") => {
+            println!("{}", usage());
+            return ExitCode::SUCCESS;
+        }
+        _ => {
+            eprintln!("{}", usage());
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("spillway-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
