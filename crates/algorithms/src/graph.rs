@@ -85,6 +85,20 @@ impl DistGraph {
     }
 }
 
+/// Fails on every rank if any rank could not read its part (the lowest rank's error wins).
+pub(crate) fn agree_on_read_error(comm: &Comm, local: Option<AlgoError>) -> Result<(), AlgoError> {
+    let mine = local.as_ref().map(|e| e.to_string());
+    let all = comm.allgather_obj(&mine)?;
+    match (local, all.into_iter().flatten().next()) {
+        (Some(e), _) => Err(e),
+        (None, Some(first)) => Err(AlgoError::BadParameter {
+            name: "input",
+            reason: first,
+        }),
+        (None, None) => Ok(()),
+    }
+}
+
 /// Agrees on the first input error of all ranks (by line), so every rank fails the same way.
 pub(crate) fn agree_on_error(
     comm: &Comm,
@@ -100,22 +114,24 @@ pub(crate) fn agree_on_error(
     }
 }
 
-/// Reads this rank's line-aligned part of `[data_start, len)` and the number of lines before
-/// it (over all ranks).
-pub(crate) fn read_my_chunk(
+/// Reads this rank's line-aligned part of `[data_start, len)` of the file. Only file I/O: call
+/// it inside the node's critical section, and [`lines_before`] outside it.
+pub(crate) fn read_my_bytes(
     comm: &Comm,
     path: &Path,
     data_start: u64,
-) -> Result<(Vec<u8>, u64), AlgoError> {
+) -> Result<Vec<u8>, AlgoError> {
     let file = File::open(path).map_err(|e| InputError::io(path, &e))?;
     let len = file.metadata().map_err(|e| InputError::io(path, &e))?.len();
     let (start, end) =
         line_aligned_range(&file, data_start.min(len), len, comm.rank(), comm.size())
             .map_err(|e| InputError::io(path, &e))?;
-    let bytes = read_range(&file, start, end).map_err(|e| InputError::io(path, &e))?;
-    let lines = count_lines(&bytes);
-    let before = comm.exscan(&[lines], Sum)?.map_or(0, |v| v[0]);
-    Ok((bytes, before))
+    Ok(read_range(&file, start, end).map_err(|e| InputError::io(path, &e))?)
+}
+
+/// Number of lines in the chunks of lower ranks (a collective).
+pub(crate) fn lines_before(comm: &Comm, lines: u64) -> Result<u64, AlgoError> {
+    Ok(comm.exscan(&[lines], Sum)?.map_or(0, |v| v[0]))
 }
 
 /// Edges moved per all-to-all round while distributing (bounds heap use per rank).
@@ -143,11 +159,17 @@ fn store_edges(comm: &Comm, edges: &[(u32, u32)]) -> Result<SbVec<[u32; 2]>, Alg
 pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoError> {
     let (edges, n) = match source {
         GraphSource::EdgeList(path) => {
-            let (chunk, before) = {
+            let bytes = {
                 let _io = comm.runtime().enter_critical()?;
-                let (bytes, before) = read_my_chunk(comm, path, 0)?;
-                (parse_snap_chunk(&bytes), before)
+                read_my_bytes(comm, path, 0)
             };
+            // Every rank takes part in the collectives below, even after a read error.
+            let (chunk, lines, read_error) = match bytes {
+                Ok(b) => (parse_snap_chunk(&b), count_lines(&b), None),
+                Err(e) => (Default::default(), 0, Some(e)),
+            };
+            let before = lines_before(comm, lines)?;
+            agree_on_read_error(comm, read_error)?;
             agree_on_error(comm, path, chunk.error, before)?;
             let local_max = chunk
                 .edges
@@ -165,11 +187,16 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
         }
         GraphSource::MatrixMarket(path) => {
             let header = parse_mtx_header(path)?;
-            let (chunk, before) = {
+            let bytes = {
                 let _io = comm.runtime().enter_critical()?;
-                let (bytes, before) = read_my_chunk(comm, path, header.data_start)?;
-                (parse_mtx_chunk(&bytes, &header), before)
+                read_my_bytes(comm, path, header.data_start)
             };
+            let (chunk, lines, read_error) = match bytes {
+                Ok(b) => (parse_mtx_chunk(&b, &header), count_lines(&b), None),
+                Err(e) => (Default::default(), 0, Some(e)),
+            };
+            let before = lines_before(comm, lines)?;
+            agree_on_read_error(comm, read_error)?;
             agree_on_error(comm, path, chunk.error, header.header_lines + before)?;
             let stored = store_edges(comm, &chunk.edges)?;
             let entries = comm.allreduce(&[chunk.entries], Sum)?[0];
@@ -178,7 +205,10 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
                 return Err(InputError::new(
                     path,
                     None,
-                    format!("the size line announces {} entries, found {entries}", header.nnz),
+                    format!(
+                        "the size line announces {} entries, found {entries}",
+                        header.nnz
+                    ),
                 )
                 .into());
             }
@@ -192,7 +222,8 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
             let e = spec.num_edges();
             let (p, r) = (comm.size() as u64, comm.rank() as u64);
             let range = e * r / p..e * (r + 1) / p;
-            let mut stored: SbVec<[u32; 2]> = SbVec::zeroed(comm.runtime(), (range.end - range.start) as usize)?;
+            let mut stored: SbVec<[u32; 2]> =
+                SbVec::zeroed(comm.runtime(), (range.end - range.start) as usize)?;
             let mut buf = Vec::with_capacity(ROUND_EDGES);
             let out = stored.as_mut_slice();
             let mut at = range.start;

@@ -206,7 +206,10 @@ pub fn kmeans(
     // Harp: the driver's centroids are broadcast to every worker.
     comm.bcast(0, &mut centroids)?;
     let mut assignment: SbVec<u32> = SbVec::zeroed(comm.runtime(), points.len())?;
-    assignment.as_mut_slice().iter_mut().for_each(|a| *a = u32::MAX);
+    assignment
+        .as_mut_slice()
+        .iter_mut()
+        .for_each(|a| *a = u32::MAX);
     let mut times = Vec::new();
     let mut converged = false;
     let mut iterations = 0;

@@ -120,7 +120,10 @@ pub fn pagerank(
     let degree = |offsets: &[u64], u: usize| offsets[u + 1] - offsets[u];
     let mut dangling_local: f64 = {
         let off = graph.offsets.as_slice();
-        (0..rows).filter(|&u| degree(off, u) == 0).map(|_| 1.0 / n).sum()
+        (0..rows)
+            .filter(|&u| degree(off, u) == 0)
+            .map(|_| 1.0 / n)
+            .sum()
     };
     let mut dangling = comm.allreduce(&[dangling_local], Sum)?[0];
     let mut outgoing: SbVec<f64> = SbVec::zeroed(rt, slots)?;

@@ -7,8 +7,8 @@ use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::generate::BlobsSpec;
-use crate::graph::{agree_on_error, read_my_chunk};
-use crate::input::{csv_dimension, parse_csv_chunk, InputError};
+use crate::graph::{agree_on_error, agree_on_read_error, lines_before, read_my_bytes};
+use crate::input::{count_lines, csv_dimension, parse_csv_chunk, InputError, PointChunk};
 
 /// Where points come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,13 +87,25 @@ pub fn load_points(comm: &Comm, source: &PointSource) -> Result<DistPoints, Algo
 
 fn load_csv(comm: &Comm, path: &Path) -> Result<DistPoints, AlgoError> {
     let (dim, _) = csv_dimension(path)?;
-    let (chunk, values, before) = {
+    let bytes = {
         let _io = comm.runtime().enter_critical()?;
-        let (bytes, before) = read_my_chunk(comm, path, 0)?;
-        let chunk = parse_csv_chunk(&bytes, dim);
-        let values = SbVec::from_slice(comm.runtime(), &chunk.values)?;
-        (chunk, values, before)
+        read_my_bytes(comm, path, 0)
     };
+    let (chunk, lines, read_error) = match bytes {
+        Ok(b) => (parse_csv_chunk(&b, dim), count_lines(&b), None),
+        Err(e) => (
+            PointChunk {
+                values: Vec::new(),
+                rows: 0,
+                error: None,
+            },
+            0,
+            Some(e),
+        ),
+    };
+    let values = SbVec::from_slice(comm.runtime(), &chunk.values)?;
+    let before = lines_before(comm, lines)?;
+    agree_on_read_error(comm, read_error)?;
     agree_on_error(comm, path, chunk.error, before)?;
     let first = comm.exscan(&[chunk.rows], Sum)?.map_or(0, |v| v[0]);
     let total = comm.allreduce(&[chunk.rows], Sum)?[0];

@@ -210,7 +210,12 @@ fn kmeans_matches_sequential_lloyd_at_every_layout() {
                 init: Init::First,
             };
             let r = kmeans(&world, &pts, &opts, &mut |_| {})?;
-            Ok((r.centroids, r.assignment.to_vec(), r.iterations, r.converged))
+            Ok((
+                r.centroids,
+                r.assignment.to_vec(),
+                r.iterations,
+                r.converged,
+            ))
         })
         .unwrap();
         let assign: Vec<u32> = parts.iter().flat_map(|p| p.1.clone()).collect();

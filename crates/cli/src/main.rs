@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use spillway::algorithms::generate::{BlobsSpec, RmatSpec};
 use spillway::algorithms::graph::{load_graph, GraphSource};
-use spillway::algorithms::input::AtomicFile;
+use spillway::algorithms::input::{AtomicFile, InputError};
 use spillway::algorithms::kmeans::{kmeans, Init, KMeansOptions};
 use spillway::algorithms::output::write_ordered;
 use spillway::algorithms::pagerank::{pagerank, PageRankOptions};
@@ -200,19 +200,29 @@ fn config_of(rt: &RuntimeArgs) -> Result<Config, Failure> {
             rt.backend
         ))
     })?;
-    let policy = Policy::from_name(&rt.policy)
-        .ok_or_else(|| Failure::usage(format!("unknown policy '{}' (available: araw, arlw, lrlw)", rt.policy)))?;
-    let resume = ResumePolicy::from_name(&rt.resume)
-        .ok_or_else(|| Failure::usage(format!("unknown resume policy '{}' (available: most-resident, fifo)", rt.resume)))?;
+    let policy = Policy::from_name(&rt.policy).ok_or_else(|| {
+        Failure::usage(format!(
+            "unknown policy '{}' (available: araw, arlw, lrlw)",
+            rt.policy
+        ))
+    })?;
+    let resume = ResumePolicy::from_name(&rt.resume).ok_or_else(|| {
+        Failure::usage(format!(
+            "unknown resume policy '{}' (available: most-resident, fifo)",
+            rt.resume
+        ))
+    })?;
     let mut config = Config::new(rt.ranks)
         .nodes(rt.nodes)
         .backend(backend)
         .policy(policy)
         .resume_policy(resume);
     if let Some(text) = &rt.mem_budget {
-        let bytes = Config::parse_size(text)
-            .filter(|&b| b > 0)
-            .ok_or_else(|| Failure::usage(format!("invalid --mem-budget '{text}' (expected e.g. 256M or 2G)")))?;
+        let bytes = Config::parse_size(text).filter(|&b| b > 0).ok_or_else(|| {
+            Failure::usage(format!(
+                "invalid --mem-budget '{text}' (expected e.g. 256M or 2G)"
+            ))
+        })?;
         config = config.mem_budget(bytes);
     }
     if let Some(r) = rt.running {
@@ -344,6 +354,18 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
         let world = Comm::world(rank);
         let t0 = Instant::now();
         let points = load_points(&world, &source)?;
+        if let PointSource::Csv(path) = &source {
+            if options.k as u64 > points.total {
+                return Err(AlgoError::Input(InputError::new(
+                    path,
+                    None,
+                    format!(
+                        "k = {} is larger than the number of points ({})",
+                        options.k, points.total
+                    ),
+                )));
+            }
+        }
         world.barrier()?;
         let load = t0.elapsed();
         let mut on_progress = |p: &Progress| {
@@ -357,27 +379,21 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
         let t1 = Instant::now();
         let result = kmeans(&world, &points, &options, &mut on_progress)?;
         let compute = t1.elapsed();
-        if let Some(path) = &args.out {
-            let dim = points.dim;
-            let rows = result.centroids.chunks(dim.max(1)).collect::<Vec<_>>();
-            if world.rank() == 0 {
-                let mut file = AtomicFile::create(path).map_err(|e| AlgoError::Output {
-                    path: path.clone(),
-                    source: e,
-                })?;
-                let w = file.writer();
-                for row in &rows {
-                    let line: Vec<String> = row.iter().map(|v| v.to_string()).collect();
-                    writeln!(w, "{}", line.join(",")).map_err(|e| AlgoError::Output {
-                        path: path.clone(),
-                        source: e,
-                    })?;
-                }
-                file.commit().map_err(|e| AlgoError::Output {
-                    path: path.clone(),
-                    source: e,
-                })?;
+        // Both outputs appear only if both are complete: the centroids are committed after
+        // the assignment file.
+        let mut centroids_file = None;
+        if let (Some(path), 0) = (&args.out, world.rank()) {
+            let out_err = |e| AlgoError::Output {
+                path: path.clone(),
+                source: e,
+            };
+            let mut file = AtomicFile::create(path).map_err(out_err)?;
+            let w = file.writer();
+            for row in result.centroids.chunks(points.dim.max(1)) {
+                let line: Vec<String> = row.iter().map(|v| v.to_string()).collect();
+                writeln!(w, "{}", line.join(",")).map_err(out_err)?;
             }
+            centroids_file = Some(file);
         }
         if let Some(path) = &args.assign {
             write_ordered(&world, path, |w| {
@@ -385,6 +401,12 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
                     writeln!(w, "{a}")?;
                 }
                 Ok(())
+            })?;
+        }
+        if let (Some(file), Some(path)) = (centroids_file, &args.out) {
+            file.commit().map_err(|e| AlgoError::Output {
+                path: path.clone(),
+                source: e,
             })?;
         }
         world.barrier()?;

@@ -129,7 +129,11 @@ impl Report {
         );
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
         match self.mem_budget {
-            Some(b) => println!("  memory      budget {:.1} MiB per node, policy {}", mib(b), self.policy),
+            Some(b) => println!(
+                "  memory      budget {:.1} MiB per node, policy {}",
+                mib(b),
+                self.policy
+            ),
             None => println!("  memory      no budget (storage-backed data stays resident)"),
         }
         println!(

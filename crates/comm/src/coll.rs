@@ -330,6 +330,17 @@ impl Comm<'_> {
             let dest = (me + k) % p;
             self.csend(dest, tag, parts[dest].take().expect("each part sent once"))?;
         }
+        // Take the incoming data only when all of it has arrived (see `Rank::wait_present`).
+        let sources: Vec<Pattern> = (0..p)
+            .filter(|&s| s != me)
+            .map(|s| Pattern {
+                context: self.coll_context(),
+                source: Some(self.inner.members[s]),
+                tag: Some(tag),
+            })
+            .collect();
+        self.rank
+            .wait_present(&sources, WaitKind::Collective(name))?;
         let mut out: Vec<Option<Payload>> = (0..p).map(|_| None).collect();
         out[me] = parts[me].take();
         for k in 1..p {
@@ -751,9 +762,11 @@ impl Collectives for Comm<'_> {
 
     fn alltoallv_vecs<T: Pod>(&self, parts: Vec<Vec<T>>) -> Result<Vec<Vec<T>>> {
         check_type::<T>()?;
-        let parts = parts.iter().map(|v| encode(v)).collect();
+        // Each part is freed as soon as it is encoded: a blocked rank must not keep a second
+        // copy of data that already sits in the mailboxes (where it can spill).
+        let parts = parts.into_iter().map(|v| encode(&v)).collect();
         let got = self.alltoall_payloads(parts, "alltoallv")?;
-        got.iter()
+        got.into_iter()
             .map(|p| Ok(view::<T>(p.as_bytes())?.to_vec()))
             .collect()
     }

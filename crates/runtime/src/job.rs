@@ -73,6 +73,8 @@ impl JobStats {
 pub(crate) enum WaitOn {
     Recv(RecvId),
     Probe(Pattern),
+    /// Every pattern in the slot's `waiting_for` list has a queued message.
+    AllPresent,
     Critical,
 }
 
@@ -87,6 +89,7 @@ pub(crate) enum Status {
 pub(crate) struct Slot {
     pub(crate) status: Status,
     pub(crate) mailbox: Mailbox,
+    waiting_for: Vec<Pattern>,
 }
 
 pub(crate) struct NodeState {
@@ -135,6 +138,7 @@ impl Job {
                             .map(|_| Slot {
                                 status: Status::Runnable,
                                 mailbox: Mailbox::default(),
+                                waiting_for: Vec::new(),
                             })
                             .collect(),
                         critical_owner: None,
@@ -326,6 +330,10 @@ impl Job {
                     && p.source.is_none_or(|s| s == info.source)
                     && p.tag.is_none_or(|t| t == info.tag)
             }
+            (Status::Blocked(_, WaitOn::AllPresent), Delivered::Queued(..)) => {
+                let slot = &st.ranks[local];
+                slot.mailbox.all_present(&slot.waiting_for)
+            }
             _ => false,
         };
         if wake {
@@ -383,6 +391,27 @@ impl Job {
                 return Err(Error::Aborted);
             }
             st = self.block(node, st, local, kind, WaitOn::Probe(pattern))?;
+        }
+    }
+
+    pub(crate) fn wait_present(
+        &self,
+        rank: u32,
+        patterns: &[Pattern],
+        kind: WaitKind,
+    ) -> Result<(), Error> {
+        let (node, local) = self.node_of(rank);
+        let mut st = lock(&node.state);
+        loop {
+            if st.ranks[local].mailbox.all_present(patterns) {
+                st.ranks[local].waiting_for.clear();
+                return Ok(());
+            }
+            if self.aborted() {
+                return Err(Error::Aborted);
+            }
+            st.ranks[local].waiting_for = patterns.to_vec();
+            st = self.block(node, st, local, kind, WaitOn::AllPresent)?;
         }
     }
 
@@ -484,6 +513,7 @@ impl Job {
                 None => "a message".to_string(),
             },
             WaitOn::Probe(p) => format!("a message {} (probe)", describe_pattern(&p)),
+            WaitOn::AllPresent => "messages from several ranks".to_string(),
             WaitOn::Critical => "the node's critical section".to_string(),
         };
         let label = match kind {
@@ -561,6 +591,9 @@ where
             format!("spill directory {}: {e}", path.display()),
         ))
     })?;
+    if config.mem_budget.is_some() {
+        crate::memory::configure_allocator_for_budget();
+    }
     let job = Arc::new(Job::new(config, layout, Arc::new(spill)));
     let start = Instant::now();
     let slots: Vec<Mutex<Option<(R, RankStats)>>> = (0..n).map(|_| Mutex::new(None)).collect();

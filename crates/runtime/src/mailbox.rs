@@ -167,6 +167,13 @@ impl Mailbox {
         }
     }
 
+    /// Whether every pattern matches some queued message (patterns are meant to be disjoint).
+    pub(crate) fn all_present(&self, patterns: &[Pattern]) -> bool {
+        patterns
+            .iter()
+            .all(|p| self.unexpected.iter().any(|e| e.matched_by(p)))
+    }
+
     pub(crate) fn probe(&self, pattern: &Pattern) -> Option<MessageInfo> {
         self.unexpected
             .iter()

@@ -263,7 +263,9 @@ impl NodeMem {
 
     fn allocated(&self, bytes: u64) {
         let now = self.counters.allocated.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        self.counters.peak_allocated.fetch_max(now, Ordering::Relaxed);
+        self.counters
+            .peak_allocated
+            .fetch_max(now, Ordering::Relaxed);
     }
 
     fn freed(&self, bytes: u64) {
@@ -279,12 +281,11 @@ impl NodeMem {
             .fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Budget left for in-memory messages: what the budget leaves beside resident allocations,
-    /// at least 1/8 of the budget.
+    /// Budget left for in-memory messages: what the budget leaves beside resident allocations.
     pub(crate) fn message_room(&self) -> Option<u64> {
         let budget = self.budget?;
         let resident = lock(&self.state).resident;
-        Some(budget.saturating_sub(resident).max(budget / 8))
+        Some(budget.saturating_sub(resident))
     }
 
     fn record_error(&self, e: io::Error) {
@@ -299,7 +300,10 @@ impl NodeMem {
     fn reserve(&self, local: usize, bytes: u64) {
         loop {
             let mut st = lock(&self.state);
-            let fits = self.budget.is_none_or(|b| st.resident + bytes <= b);
+            let messages = self.message_bytes.load(Ordering::Relaxed);
+            let fits = self
+                .budget
+                .is_none_or(|b| st.resident + messages + bytes <= b);
             let victim = if fits {
                 None
             } else {
@@ -664,6 +668,20 @@ impl<T: Pod> std::fmt::Debug for SbVec<T> {
             std::any::type_name::<T>(),
             self.len
         )
+    }
+}
+
+/// Makes glibc's allocator give freed memory back to the system, so that the heap of blocked
+/// ranks does not stay resident: one arena shared by all rank threads (only `running` of them
+/// allocate at once) and a fixed mmap threshold of 1 MiB (large buffers are mapped and unmapped,
+/// instead of staying in per-thread arenas). Applied when a job has a memory budget.
+pub(crate) fn configure_allocator_for_budget() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning parameters; it is called before the rank
+    // threads start and has no memory-safety preconditions.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
 

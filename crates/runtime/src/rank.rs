@@ -244,6 +244,17 @@ impl Rank {
         self.timed(|| self.job.probe(self.rank, pattern, kind))
     }
 
+    /// Blocks (giving up the node slot) until every pattern matches a queued message, without
+    /// receiving them. Collectives use it so that a rank takes its incoming data only when all
+    /// of it is there: data in flight stays in the mailboxes, where it can spill, instead of
+    /// the heap of a blocked rank. The patterns should be disjoint.
+    ///
+    /// # Errors
+    /// [`Error::Aborted`] when the job ends while waiting.
+    pub fn wait_present(&self, patterns: &[Pattern], kind: WaitKind) -> Result<(), Error> {
+        self.timed(|| self.job.wait_present(self.rank, patterns, kind))
+    }
+
     /// Enters the node's critical section: at most one rank per node holds it (BDMPI's
     /// `enter_critical`, used to serialise disk I/O). Waiting for it gives up the node slot.
     ///
