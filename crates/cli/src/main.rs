@@ -248,6 +248,16 @@ fn progress_bar(rt: &RuntimeArgs, total: usize, what: &str) -> Option<ProgressBa
     Some(bar)
 }
 
+/// Spill bytes written plus read back on this rank's node so far; counted once per node (by
+/// its first rank) so that a sum over ranks is a sum over nodes.
+fn node_io(rank: &spillway::Rank) -> u64 {
+    if rank.local_rank() != 0 {
+        return 0;
+    }
+    let m = rank.node_memory_stats();
+    m.bytes_written + m.bytes_read + 2 * m.message_bytes_spilled
+}
+
 fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
     let config = config_of(&args.runtime)?;
     let (source, input_name) = match (&args.input, &args.generate) {
@@ -279,9 +289,11 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
                 }
             }
         };
+        let io_before = node_io(rank);
         let t1 = Instant::now();
         let result = pagerank(&world, &graph, &options, &mut on_progress)?;
         let compute = t1.elapsed();
+        let io = world.allreduce(&[node_io(rank) - io_before], Sum)?[0];
         if let Some(path) = &args.out {
             write_ordered(&world, path, |w| {
                 for (i, r) in result.ranks.iter().enumerate() {
@@ -302,12 +314,13 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
             load,
             compute,
             result.iteration_times,
+            io,
         ))
     })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let (n, m, max_edges, iterations, delta, sum, load, compute, times) =
+    let (n, m, max_edges, iterations, delta, sum, load, compute, times, io) =
         results.into_iter().next().expect("rank 0");
     let mut report = Report::new("pagerank", &input_name, &config, &args.runtime.backend);
     report.iterations = iterations;
@@ -322,6 +335,10 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
         ("edges".into(), m as f64),
         ("max_edges_per_rank".into(), max_edges as f64),
         ("final_l1_change".into(), delta),
+        (
+            "spill_io_per_iteration_bytes".into(),
+            io as f64 / iterations.max(1) as f64,
+        ),
         ("rank_sum".into(), sum),
         (
             "edges_per_second".into(),

@@ -100,6 +100,11 @@ impl Rank {
         self.job.node_mem(self.rank).0.dir()
     }
 
+    /// Memory counters of this rank's node so far.
+    pub fn node_memory_stats(&self) -> crate::MemoryStats {
+        self.job.node_mem(self.rank).0.stats()
+    }
+
     /// Bytes of storage-backed memory of this rank's node currently loaded.
     pub fn node_resident_bytes(&self) -> u64 {
         let (mem, _) = self.job.node_mem(self.rank);

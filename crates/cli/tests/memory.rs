@@ -1,0 +1,264 @@
+//! Out-of-core runs of the CLI: a peak-RSS bound read from the child process, identical
+//! results with and without a memory budget under every policy, spill-directory errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_spillway");
+
+/// Runs the CLI and returns (exit code, stdout, stderr, peak RSS of the child in bytes), the
+/// RSS read with wait4 from the kernel's accounting of that child.
+fn run_measured(args: &[&str]) -> (i32, String, String, u64) {
+    let out_path = std::env::temp_dir().join(format!(
+        "spillway-mem-test-{}-{}.out",
+        std::process::id(),
+        rand_tag()
+    ));
+    let err_path = out_path.with_extension("err");
+    let child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .expect("start spillway");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting for our own child with valid pointers to locals.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(rc, pid, "wait4 failed");
+    std::mem::forget(child);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    let stdout = std::fs::read_to_string(&out_path).unwrap();
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    let _ = std::fs::remove_file(&out_path);
+    let _ = std::fs::remove_file(&err_path);
+    (code, stdout, stderr, usage.ru_maxrss as u64 * 1024)
+}
+
+fn rand_tag() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn json_field(stdout: &str, key: &str) -> f64 {
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no numeric field {key} in {stdout}"))
+}
+
+#[test]
+fn peak_rss_stays_within_the_budget_plus_a_fixed_overhead() {
+    const MIB: u64 = 1 << 20;
+    let budget = 32 * MIB;
+    // 8.4M edges: about 128 MiB of storage-backed rank data, four times the budget.
+    let (code, stdout, stderr, rss) = run_measured(&[
+        "run",
+        "pagerank",
+        "--generate",
+        "rmat:19:16",
+        "--ranks",
+        "16",
+        "--running",
+        "1",
+        "--iterations",
+        "2",
+        "--mem-budget",
+        "32M",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let data = json_field(&stdout, "peak_storage_backed_bytes") as u64;
+    assert!(
+        data >= 4 * budget,
+        "rank data {} MiB is not 4x the budget",
+        data / MIB
+    );
+    let overhead = 64 * MIB;
+    assert!(
+        rss <= budget + overhead,
+        "peak RSS {} MiB exceeds budget {} MiB + {} MiB",
+        rss / MIB,
+        budget / MIB,
+        overhead / MIB
+    );
+    // The same job without a budget keeps its data resident: the bound is not trivially met.
+    let (code, _, stderr, rss_free) = run_measured(&[
+        "run",
+        "pagerank",
+        "--generate",
+        "rmat:19:16",
+        "--ranks",
+        "16",
+        "--running",
+        "1",
+        "--iterations",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        rss_free > budget + overhead,
+        "without a budget RSS was only {} MiB",
+        rss_free / MIB
+    );
+}
+
+fn run_ok(args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run spillway");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn results_are_identical_with_and_without_a_budget_under_every_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| -> PathBuf { dir.path().join(name) };
+    let base = ["--ranks", "8", "--nodes", "2", "--running", "1"];
+    let pr = |out: &Path, extra: &[&str]| {
+        let mut a = vec![
+            "run",
+            "pagerank",
+            "--generate",
+            "rmat:14:8:3",
+            "--iterations",
+            "6",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        a.extend_from_slice(&base);
+        a.extend_from_slice(extra);
+        run_ok(&a)
+    };
+    let km = |out: &Path, assign: &Path, extra: &[&str]| {
+        let mut a = vec![
+            "run",
+            "kmeans",
+            "--generate",
+            "blobs:40000:8:6:2",
+            "--k",
+            "6",
+            "--init",
+            "random:5",
+            "--out",
+            out.to_str().unwrap(),
+            "--assign",
+            assign.to_str().unwrap(),
+        ];
+        a.extend_from_slice(&base);
+        a.extend_from_slice(extra);
+        run_ok(&a)
+    };
+    pr(&d("pr-free"), &[]);
+    km(&d("km-free"), &d("as-free"), &[]);
+    for policy in ["araw", "arlw", "lrlw"] {
+        let json = pr(
+            &d(policy),
+            &["--mem-budget", "512K", "--policy", policy, "--json"],
+        );
+        assert_eq!(
+            read(&d(policy)),
+            read(&d("pr-free")),
+            "pagerank under {policy}"
+        );
+        assert!(
+            json_field(&json, "unloads") > 0.0,
+            "{policy}: nothing was unloaded: {json}"
+        );
+        let json = km(
+            &d("c"),
+            &d("a"),
+            &["--mem-budget", "512K", "--policy", policy, "--json"],
+        );
+        assert_eq!(
+            read(&d("c")),
+            read(&d("km-free")),
+            "kmeans centroids under {policy}"
+        );
+        assert_eq!(
+            read(&d("a")),
+            read(&d("as-free")),
+            "kmeans assignment under {policy}"
+        );
+        assert!(
+            json_field(&json, "spill_bytes_written") > 0.0,
+            "{policy}: nothing spilled: {json}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_spill_directory_is_reported_with_path_and_cause_and_leaves_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ranks.txt");
+    let missing = dir.path().join("no/such/dir");
+    let result = Command::new(BIN)
+        .args([
+            "run",
+            "pagerank",
+            "--generate",
+            "rmat:8:4",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args([
+            "--mem-budget",
+            "1M",
+            "--spill-dir",
+            missing.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(!result.status.success());
+    assert!(
+        stderr.contains(missing.to_str().unwrap()) && stderr.contains("No such file"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!out.exists());
+    let listing: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(listing.is_empty(), "left behind: {listing:?}");
+}
+
+#[test]
+fn bad_memory_options_are_usage_errors() {
+    for args in [
+        ["--mem-budget", "lots"],
+        ["--policy", "never"],
+        ["--resume", "random"],
+    ] {
+        let result = Command::new(BIN)
+            .args(["run", "pagerank", "--generate", "rmat:6:4"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(result.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&result.stderr).contains(args[1]),
+            "{args:?}"
+        );
+    }
+}
