@@ -83,9 +83,10 @@ struct RuntimeArgs {
     /// Number of (virtual) nodes; ranks are split over them in contiguous blocks.
     #[arg(long, default_value_t = 1)]
     nodes: u32,
-    /// Ranks of one node executing at once (default: the cores available).
+    /// Ranks of one node executing at once: a number, or `dynamic` (one, plus more up to the
+    /// cores while the memory budget has room for them). Default: the cores available.
     #[arg(long)]
-    running: Option<u32>,
+    running: Option<String>,
     /// Directory for spill files.
     #[arg(long)]
     spill_dir: Option<PathBuf>,
@@ -225,8 +226,15 @@ fn config_of(rt: &RuntimeArgs) -> Result<Config, Failure> {
         })?;
         config = config.mem_budget(bytes);
     }
-    if let Some(r) = rt.running {
-        config = config.running(r);
+    match rt.running.as_deref() {
+        None => {}
+        Some("dynamic") => config = config.dynamic_running(true),
+        Some(text) => {
+            let r: u32 = text.parse().map_err(|_| {
+                Failure::usage(format!("invalid --running '{text}' (a number or dynamic)"))
+            })?;
+            config = config.running(r);
+        }
     }
     if let Some(dir) = &rt.spill_dir {
         config = config.spill_dir(dir);

@@ -174,3 +174,40 @@ fn discard_forgets_contents_and_sums_stay_exact() {
     .unwrap();
     assert_eq!(out, vec![4 * 35000; 4]);
 }
+
+#[test]
+fn dynamic_running_admits_ranks_only_while_memory_allows() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // Each rank holds 1 MiB; a 64 MiB budget admits two at once, a 1.5 MiB budget only one.
+    for (budget, expect_peak) in [(64u64 << 20, 2usize), (3 << 19, 1)] {
+        let executing = AtomicUsize::new(0);
+        let peak = AtomicUsize::new(0);
+        let config = Config::new(6)
+            .running(2)
+            .dynamic_running(true)
+            .mem_budget(budget)
+            .policy(Policy::Arlw);
+        run(&config, |rank| -> TestResult {
+            let world = Comm::world(rank);
+            let mut v: SbVec<u8> = SbVec::zeroed(rank, 1 << 20)?;
+            // Admission judges data that exists: start measuring once every rank has
+            // allocated and released its data.
+            v.as_mut_slice()[0] = 1;
+            world.barrier()?;
+            v.unload();
+            world.barrier()?;
+            for round in 1..5u8 {
+                v.as_mut_slice().iter_mut().for_each(|x| *x = round);
+                let now = executing.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                executing.fetch_sub(1, Ordering::SeqCst);
+                world.barrier()?;
+                assert!(v.iter().all(|&x| x == round));
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(peak.load(Ordering::SeqCst), expect_peak, "budget {budget}");
+    }
+}

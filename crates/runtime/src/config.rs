@@ -42,6 +42,7 @@ pub struct Config {
     pub(crate) ranks: u32,
     pub(crate) nodes: u32,
     pub(crate) running: Option<u32>,
+    pub(crate) dynamic_running: bool,
     pub(crate) spill_dir: Option<PathBuf>,
     pub(crate) backend: Backend,
     pub(crate) resume: ResumePolicy,
@@ -58,6 +59,7 @@ impl Config {
             ranks,
             nodes: 1,
             running: None,
+            dynamic_running: false,
             spill_dir: None,
             backend: Backend::Local,
             resume: ResumePolicy::Fifo,
@@ -109,6 +111,19 @@ impl Config {
     pub fn running(mut self, running: u32) -> Config {
         self.running = Some(running);
         self
+    }
+
+    /// Dynamic number of running ranks (Iverson 6.x): a node always runs one rank and starts
+    /// more, up to `running` (default: the cores), only while its memory budget has room for
+    /// all of the next rank's storage-backed data. Without a budget this is `running`.
+    pub fn dynamic_running(mut self, dynamic: bool) -> Config {
+        self.dynamic_running = dynamic;
+        self
+    }
+
+    /// Whether the number of running ranks adapts to memory.
+    pub fn is_dynamic_running(&self) -> bool {
+        self.dynamic_running
     }
 
     /// Directory under which the job creates its private spill directory (default: the system

@@ -94,6 +94,8 @@ pub(crate) struct Slot {
 
 pub(crate) struct NodeState {
     free: u32,
+    /// Slots of the node (`running`); with dynamic running only the first is unconditional.
+    slots: u32,
     ready: VecDeque<u32>,
     pub(crate) ranks: Vec<Slot>,
     critical_owner: Option<u32>,
@@ -115,6 +117,7 @@ pub(crate) struct Job {
     active: AtomicUsize,
     resume: ResumePolicy,
     pub(crate) message_spill_threshold: usize,
+    dynamic: bool,
 }
 
 fn lock(m: &Mutex<NodeState>) -> MutexGuard<'_, NodeState> {
@@ -133,6 +136,7 @@ impl Job {
                     first: layout.first_rank(n),
                     state: Mutex::new(NodeState {
                         free: running.min(size),
+                        slots: running.min(size),
                         ready: VecDeque::new(),
                         ranks: (0..size)
                             .map(|_| Slot {
@@ -162,7 +166,26 @@ impl Job {
             failure: Mutex::new(None),
             resume: config.resume,
             message_spill_threshold: config.message_spill_threshold,
+            dynamic: config.dynamic_running,
         }
+    }
+
+    /// Whether rank `local` may take a free slot now: always when no rank of the node runs;
+    /// with dynamic running, another rank only if the budget has room for its data.
+    fn may_start(&self, node: &Node, st: &NodeState, local: usize) -> bool {
+        if st.free == 0 {
+            return false;
+        }
+        if !self.dynamic || st.free == st.slots {
+            return true;
+        }
+        let running = st
+            .ranks
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| matches!(r.status, Status::Running))
+            .map(|(i, _)| i);
+        node.mem.has_room_for(local, running)
     }
 
     pub(crate) fn node_mem(&self, rank: u32) -> (&Arc<NodeMem>, usize) {
@@ -193,7 +216,7 @@ impl Job {
     /// Makes a blocked rank runnable; gives it a slot if one is free.
     fn wake(&self, node: &Node, st: &mut NodeState, local: usize) {
         self.active.fetch_add(1, Ordering::AcqRel);
-        if st.free > 0 {
+        if self.may_start(node, st, local) {
             st.free -= 1;
             st.ranks[local].status = Status::Running;
             node.cv[local].notify_one();
@@ -220,11 +243,18 @@ impl Job {
 
     /// Passes a slot given up by a rank to the next runnable one.
     fn release_slot(&self, node: &Node, st: &mut NodeState) {
-        if let Some(next) = self.pick_ready(node, st) {
+        st.free += 1;
+        while st.free > 0 && !st.ready.is_empty() {
+            let Some(next) = self.pick_ready(node, st) else {
+                break;
+            };
+            if !self.may_start(node, st, next as usize) {
+                st.ready.push_front(next);
+                break;
+            }
+            st.free -= 1;
             st.ranks[next as usize].status = Status::Running;
             node.cv[next as usize].notify_one();
-        } else {
-            st.free += 1;
         }
     }
 
@@ -239,6 +269,7 @@ impl Job {
         on: WaitOn,
     ) -> Result<MutexGuard<'a, NodeState>, Error> {
         st.ranks[local].status = Status::Blocked(kind, on);
+        node.mem.mark_blocked(local);
         self.release_slot(node, &mut st);
         let last_active = self.active.fetch_sub(1, Ordering::AcqRel) == 1;
         drop(st);
@@ -283,7 +314,7 @@ impl Job {
     fn start(&self, rank: u32) -> Result<(), Error> {
         let (node, local) = self.node_of(rank);
         let mut st = lock(&node.state);
-        if st.free > 0 {
+        if self.may_start(node, &st, local) {
             st.free -= 1;
             st.ranks[local].status = Status::Running;
             return Ok(());

@@ -191,6 +191,7 @@ pub(crate) fn spill_file(dir: &Path, prefix: &str) -> io::Result<File> {
 struct NodeMemState {
     resident: u64,
     per_rank: Vec<u64>,
+    allocated: Vec<u64>,
 }
 
 /// The memory of one node: budget, accounting, the ranks' allocations.
@@ -225,6 +226,7 @@ impl NodeMem {
             state: Mutex::new(NodeMemState {
                 resident: 0,
                 per_rank: vec![0; ranks],
+                allocated: vec![0; ranks],
             }),
             evictable: (0..ranks).map(|_| AtomicBool::new(false)).collect(),
             ranks: (0..ranks).map(|_| Mutex::new(Vec::new())).collect(),
@@ -259,6 +261,19 @@ impl NodeMem {
             peak_resident: c.peak_resident.load(Ordering::Relaxed),
             peak_allocated: c.peak_allocated.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether the budget has room for all storage-backed data of the running ranks and of rank
+    /// `local` together, plus queued messages (the admission test of dynamic running: what the
+    /// running ranks may still load counts, not only what is resident now).
+    pub(crate) fn has_room_for(&self, local: usize, running: impl Iterator<Item = usize>) -> bool {
+        let Some(budget) = self.budget else {
+            return true;
+        };
+        let st = lock(&self.state);
+        let needed: u64 = running.map(|r| st.allocated[r]).sum::<u64>() + st.allocated[local];
+        let messages = self.message_bytes.load(Ordering::Relaxed);
+        needed + messages <= budget
     }
 
     fn allocated(&self, bytes: u64) {
@@ -361,11 +376,16 @@ impl NodeMem {
     /// The rank blocks: under ARAW (with a budget) it unloads; under the lazy-write policies it
     /// becomes a candidate for eviction.
     pub(crate) fn on_block(&self, local: usize) {
-        self.evictable[local].store(true, Ordering::Release);
         // Without a budget memory is not constrained: nothing is released.
         if self.policy == Policy::Araw && self.budget.is_some() {
             self.unload_rank(local);
         }
+    }
+
+    /// The rank is about to give up its slot: from now on other ranks may evict its memory.
+    /// Called before the slot is handed on, so a rank started in its place finds it evictable.
+    pub(crate) fn mark_blocked(&self, local: usize) {
+        self.evictable[local].store(true, Ordering::Release);
     }
 
     /// The rank runs again: its allocations may no longer be evicted by others.
@@ -445,6 +465,7 @@ impl Region {
         });
         node.register(local, &region);
         node.allocated(map_len as u64);
+        lock(&node.state).allocated[local] += map_len as u64;
         Ok(region)
     }
 
@@ -553,6 +574,7 @@ impl Region {
 impl Drop for Region {
     fn drop(&mut self) {
         self.node.freed(self.map_len as u64);
+        lock(&self.node.state).allocated[self.local] -= self.map_len as u64;
         let loaded = lock(&self.state).loaded;
         if loaded {
             self.node.release(self.local, self.map_len as u64);
