@@ -86,7 +86,7 @@ impl DistGraph {
 }
 
 /// Fails on every rank if any rank could not read its part (the lowest rank's error wins).
-pub(crate) fn agree_on_read_error(comm: &Comm, local: Option<AlgoError>) -> Result<(), AlgoError> {
+fn agree_on_read_error(comm: &Comm, local: Option<AlgoError>) -> Result<(), AlgoError> {
     let mine = local.as_ref().map(|e| e.to_string());
     let all = comm.allgather_obj(&mine)?;
     match (local, all.into_iter().flatten().next()) {
@@ -115,12 +115,8 @@ pub(crate) fn agree_on_error(
 }
 
 /// Reads this rank's line-aligned part of `[data_start, len)` of the file. Only file I/O: call
-/// it inside the node's critical section, and [`lines_before`] outside it.
-pub(crate) fn read_my_bytes(
-    comm: &Comm,
-    path: &Path,
-    data_start: u64,
-) -> Result<Vec<u8>, AlgoError> {
+/// it inside the node's critical section (see [`read_and_parse`]).
+fn read_my_bytes(comm: &Comm, path: &Path, data_start: u64) -> Result<Vec<u8>, AlgoError> {
     let file = File::open(path).map_err(|e| InputError::io(path, &e))?;
     let len = file.metadata().map_err(|e| InputError::io(path, &e))?.len();
     let (start, end) =
@@ -130,8 +126,32 @@ pub(crate) fn read_my_bytes(
 }
 
 /// Number of lines in the chunks of lower ranks (a collective).
-pub(crate) fn lines_before(comm: &Comm, lines: u64) -> Result<u64, AlgoError> {
+fn lines_before(comm: &Comm, lines: u64) -> Result<u64, AlgoError> {
     Ok(comm.exscan(&[lines], Sum)?.map_or(0, |v| v[0]))
+}
+
+/// Reads this rank's part of `[data_start, len)` inside the node's critical section (one reader
+/// per node at a time) and parses it outside; then every rank agrees on read errors. Returns
+/// the parsed chunk and the number of lines of lower ranks' chunks. A rank whose read failed
+/// still takes part in the collectives, with `empty` as its chunk.
+pub(crate) fn read_and_parse<C>(
+    comm: &Comm,
+    path: &Path,
+    data_start: u64,
+    empty: C,
+    parse: impl FnOnce(&[u8]) -> C,
+) -> Result<(C, u64), AlgoError> {
+    let bytes = {
+        let _io = comm.runtime().enter_critical()?;
+        read_my_bytes(comm, path, data_start)
+    };
+    let (chunk, lines, read_error) = match bytes {
+        Ok(b) => (parse(&b), count_lines(&b), None),
+        Err(e) => (empty, 0, Some(e)),
+    };
+    let before = lines_before(comm, lines)?;
+    agree_on_read_error(comm, read_error)?;
+    Ok((chunk, before))
 }
 
 /// Edges moved per all-to-all round while distributing (bounds heap use per rank).
@@ -159,17 +179,8 @@ fn store_edges(comm: &Comm, edges: &[(u32, u32)]) -> Result<SbVec<[u32; 2]>, Alg
 pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoError> {
     let (edges, n) = match source {
         GraphSource::EdgeList(path) => {
-            let bytes = {
-                let _io = comm.runtime().enter_critical()?;
-                read_my_bytes(comm, path, 0)
-            };
-            // Every rank takes part in the collectives below, even after a read error.
-            let (chunk, lines, read_error) = match bytes {
-                Ok(b) => (parse_snap_chunk(&b), count_lines(&b), None),
-                Err(e) => (Default::default(), 0, Some(e)),
-            };
-            let before = lines_before(comm, lines)?;
-            agree_on_read_error(comm, read_error)?;
+            let (chunk, before) =
+                read_and_parse(comm, path, 0, Default::default(), parse_snap_chunk)?;
             agree_on_error(comm, path, chunk.error, before)?;
             let local_max = chunk
                 .edges
@@ -187,16 +198,10 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
         }
         GraphSource::MatrixMarket(path) => {
             let header = parse_mtx_header(path)?;
-            let bytes = {
-                let _io = comm.runtime().enter_critical()?;
-                read_my_bytes(comm, path, header.data_start)
-            };
-            let (chunk, lines, read_error) = match bytes {
-                Ok(b) => (parse_mtx_chunk(&b, &header), count_lines(&b), None),
-                Err(e) => (Default::default(), 0, Some(e)),
-            };
-            let before = lines_before(comm, lines)?;
-            agree_on_read_error(comm, read_error)?;
+            let (chunk, before) =
+                read_and_parse(comm, path, header.data_start, Default::default(), |b| {
+                    parse_mtx_chunk(b, &header)
+                })?;
             agree_on_error(comm, path, chunk.error, header.header_lines + before)?;
             let stored = store_edges(comm, &chunk.edges)?;
             let entries = comm.allreduce(&[chunk.entries], Sum)?[0];

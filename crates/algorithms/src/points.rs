@@ -7,8 +7,8 @@ use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::generate::BlobsSpec;
-use crate::graph::{agree_on_error, agree_on_read_error, lines_before, read_my_bytes};
-use crate::input::{count_lines, csv_dimension, parse_csv_chunk, InputError, PointChunk};
+use crate::graph::{agree_on_error, read_and_parse};
+use crate::input::{csv_dimension, parse_csv_chunk, InputError, PointChunk};
 
 /// Where points come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,25 +87,13 @@ pub fn load_points(comm: &Comm, source: &PointSource) -> Result<DistPoints, Algo
 
 fn load_csv(comm: &Comm, path: &Path) -> Result<DistPoints, AlgoError> {
     let (dim, _) = csv_dimension(path)?;
-    let bytes = {
-        let _io = comm.runtime().enter_critical()?;
-        read_my_bytes(comm, path, 0)
+    let empty = PointChunk {
+        values: Vec::new(),
+        rows: 0,
+        error: None,
     };
-    let (chunk, lines, read_error) = match bytes {
-        Ok(b) => (parse_csv_chunk(&b, dim), count_lines(&b), None),
-        Err(e) => (
-            PointChunk {
-                values: Vec::new(),
-                rows: 0,
-                error: None,
-            },
-            0,
-            Some(e),
-        ),
-    };
+    let (chunk, before) = read_and_parse(comm, path, 0, empty, |b| parse_csv_chunk(b, dim))?;
     let values = SbVec::from_slice(comm.runtime(), &chunk.values)?;
-    let before = lines_before(comm, lines)?;
-    agree_on_read_error(comm, read_error)?;
     agree_on_error(comm, path, chunk.error, before)?;
     let first = comm.exscan(&[chunk.rows], Sum)?.map_or(0, |v| v[0]);
     let total = comm.allreduce(&[chunk.rows], Sum)?[0];

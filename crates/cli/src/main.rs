@@ -333,12 +333,7 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
     let (n, m, max_edges, iterations, delta, sum, load, compute, times, io) =
         results.into_iter().next().expect("rank 0");
     let mut report = Report::new("pagerank", &input_name, &config, &args.runtime.backend);
-    report.iterations = iterations;
-    report.iteration_seconds = times.iter().map(|t| t.as_secs_f64()).collect();
-    report.load_seconds = load.as_secs_f64();
-    report.compute_seconds = compute.as_secs_f64();
-    report.total_seconds = start.elapsed().as_secs_f64();
-    report.set_stats(&stats);
+    report.set_run(iterations, &times, load, compute, start.elapsed(), &stats);
     report.output = args.out.as_ref().map(|p| p.display().to_string());
     report.facts = vec![
         ("vertices".into(), n as f64),
@@ -453,12 +448,7 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
     let (n, dim, iterations, converged, load, compute, times) =
         results.into_iter().next().expect("rank 0");
     let mut report = Report::new("kmeans", &input_name, &config, &args.runtime.backend);
-    report.iterations = iterations;
-    report.iteration_seconds = times.iter().map(|t| t.as_secs_f64()).collect();
-    report.load_seconds = load.as_secs_f64();
-    report.compute_seconds = compute.as_secs_f64();
-    report.total_seconds = start.elapsed().as_secs_f64();
-    report.set_stats(&stats);
+    report.set_run(iterations, &times, load, compute, start.elapsed(), &stats);
     report.output = args.out.as_ref().map(|p| p.display().to_string());
     report.facts = vec![
         ("points".into(), n as f64),

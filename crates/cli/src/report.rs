@@ -1,5 +1,7 @@
 //! The final report of a run: human-readable or one JSON object.
 
+use std::time::Duration;
+
 use serde::Serialize;
 use spillway::{Config, JobStats};
 
@@ -71,7 +73,25 @@ impl Report {
         }
     }
 
-    pub(crate) fn set_stats(&mut self, stats: &JobStats) {
+    /// Iterations, timings and the job's counters.
+    pub(crate) fn set_run(
+        &mut self,
+        iterations: usize,
+        times: &[Duration],
+        load: Duration,
+        compute: Duration,
+        total: Duration,
+        stats: &JobStats,
+    ) {
+        self.iterations = iterations;
+        self.iteration_seconds = times.iter().map(Duration::as_secs_f64).collect();
+        self.load_seconds = load.as_secs_f64();
+        self.compute_seconds = compute.as_secs_f64();
+        self.total_seconds = total.as_secs_f64();
+        self.set_stats(stats);
+    }
+
+    fn set_stats(&mut self, stats: &JobStats) {
         self.messages_sent = stats.messages_sent();
         self.bytes_sent = stats.bytes_sent();
         let m = &stats.memory;

@@ -496,6 +496,23 @@ pub trait Collectives {
     fn alltoall_obj<T: Serialize + DeserializeOwned>(&self, parts: Vec<T>) -> Result<Vec<T>>;
 }
 
+/// Splits `data` into consecutive parts of `counts[i]` elements, one per member.
+fn split_by_counts<'a, T>(data: &'a [T], counts: &[usize], members: usize) -> Result<Vec<&'a [T]>> {
+    if counts.len() != members || counts.iter().sum::<usize>() != data.len() {
+        return Err(Error::InvalidArgument(
+            "counts must have one entry per member and add up to the data length",
+        ));
+    }
+    let mut at = 0;
+    Ok(counts
+        .iter()
+        .map(|&c| {
+            at += c;
+            &data[at - c..at]
+        })
+        .collect())
+}
+
 fn concat<T: Pod>(pieces: &[Piece]) -> Result<(Vec<T>, Vec<usize>)> {
     let mut counts = Vec::with_capacity(pieces.len());
     let mut total = 0;
@@ -642,49 +659,27 @@ impl Collectives for Comm<'_> {
     }
 
     fn scatter<T: Pod>(&self, root: usize, data: Option<&[T]>) -> Result<Vec<T>> {
-        check_type::<T>()?;
         let p = self.size();
-        let parts = match (self.rank() == root, data) {
-            (true, Some(d)) => {
+        let counts = match data {
+            Some(d) if self.rank() == root => {
                 if d.len() % p != 0 {
                     return Err(Error::InvalidArgument(
                         "scatter data is not a multiple of the communicator size",
                     ));
                 }
-                let n = d.len() / p;
-                Some(
-                    d.chunks(n.max(1))
-                        .map(bytemuck::cast_slice)
-                        .chain(std::iter::repeat(&[][..]))
-                        .take(p)
-                        .collect(),
-                )
+                vec![d.len() / p; p]
             }
-            (true, None) => {
-                return Err(Error::InvalidArgument(
-                    "the root of a scatter must supply data",
-                ))
-            }
-            (false, _) => None,
+            _ => Vec::new(),
         };
-        let piece = self.scatter_pieces(root, parts, "scatter")?;
-        Ok(view::<T>(piece.as_bytes())?.to_vec())
+        self.scatterv(root, data.map(|d| (d, &counts[..])))
     }
 
     fn scatterv<T: Pod>(&self, root: usize, data: Option<(&[T], &[usize])>) -> Result<Vec<T>> {
         check_type::<T>()?;
         let parts = match (self.rank() == root, data) {
             (true, Some((d, counts))) => {
-                if counts.len() != self.size() || counts.iter().sum::<usize>() != d.len() {
-                    return Err(Error::InvalidArgument("scatterv counts must have one entry per member and add up to the data length"));
-                }
-                let mut at = 0;
-                let mut parts = Vec::with_capacity(counts.len());
-                for &c in counts {
-                    parts.push(bytemuck::cast_slice(&d[at..at + c]));
-                    at += c;
-                }
-                Some(parts)
+                let parts = split_by_counts(d, counts, self.size())?;
+                Some(parts.into_iter().map(bytemuck::cast_slice).collect())
             }
             (true, None) => {
                 return Err(Error::InvalidArgument(
@@ -744,17 +739,10 @@ impl Collectives for Comm<'_> {
 
     fn alltoallv<T: Pod>(&self, data: &[T], counts: &[usize]) -> Result<(Vec<T>, Vec<usize>)> {
         check_type::<T>()?;
-        if counts.len() != self.size() || counts.iter().sum::<usize>() != data.len() {
-            return Err(Error::InvalidArgument(
-                "alltoallv counts must have one entry per member and add up to the data length",
-            ));
-        }
-        let mut at = 0;
-        let mut parts = Vec::with_capacity(counts.len());
-        for &c in counts {
-            parts.push(encode(&data[at..at + c]));
-            at += c;
-        }
+        let parts = split_by_counts(data, counts, self.size())?
+            .into_iter()
+            .map(encode)
+            .collect();
         let got = self.alltoall_payloads(parts, "alltoallv")?;
         let pieces: Vec<Piece> = got.into_iter().map(Piece::whole).collect();
         concat(&pieces)

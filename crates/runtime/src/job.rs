@@ -276,13 +276,7 @@ impl Job {
         // The slot is given away; release memory (ARAW) outside the node lock, while another
         // rank runs.
         node.mem.on_block(local);
-        if let Some(e) = node
-            .mem
-            .first_error
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
+        if let Some(e) = node.mem.take_error() {
             self.fail(JobError::Storage(e));
         }
         if last_active {
@@ -670,13 +664,7 @@ where
     }
     let mut memory = MemoryStats::default();
     for node in &job.nodes {
-        if let Some(e) = node
-            .mem
-            .first_error
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
+        if let Some(e) = node.mem.take_error() {
             return Err(JobError::Storage(e));
         }
         memory.add(&node.mem.stats());

@@ -205,7 +205,7 @@ pub(crate) struct NodeMem {
     counters: Counters,
     /// Bytes of message payloads held in memory by this node's mailboxes.
     pub(crate) message_bytes: AtomicU64,
-    pub(crate) first_error: Mutex<Option<io::Error>>,
+    first_error: Mutex<Option<io::Error>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -238,10 +238,6 @@ impl NodeMem {
 
     pub(crate) fn dir(&self) -> &Path {
         self.dir.path()
-    }
-
-    pub(crate) fn resident_total(&self) -> u64 {
-        lock(&self.state).resident
     }
 
     pub(crate) fn resident_of(&self, local: usize) -> u64 {
@@ -301,6 +297,11 @@ impl NodeMem {
         let budget = self.budget?;
         let resident = lock(&self.state).resident;
         Some(budget.saturating_sub(resident))
+    }
+
+    /// Takes the first storage error of this node, if any.
+    pub(crate) fn take_error(&self) -> Option<io::Error> {
+        lock(&self.first_error).take()
     }
 
     fn record_error(&self, e: io::Error) {

@@ -105,12 +105,6 @@ impl Rank {
         self.job.node_mem(self.rank).0.stats()
     }
 
-    /// Bytes of storage-backed memory of this rank's node currently loaded.
-    pub fn node_resident_bytes(&self) -> u64 {
-        let (mem, _) = self.job.node_mem(self.rank);
-        mem.resident_total()
-    }
-
     /// Whether the job is being aborted.
     pub fn aborted(&self) -> bool {
         self.job.aborted()
