@@ -82,7 +82,8 @@ struct RuntimeArgs {
     /// Total number of ranks.
     #[arg(long, default_value_t = 4)]
     ranks: u32,
-    /// Number of (virtual) nodes; ranks are split over them in contiguous blocks.
+    /// Number of (virtual) nodes; ranks are split over them in contiguous blocks. With
+    /// `--backend mpi` every MPI process is one node and this may be left out.
     #[arg(long, default_value_t = 1)]
     nodes: u32,
     /// Ranks of one node executing at once: a number, or `dynamic` (one, plus more up to the
@@ -102,7 +103,8 @@ struct RuntimeArgs {
     /// Which runnable rank resumes first: most-resident (BDMPI) or fifo.
     #[arg(long, default_value = "most-resident")]
     resume: String,
-    /// Engine between nodes.
+    /// Engine between nodes: local (threads of this process) or mpi (one process per node,
+    /// started with `mpirun -np NODES`; needs a build with `--features mpi`).
     #[arg(long, default_value = "local")]
     backend: String,
     /// Print the final report as one JSON object on stdout, and nothing else.
@@ -199,7 +201,7 @@ impl From<JobError> for Failure {
 fn config_of(rt: &RuntimeArgs) -> Result<Config, Failure> {
     let backend = Backend::from_name(&rt.backend).ok_or_else(|| {
         Failure::usage(format!(
-            "unknown backend '{}' (available: local)",
+            "unknown backend '{}' (available: local, mpi)",
             rt.backend
         ))
     })?;

@@ -37,6 +37,9 @@ pub(crate) struct Report {
     pub(crate) output: Option<String>,
     #[serde(skip)]
     pub(crate) facts: Vec<(String, f64)>,
+    /// Whether this process prints the report (with the MPI backend, the one holding rank 0).
+    #[serde(skip)]
+    pub(crate) primary: bool,
 }
 
 impl Report {
@@ -70,6 +73,7 @@ impl Report {
             peak_rss: None,
             output: None,
             facts: Vec::new(),
+            primary: true,
         }
     }
 
@@ -83,6 +87,8 @@ impl Report {
         total: Duration,
         stats: &JobStats,
     ) {
+        self.nodes = stats.nodes;
+        self.primary = stats.local_ranks.start == 0;
         self.iterations = iterations;
         self.iteration_seconds = times.iter().map(Duration::as_secs_f64).collect();
         self.load_seconds = load.as_secs_f64();
@@ -108,6 +114,9 @@ impl Report {
     }
 
     pub(crate) fn print(&self, json: bool) {
+        if !self.primary {
+            return;
+        }
         if json {
             let mut value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
             if let serde_json::Value::Object(map) = &mut value {

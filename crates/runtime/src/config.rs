@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use spillway_transport::{Backend, Layout};
+use spillway_transport::{Backend, Layout, LinkModel};
 
 use crate::error::JobError;
 use crate::memory::Policy;
@@ -50,6 +50,7 @@ pub struct Config {
     pub(crate) mem_budget: Option<u64>,
     pub(crate) policy: Policy,
     pub(crate) message_spill_threshold: usize,
+    pub(crate) link_model: Option<LinkModel>,
 }
 
 impl Config {
@@ -67,6 +68,7 @@ impl Config {
             mem_budget: None,
             policy: Policy::Araw,
             message_spill_threshold: 64 << 10,
+            link_model: None,
         }
     }
 
@@ -136,6 +138,15 @@ impl Config {
     /// The engine that carries traffic between nodes.
     pub fn backend(mut self, backend: Backend) -> Config {
         self.backend = backend;
+        self
+    }
+
+    /// The cost of a message between nodes, from which collectives choose their algorithm
+    /// (pipelined chain or tree broadcast, reduce-scatter + allgather or tree allreduce).
+    /// Default: measured by a ping-pong at start-up with the MPI backend; none with the local
+    /// backend, whose virtual nodes pass pointers, so collectives use trees there.
+    pub fn link_model(mut self, model: LinkModel) -> Config {
+        self.link_model = Some(model);
         self
     }
 

@@ -90,8 +90,10 @@ pub struct WaitState {
 /// Every rank blocked with nothing in flight: who waits on what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadlockReport {
-    /// One entry per rank, in rank order.
+    /// One entry per rank, in rank order (with the MPI backend: the ranks of this process).
     pub ranks: Vec<WaitState>,
+    /// Set when the report covers only some ranks (each MPI process reports its own).
+    pub note: Option<String>,
 }
 
 impl fmt::Display for DeadlockReport {
@@ -100,6 +102,9 @@ impl fmt::Display for DeadlockReport {
             f,
             "deadlock: every rank is blocked and no message is in flight"
         )?;
+        if let Some(note) = &self.note {
+            writeln!(f, "  ({note})")?;
+        }
         for w in &self.ranks {
             writeln!(f, "  rank {} (node {}): {}", w.rank, w.node, w.waiting_for)?;
         }
@@ -133,6 +138,17 @@ pub enum JobError {
     Startup(std::io::Error),
     /// Spill storage failed while the job ran (e.g. the disk is full).
     Storage(std::io::Error),
+    /// The job failed in another process (MPI backend): a rank there failed, or that process
+    /// reported a transport error.
+    Remote {
+        /// The node (MPI process) where the failure happened.
+        node: u32,
+        /// That process's description of the failure.
+        message: String,
+    },
+    /// The transport between nodes failed (an MPI call returned an error, e.g. because a
+    /// process was lost; Debian's MPI has no fault tolerance, so the job cannot continue).
+    Transport(String),
 }
 
 impl fmt::Display for JobError {
@@ -146,6 +162,8 @@ impl fmt::Display for JobError {
             JobError::Deadlock(report) => write!(f, "{report}"),
             JobError::Startup(e) => write!(f, "cannot start the job: {e}"),
             JobError::Storage(e) => write!(f, "spill storage failed: {e}"),
+            JobError::Remote { node, message } => write!(f, "node {node}: {message}"),
+            JobError::Transport(why) => write!(f, "transport between nodes failed: {why}"),
         }
     }
 }

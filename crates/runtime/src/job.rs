@@ -14,19 +14,26 @@
 //! a block makes it zero, every unfinished rank is blocked; the detector then takes every node's
 //! lock, confirms the count is still zero and reports what each rank waits for. With the local
 //! backend every send is delivered before `send` returns, so nothing can be in flight.
+//!
+//! When the job spans processes (MPI backend) this process holds only some nodes; messages
+//! for the others go through the outbox of [`Remote`] to the progress thread, and a deadlock
+//! is decided by the progress threads together (see the `mpi` module), because a blocked
+//! rank here may be woken by a message still in flight from another process.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use spillway_transport::Layout;
+use spillway_transport::{Envelope, Layout, LinkModel};
 
 use crate::config::{Config, ResumePolicy};
 use crate::error::{DeadlockReport, Error, JobError, WaitState};
 use crate::mailbox::{Body, Delivered, Mailbox, Msg, Pattern, RecvId};
-use crate::memory::{MemoryStats, NodeMem, SpillDir};
+use crate::memory::{spill_file, MemoryStats, NodeMem, SpillDir};
+use crate::net::{Outgoing, Remote};
 use crate::rank::{Rank, WaitKind};
 
 /// Counters of one rank.
@@ -53,8 +60,14 @@ pub struct JobStats {
     pub memory: MemoryStats,
     /// The per-node memory budget, if any.
     pub budget: Option<u64>,
-    /// Peak resident set size of this process (VmHWM) at the end of the job.
+    /// Peak resident set size (VmHWM) at the end of the job: of this process, or with the MPI
+    /// backend the largest over the processes.
     pub peak_rss: Option<u64>,
+    /// The ranks whose results this process returned: all of them with the local backend,
+    /// the ranks of this process's node with the MPI backend.
+    pub local_ranks: Range<u32>,
+    /// Number of nodes of the job.
+    pub nodes: u32,
 }
 
 impl JobStats {
@@ -111,7 +124,16 @@ pub(crate) struct Node {
 
 pub(crate) struct Job {
     pub(crate) layout: Layout,
+    /// The nodes this process holds (all of them with the local backend).
+    local_nodes: Range<u32>,
     nodes: Vec<Node>,
+    /// Set when other processes hold the other nodes.
+    pub(crate) remote: Option<Arc<Remote>>,
+    pub(crate) link_model: Option<LinkModel>,
+    /// Ranks of this process that have finished.
+    finished: AtomicUsize,
+    /// The first local failure, to be announced to the other processes.
+    announce: Mutex<Option<String>>,
     abort: AtomicBool,
     failure: Mutex<Option<JobError>>,
     active: AtomicUsize,
@@ -127,9 +149,11 @@ fn lock(m: &Mutex<NodeState>) -> MutexGuard<'_, NodeState> {
 }
 
 impl Job {
-    fn new(config: &Config, layout: Layout, spill: Arc<SpillDir>) -> Job {
+    fn new(config: &Config, layout: Layout, spill: Arc<SpillDir>, part: Part) -> Job {
         let running = config.running_per_node();
-        let nodes = (0..layout.nodes())
+        let nodes = part
+            .local_nodes
+            .clone()
             .map(|n| {
                 let size = layout.local_size(n);
                 Node {
@@ -158,10 +182,18 @@ impl Job {
                 }
             })
             .collect();
+        let local_ranks = layout.first_rank(part.local_nodes.start)
+            ..layout.first_rank(part.local_nodes.end - 1)
+                + layout.local_size(part.local_nodes.end - 1);
         Job {
-            active: AtomicUsize::new(layout.ranks() as usize),
+            active: AtomicUsize::new(local_ranks.len()),
             layout,
+            local_nodes: part.local_nodes,
             nodes,
+            remote: part.remote,
+            link_model: config.link_model.or(part.link_model),
+            finished: AtomicUsize::new(0),
+            announce: Mutex::new(None),
             abort: AtomicBool::new(false),
             failure: Mutex::new(None),
             resume: config.resume,
@@ -207,10 +239,84 @@ impl Job {
         self.abort.load(Ordering::Acquire)
     }
 
+    /// The node of `rank`, which must be held by this process, and the rank's local index.
     fn node_of(&self, rank: u32) -> (&Node, usize) {
         let n = self.layout.node_of(rank);
-        let node = &self.nodes[n as usize];
+        let node = &self.nodes[(n - self.local_nodes.start) as usize];
         (node, (rank - node.first) as usize)
+    }
+
+    /// Whether `rank` runs in this process.
+    pub(crate) fn is_local(&self, rank: u32) -> bool {
+        self.local_nodes.contains(&self.layout.node_of(rank))
+    }
+
+    /// The ranks of this process.
+    pub(crate) fn local_ranks(&self) -> Range<u32> {
+        let first = self.nodes.first().map_or(0, |n| n.first);
+        first..first + self.nodes.iter().map(|n| n.cv.len() as u32).sum::<u32>()
+    }
+
+    /// Whether every rank of this process has finished.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn local_done(&self) -> bool {
+        self.finished.load(Ordering::Acquire) == self.local_ranks().len()
+    }
+
+    /// Whether no rank of this process is running or runnable.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn passive(&self) -> bool {
+        self.active.load(Ordering::Acquire) == 0
+    }
+
+    /// Sends `env` to rank `dest`: into its mailbox if it is held here, else through the
+    /// outbox to the progress thread.
+    pub(crate) fn send(&self, dest: u32, env: Envelope) -> Result<(), Error> {
+        if self.is_local(dest) {
+            let msg = self.to_msg(dest, env)?;
+            self.deliver(dest, msg);
+            return Ok(());
+        }
+        let remote = self.remote.as_ref().expect("a job without remote nodes");
+        remote.push(Outgoing {
+            dest,
+            context: env.context,
+            source: env.source,
+            tag: env.tag,
+            payload: env.payload,
+        });
+        Ok(())
+    }
+
+    /// A message for local rank `dest`: in memory, or in a spill file of `dest`'s node when it
+    /// is large and the node's message memory is full (BDMPI: large buffered messages live on
+    /// the destination node's disk).
+    pub(crate) fn to_msg(&self, dest: u32, env: Envelope) -> Result<Msg, Error> {
+        let (mem, _) = self.node_mem(dest);
+        let bytes = env.payload.len() as u64;
+        let spill = env.payload.len() >= self.message_spill_threshold
+            && mem
+                .message_room()
+                .is_some_and(|room| mem.message_bytes.load(Ordering::Relaxed) + bytes > room);
+        if !spill {
+            return Ok(Msg::in_memory(env));
+        }
+        use std::os::unix::fs::FileExt;
+        let file = spill_file(mem.dir(), "msg")?;
+        file.write_all_at(env.payload.as_bytes(), 0).map_err(|e| {
+            Error::Io(std::io::Error::new(
+                e.kind(),
+                format!("spill directory {}: {e}", mem.dir().display()),
+            ))
+        })?;
+        mem.count_spilled_message(bytes);
+        Ok(Msg {
+            context: env.context,
+            source: env.source,
+            tag: env.tag,
+            len: env.payload.len(),
+            body: Body::Disk(file),
+        })
     }
 
     /// Makes a blocked rank runnable; gives it a slot if one is free.
@@ -331,9 +437,13 @@ impl Job {
         if st.critical_owner == Some(local as u32) {
             self.pass_critical(node, &mut st);
         }
+        self.finished.fetch_add(1, Ordering::AcqRel);
         if was_active && self.active.fetch_sub(1, Ordering::AcqRel) == 1 {
             drop(st);
             self.check_deadlock();
+        }
+        if let Some(remote) = &self.remote {
+            remote.notify();
         }
     }
 
@@ -476,13 +586,26 @@ impl Job {
 
     /// Records the first failure and wakes every rank so blocking calls return `Aborted`.
     pub(crate) fn fail(&self, error: JobError) {
+        self.fail_with(error, true)
+    }
+
+    /// Like [`fail`](Self::fail); `announce` says whether the other processes must be told
+    /// (not when the failure came from one of them).
+    pub(crate) fn fail_with(&self, error: JobError, announce: bool) {
         {
             let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
             if f.is_none() && !self.aborted() {
+                if announce && self.remote.is_some() {
+                    *self.announce.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(error.to_string());
+                }
                 *f = Some(error);
             }
         }
         self.abort.store(true, Ordering::Release);
+        if let Some(remote) = &self.remote {
+            remote.notify();
+        }
         for node in &self.nodes {
             let _st = lock(&node.state);
             for cv in &node.cv {
@@ -491,7 +614,51 @@ impl Job {
         }
     }
 
+    /// The first local failure not yet announced to the other processes.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn take_announcement(&self) -> Option<String> {
+        self.announce
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Records spill-storage errors of this process's nodes as the job's failure; whether
+    /// there was one.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn storage_failed(&self) -> bool {
+        let mut failed = false;
+        for node in &self.nodes {
+            if let Some(e) = node.mem.take_error() {
+                self.fail_with(JobError::Storage(e), false);
+                failed = true;
+            }
+        }
+        failed
+    }
+
+    /// Whether this process recorded a failure.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn has_failure(&self) -> bool {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
     fn check_deadlock(&self) {
+        if let Some(remote) = &self.remote {
+            // Other processes may still send a message that wakes a rank: the progress
+            // threads decide together.
+            remote.notify();
+            return;
+        }
+        self.report_deadlock(None);
+    }
+
+    /// Ends the job with a deadlock report of this process's ranks, once every rank here is
+    /// blocked or finished; `note` says that other processes report their own ranks.
+    pub(crate) fn report_deadlock(&self, note: Option<String>) {
         let guards: Vec<_> = self.nodes.iter().map(|n| lock(&n.state)).collect();
         if self.aborted() || self.active.load(Ordering::Acquire) != 0 {
             return;
@@ -501,6 +668,7 @@ impl Job {
         for (n, st) in guards.iter().enumerate() {
             let first = self.nodes[n].first;
             for (l, slot) in st.ranks.iter().enumerate() {
+                let n = n as u32 + self.local_nodes.start;
                 let waiting_for = match slot.status {
                     Status::Finished => "finished".to_string(),
                     Status::Blocked(kind, on) => {
@@ -511,16 +679,16 @@ impl Job {
                 };
                 ranks.push(WaitState {
                     rank: first + l as u32,
-                    node: n as u32,
+                    node: n,
                     waiting_for,
                 });
             }
         }
-        if blocked == 0 {
+        if blocked == 0 && note.is_none() {
             return;
         }
         *self.failure.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some(JobError::Deadlock(DeadlockReport { ranks }));
+            Some(JobError::Deadlock(DeadlockReport { ranks, note }));
         self.abort.store(true, Ordering::Release);
         for node in &self.nodes {
             for cv in &node.cv {
@@ -602,14 +770,84 @@ where
 }
 
 /// [`run`], also returning the job's counters.
+///
+/// With [`Backend::Mpi`](crate::Backend::Mpi) this process runs only the ranks of its node
+/// (the node is its MPI rank) and returns their results, in rank order; see
+/// [`JobStats::local_ranks`].
 pub fn run_with_stats<R, E, F>(config: &Config, f: F) -> Result<(Vec<R>, JobStats), JobError>
 where
     F: Fn(&Rank) -> Result<R, E> + Sync,
     R: Send,
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let layout = config.layout()?;
-    let n = layout.ranks();
+    match config.backend {
+        spillway_transport::Backend::Local => {
+            let layout = config.layout()?;
+            let part = Part {
+                local_nodes: 0..layout.nodes(),
+                remote: None,
+                link_model: None,
+            };
+            execute(config, layout, part, f, |_| {})
+        }
+        spillway_transport::Backend::Mpi => run_mpi(config, f),
+        #[allow(unreachable_patterns)]
+        other => Err(JobError::Config(format!(
+            "backend '{}' is not supported",
+            other.name()
+        ))),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn run_mpi<R, E, F>(config: &Config, f: F) -> Result<(Vec<R>, JobStats), JobError>
+where
+    F: Fn(&Rank) -> Result<R, E> + Sync,
+    R: Send,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    crate::mpi::run_world(config, f)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_mpi<R, E, F>(_config: &Config, _f: F) -> Result<(Vec<R>, JobStats), JobError>
+where
+    F: Fn(&Rank) -> Result<R, E> + Sync,
+    R: Send,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    Err(JobError::Config(
+        "the mpi backend is not in this build: rebuild with `--features mpi` \
+         (needs a system MPI such as libopenmpi-dev, and libclang-dev)"
+            .into(),
+    ))
+}
+
+/// The part of a job that this process runs.
+pub(crate) struct Part {
+    /// Nodes held by this process.
+    pub(crate) local_nodes: Range<u32>,
+    /// The outbox to the progress thread, when other processes hold other nodes.
+    pub(crate) remote: Option<Arc<Remote>>,
+    /// The measured cost of a message between nodes.
+    pub(crate) link_model: Option<LinkModel>,
+}
+
+/// Runs the ranks of `part` on threads of this process; `progress` runs on the calling thread
+/// meanwhile and must return only when the job has ended everywhere (for the local backend it
+/// has nothing to do).
+pub(crate) fn execute<R, E, F>(
+    config: &Config,
+    layout: Layout,
+    part: Part,
+    f: F,
+    progress: impl FnOnce(&Job),
+) -> Result<(Vec<R>, JobStats), JobError>
+where
+    F: Fn(&Rank) -> Result<R, E> + Sync,
+    R: Send,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let spill = SpillDir::create(config.spill_dir.as_deref()).map_err(|(path, e)| {
         JobError::Startup(std::io::Error::new(
             e.kind(),
@@ -619,15 +857,16 @@ where
     if config.mem_budget.is_some() {
         crate::memory::configure_allocator_for_budget();
     }
-    let job = Arc::new(Job::new(config, layout, Arc::new(spill)));
+    let job = Arc::new(Job::new(config, layout.clone(), Arc::new(spill), part));
+    let local = job.local_ranks();
     let start = Instant::now();
-    let slots: Vec<Mutex<Option<(R, RankStats)>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    let mut spawn_error = None;
+    let slots: Vec<Mutex<Option<(R, RankStats)>>> =
+        local.clone().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|s| {
-        for r in 0..n {
+        for r in local.clone() {
             let rank_job = Arc::clone(&job);
             let f = &f;
-            let slot = &slots[r as usize];
+            let slot = &slots[(r - local.start) as usize];
             let spawned = std::thread::Builder::new()
                 .name(format!("rank-{r}"))
                 .stack_size(config.stack_size)
@@ -654,10 +893,14 @@ where
                 });
             if let Err(e) = spawned {
                 job.fail(JobError::Startup(e));
-                spawn_error = Some(());
+                // Ranks never started count as finished, so the job can end.
+                for _ in r..local.end {
+                    job.finished.fetch_add(1, Ordering::AcqRel);
+                }
                 break;
             }
         }
+        progress(&job);
     });
     if let Some(failure) = job.take_failure() {
         return Err(failure);
@@ -669,14 +912,15 @@ where
         }
         memory.add(&node.mem.stats());
     }
-    debug_assert!(spawn_error.is_none());
-    let mut results = Vec::with_capacity(n as usize);
+    let mut results = Vec::with_capacity(local.len());
     let mut stats = JobStats {
-        ranks: Vec::with_capacity(n as usize),
+        ranks: Vec::with_capacity(local.len()),
         elapsed: start.elapsed(),
         memory,
         budget: config.mem_budget,
         peak_rss: crate::memory::peak_rss(),
+        local_ranks: local,
+        nodes: layout.nodes(),
     };
     for slot in slots {
         let (value, st) = slot

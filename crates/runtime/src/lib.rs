@@ -31,6 +31,9 @@ mod error;
 mod job;
 mod mailbox;
 mod memory;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+mod net;
 mod rank;
 
 pub use config::{Config, ResumePolicy};
@@ -39,4 +42,4 @@ pub use job::{run, run_with_stats, JobStats, RankStats};
 pub use mailbox::{MessageInfo, Pattern, RecvId};
 pub use memory::{current_rss, peak_rss, MemoryStats, Policy, SbVec};
 pub use rank::{CriticalGuard, Rank, WaitKind};
-pub use spillway_transport::{Backend, Envelope, Layout, Payload};
+pub use spillway_transport::{Backend, Envelope, Layout, LinkModel, Payload};

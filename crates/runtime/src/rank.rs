@@ -9,8 +9,8 @@ use spillway_transport::{Envelope, Layout, Payload};
 
 use crate::error::Error;
 use crate::job::{Job, RankStats};
-use crate::mailbox::{Body, MessageInfo, Msg, Pattern, RecvId};
-use crate::memory::{spill_file, NodeMem};
+use crate::mailbox::{MessageInfo, Msg, Pattern, RecvId};
+use crate::memory::NodeMem;
 
 /// What a blocked rank is doing, for deadlock reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +95,13 @@ impl Rank {
         &self.job.layout
     }
 
+    /// The cost of a message between nodes, when known (measured at start-up by the MPI
+    /// backend, or set with [`Config::link_model`](crate::Config::link_model)); collectives
+    /// choose their algorithm between nodes from it.
+    pub fn link_model(&self) -> Option<spillway_transport::LinkModel> {
+        self.job.link_model
+    }
+
     /// The job's private spill directory (mode 0700, removed when the job ends).
     pub fn spill_dir(&self) -> &std::path::Path {
         self.job.node_mem(self.rank).0.dir()
@@ -147,39 +154,7 @@ impl Rank {
             tag,
             payload,
         };
-        let (mem, _) = self.job.node_mem(dest);
-        let spill = env.payload.len() >= self.job.message_spill_threshold
-            && mem.message_room().is_some_and(|room| {
-                mem.message_bytes.load(std::sync::atomic::Ordering::Relaxed) + bytes > room
-            });
-        let msg = if spill {
-            self.spill_message(mem, env)?
-        } else {
-            Msg::in_memory(env)
-        };
-        self.job.deliver(dest, msg);
-        Ok(())
-    }
-
-    /// Writes a message to a spill file of the destination's node (BDMPI: large buffered
-    /// messages live on the destination node's disk).
-    fn spill_message(&self, mem: &NodeMem, env: Envelope) -> Result<Msg, Error> {
-        use std::os::unix::fs::FileExt;
-        let file = spill_file(mem.dir(), "msg")?;
-        file.write_all_at(env.payload.as_bytes(), 0).map_err(|e| {
-            Error::Io(std::io::Error::new(
-                e.kind(),
-                format!("spill directory {}: {e}", mem.dir().display()),
-            ))
-        })?;
-        mem.count_spilled_message(env.payload.len() as u64);
-        Ok(Msg {
-            context: env.context,
-            source: env.source,
-            tag: env.tag,
-            len: env.payload.len(),
-            body: Body::Disk(file),
-        })
+        self.job.send(dest, env)
     }
 
     fn open(&self, msg: Msg) -> Result<Envelope, Error> {

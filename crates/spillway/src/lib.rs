@@ -35,9 +35,17 @@ pub use spillway_comm::{
 };
 pub use spillway_runtime::{
     current_rss, peak_rss, run, run_with_stats, Backend, Config, CriticalGuard, DeadlockReport,
-    Error, JobError, JobStats, MemoryStats, Policy, Rank, RankStats, ResumePolicy, SbVec,
-    WaitState,
+    Error, JobError, JobStats, LinkModel, MemoryStats, Policy, Rank, RankStats, ResumePolicy,
+    SbVec, WaitState,
 };
+
+/// The MPI backend's interoperability hook (feature `mpi`): run a spillway job on the
+/// processes of an existing MPI program's communicator. `rsmpi` is the `mpi` crate spillway
+/// was built with.
+#[cfg(feature = "mpi")]
+pub mod mpi {
+    pub use spillway_runtime::mpi::{hook, hook_with_stats, rsmpi};
+}
 
 /// Everything an SPMD program usually needs, in one `use`.
 pub mod prelude {

@@ -28,6 +28,10 @@ pub enum Backend {
     /// All ranks are threads of this process; nodes are simulated inside it.
     #[default]
     Local,
+    /// One MPI process per node, started by `mpirun`; the ranks of a node are threads of its
+    /// process and one progress thread per process makes every MPI call. Needs spillway built
+    /// with the `mpi` cargo feature.
+    Mpi,
 }
 
 impl Backend {
@@ -35,6 +39,7 @@ impl Backend {
     pub fn from_name(name: &str) -> Option<Backend> {
         match name {
             "local" => Some(Backend::Local),
+            "mpi" => Some(Backend::Mpi),
             _ => None,
         }
     }
@@ -43,6 +48,25 @@ impl Backend {
     pub fn name(self) -> &'static str {
         match self {
             Backend::Local => "local",
+            Backend::Mpi => "mpi",
         }
+    }
+}
+
+/// The cost of one message between nodes under the alpha-beta (Hockney) model: `alpha`
+/// seconds of start-up plus `beta` seconds per byte. Collectives choose their algorithm between
+/// nodes from it (Twister's broadcast analysis).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkModel {
+    /// Start-up time of a message in seconds.
+    pub alpha: f64,
+    /// Transfer time per byte in seconds.
+    pub beta: f64,
+}
+
+impl LinkModel {
+    /// Predicted time of one message of `bytes` bytes.
+    pub fn time(&self, bytes: f64) -> f64 {
+        self.alpha + bytes * self.beta
     }
 }
