@@ -23,11 +23,15 @@
 use bytemuck::Pod;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use std::sync::Arc;
+
 use spillway_runtime::{Pattern, Payload, WaitKind};
+use spillway_transport::AlignedBuf;
 
 use crate::codec::{bundle, check_type, decode_obj, encode, encode_obj, unbundle, view, Piece};
-use crate::comm::Comm;
+use crate::comm::{Comm, ALT_TAG};
 use crate::ops::Operation;
+use crate::pipeline;
 use crate::{Error, Result};
 
 fn length_mismatch() -> Error {
@@ -91,23 +95,32 @@ impl Comm<'_> {
             }
             let l = g.members.len();
             let rel = (my_g + l - root_g) % l;
-            if rel != 0 {
-                let parent = (rel & (rel - 1)) + root_g;
-                shared = Some(self.crecv(g.leader(parent % l), tag, name)?.into_shared());
-            }
-            let buf = shared.clone().expect("leader has the data");
-            let mut mask = 1;
-            while mask < l && rel & mask == 0 {
-                mask <<= 1;
-            }
-            mask >>= 1;
-            while mask > 0 {
-                if rel + mask < l {
-                    let child = (rel + mask + root_g) % l;
-                    self.csend(g.leader(child), tag, Payload::Shared(buf.clone()))?;
+            let buf = if rel == 0 {
+                let buf = shared.clone().expect("the root's leader has the data");
+                match pipeline::chain_chunk(self.rank.link_model(), l, buf.len()) {
+                    Some(chunk) => self.chain_send(&buf, chunk, (my_g + 1) % l, tag)?,
+                    None => self.tree_forward(&buf, rel, root_g, tag)?,
                 }
-                mask >>= 1;
-            }
+                buf
+            } else {
+                // The first message tells which algorithm the root's leader chose.
+                let parent = (rel & (rel - 1)) + root_g;
+                let from_tree = self.coll_pattern(g.leader(parent % l), tag);
+                let from_chain = self.coll_pattern(g.leader((my_g + l - 1) % l), tag | ALT_TAG);
+                let which = self
+                    .rank
+                    .wait_any(&[from_tree, from_chain], WaitKind::Collective(name))?;
+                let buf = if which == 0 {
+                    let buf = self.crecv(g.leader(parent % l), tag, name)?.into_shared();
+                    self.tree_forward(&buf, rel, root_g, tag)?;
+                    buf
+                } else {
+                    let next = (rel + 1 < l).then(|| (my_g + 1) % l);
+                    self.chain_relay((my_g + l - 1) % l, next, tag, name)?
+                };
+                shared = Some(Arc::clone(&buf));
+                buf
+            };
             for &m in &g.members[my_g][1..] {
                 if m != root {
                     self.csend(m, tag, Payload::Shared(buf.clone()))?;
@@ -117,6 +130,98 @@ impl Comm<'_> {
             shared = Some(self.crecv(leader, tag, name)?.into_shared());
         }
         Ok(Payload::Shared(shared.expect("every rank has the data")))
+    }
+
+    fn coll_pattern(&self, source: usize, tag: i32) -> Pattern {
+        Pattern {
+            context: self.coll_context(),
+            source: Some(self.inner.members[source]),
+            tag: Some(tag),
+        }
+    }
+
+    /// Sends `buf` to this leader's children in the binomial tree rooted at group `root_g`
+    /// (`rel` is this leader's position relative to the root).
+    fn tree_forward(
+        &self,
+        buf: &Arc<AlignedBuf>,
+        rel: usize,
+        root_g: usize,
+        tag: i32,
+    ) -> Result<()> {
+        let g = &self.inner.groups;
+        let l = g.members.len();
+        let mut mask = 1;
+        while mask < l && rel & mask == 0 {
+            mask <<= 1;
+        }
+        mask >>= 1;
+        while mask > 0 {
+            if rel + mask < l {
+                let child = (rel + mask + root_g) % l;
+                self.csend(g.leader(child), tag, Payload::Shared(buf.clone()))?;
+            }
+            mask >>= 1;
+        }
+        Ok(())
+    }
+
+    /// Head of a pipelined chain: the length and chunk size, then the chunks, to the leader of
+    /// group `next`, all on the alternative tag.
+    fn chain_send(&self, buf: &Arc<AlignedBuf>, chunk: usize, next: usize, tag: i32) -> Result<()> {
+        let to = self.inner.groups.leader(next);
+        let head = [buf.len() as u64, chunk as u64];
+        self.csend(to, tag | ALT_TAG, encode(&head))?;
+        let mut start = 0;
+        while start < buf.len() {
+            let len = chunk.min(buf.len() - start);
+            self.csend(to, tag | ALT_TAG, Payload::slice(buf, start, len))?;
+            start += len;
+        }
+        Ok(())
+    }
+
+    /// A link of the chain: receives the chunks from the leader of group `prev`, passes each
+    /// on to the leader of group `next` (if any) as soon as it arrives, and assembles them.
+    fn chain_relay(
+        &self,
+        prev: usize,
+        next: Option<usize>,
+        tag: i32,
+        name: &'static str,
+    ) -> Result<Arc<AlignedBuf>> {
+        let g = &self.inner.groups;
+        let from = g.leader(prev);
+        let head = self.crecv(from, tag | ALT_TAG, name)?;
+        let head = view::<u64>(head.as_bytes())?;
+        let (Some(&n), Some(&chunk)) = (head.first(), head.get(1)) else {
+            return Err(Error::InvalidArgument("malformed chain broadcast header"));
+        };
+        let (n, chunk) = (n as usize, chunk as usize);
+        if let Some(next) = next {
+            self.csend(
+                g.leader(next),
+                tag | ALT_TAG,
+                encode(&[n as u64, chunk as u64]),
+            )?;
+        }
+        let mut buf = AlignedBuf::zeroed(n);
+        let mut start = 0;
+        while start < n {
+            let part = self.crecv(from, tag | ALT_TAG, name)?;
+            let len = part.len();
+            if len == 0 || start + len > n {
+                return Err(Error::InvalidArgument(
+                    "chain broadcast chunk of the wrong size",
+                ));
+            }
+            buf.as_bytes_mut()[start..start + len].copy_from_slice(part.as_bytes());
+            if let Some(next) = next {
+                self.csend(g.leader(next), tag | ALT_TAG, part)?;
+            }
+            start += len;
+        }
+        Ok(Arc::new(buf))
     }
 
     pub(crate) fn reduce_vec<T: Pod, O: Operation<T> + ?Sized>(
@@ -190,6 +295,78 @@ impl Comm<'_> {
             return Ok(Some(view::<T>(p.as_bytes())?.to_vec()));
         }
         Ok(None)
+    }
+
+    /// Allreduce for large vectors of a commutative operation: members hand their data to the
+    /// node leader, leaders run a ring reduce-scatter and a ring allgather (each leader sends
+    /// and receives `2 (l - 1) / l` of the vector instead of `2 log2 l` whole vectors), and
+    /// each leader hands the result to its members as one shared buffer.
+    ///
+    /// The result is deterministic for a given layout; with two nodes it is bitwise the tree's
+    /// (one commutative combination per element), with more the association differs.
+    fn ring_allreduce<T: Pod, O: Operation<T> + ?Sized>(
+        &self,
+        data: &[T],
+        op: &O,
+        name: &'static str,
+    ) -> Result<Vec<T>> {
+        check_type::<T>()?;
+        let tag = self.next_coll_tag();
+        let g = &self.inner.groups;
+        let me = self.inner.me;
+        let my_g = g.of[me];
+        let leader = g.leader(my_g);
+        if me != leader {
+            self.csend(leader, tag, encode(data))?;
+            let p = self.crecv(leader, tag, name)?;
+            let result = view::<T>(p.as_bytes())?;
+            if result.len() != data.len() {
+                return Err(length_mismatch());
+            }
+            return Ok(result.to_vec());
+        }
+        let mut acc = data.to_vec();
+        for &m in &g.members[my_g][1..] {
+            let p = self.crecv(m, tag, name)?;
+            let other = view::<T>(p.as_bytes())?;
+            if other.len() != acc.len() {
+                return Err(length_mismatch());
+            }
+            op.combine(&mut acc, other);
+        }
+        let l = g.members.len();
+        let n = acc.len();
+        let block = |b: usize| b * n / l..(b + 1) * n / l;
+        let next = g.leader((my_g + 1) % l);
+        let prev = g.leader((my_g + l - 1) % l);
+        // Reduce-scatter: block b travels from leader b around the ring, ending complete at
+        // leader b - 1.
+        for s in 0..l - 1 {
+            self.csend(next, tag, encode(&acc[block((my_g + l - s) % l)]))?;
+            let p = self.crecv(prev, tag, name)?;
+            let other = view::<T>(p.as_bytes())?;
+            let range = block((my_g + 2 * l - s - 1) % l);
+            if other.len() != range.len() {
+                return Err(length_mismatch());
+            }
+            op.combine(&mut acc[range], other);
+        }
+        // Allgather: pass the complete blocks on around the ring.
+        for s in 0..l - 1 {
+            self.csend(next, tag, encode(&acc[block((my_g + 1 + l - s) % l)]))?;
+            let p = self.crecv(prev, tag, name)?;
+            let other = view::<T>(p.as_bytes())?;
+            let range = block((my_g + l - s) % l);
+            if other.len() != range.len() {
+                return Err(length_mismatch());
+            }
+            acc[range].copy_from_slice(other);
+        }
+        let shared = encode(&acc).into_shared();
+        for &m in &g.members[my_g][1..] {
+            self.csend(m, tag, Payload::Shared(Arc::clone(&shared)))?;
+        }
+        Ok(acc)
     }
 
     /// Pieces of every member, indexed by communicator rank, at the root.
@@ -589,6 +766,11 @@ impl Collectives for Comm<'_> {
     }
 
     fn allreduce<T: Pod, O: Operation<T>>(&self, data: &[T], op: O) -> Result<Vec<T>> {
+        let leaders = self.inner.groups.members.len();
+        let bytes = std::mem::size_of_val(data);
+        if op.commutative() && pipeline::ring_allreduce(self.rank.link_model(), leaders, bytes) {
+            return self.ring_allreduce(data, &op, "allreduce");
+        }
         let reduced = self.reduce_vec(0, data, &op, "allreduce")?;
         match reduced {
             Some(v) => {

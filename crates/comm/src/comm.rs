@@ -19,6 +19,12 @@ pub(crate) fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// Collective tags cycle below this mask; a collective may use `tag | ALT_TAG` for messages of
+/// an alternative algorithm.
+pub(crate) const COLL_TAG_MASK: u32 = 0x3fff_ffff;
+/// See [`COLL_TAG_MASK`].
+pub(crate) const ALT_TAG: i32 = 0x4000_0000;
+
 /// The members of a communicator grouped by node: the unit of two-phase collectives.
 #[derive(Debug)]
 pub(crate) struct Groups {
@@ -221,7 +227,7 @@ impl<'r> Comm<'r> {
     pub(crate) fn next_coll_tag(&self) -> i32 {
         let seq = self.inner.coll_seq.get();
         self.inner.coll_seq.set(seq.wrapping_add(1));
-        (seq & 0x7fff_ffff) as i32
+        (seq & COLL_TAG_MASK) as i32
     }
 
     pub(crate) fn pattern(

@@ -33,6 +33,7 @@ mod coll;
 mod comm;
 mod ops;
 mod p2p;
+mod pipeline;
 
 pub use coll::Collectives;
 pub use comm::Comm;

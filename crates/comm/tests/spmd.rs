@@ -501,3 +501,91 @@ fn at_most_running_ranks_of_a_node_execute_and_critical_sections_exclude() {
         assert_eq!(critical_violations.load(Ordering::SeqCst), 0);
     }
 }
+
+/// A link model under which large messages are bandwidth-bound, so collectives between nodes
+/// take their pipelined chain (broadcast) and ring (allreduce) algorithms.
+const BANDWIDTH_BOUND: spillway_runtime::LinkModel = spillway_runtime::LinkModel {
+    alpha: 1e-6,
+    beta: 1e-9,
+};
+
+#[test]
+fn chain_broadcast_and_ring_allreduce_match_sequential() {
+    for (ranks, nodes) in [(2, 2), (3, 3), (5, 3), (4, 4), (8, 5), (7, 2)] {
+        for running in [1, 2] {
+            let config = Config::new(ranks)
+                .nodes(nodes)
+                .running(running)
+                .link_model(BANDWIDTH_BOUND);
+            let outcome = run(&config, |rank| -> TestResult {
+                let comm = Comm::world(rank);
+                let p = comm.size();
+                // 300_017 u64: 2.3 MiB, several chunks, a length no chunk size divides.
+                let len = 300_017;
+                for root in [0, p - 1, p / 2] {
+                    let mut data = if comm.rank() == root {
+                        data_of(root, len)
+                    } else {
+                        Vec::new()
+                    };
+                    comm.bcast(root, &mut data)?;
+                    check_all(&comm, data == data_of(root, len), "chain bcast")?;
+                }
+                let mine = data_of(comm.rank(), len);
+                let got = comm.allreduce(&mine, Sum)?;
+                let mut want = vec![0i64; len];
+                for r in 0..p {
+                    for (w, x) in want.iter_mut().zip(data_of(r, len)) {
+                        *w += x;
+                    }
+                }
+                check_all(&comm, got == want, "ring allreduce")?;
+                let got = comm.allreduce(&mine, Max)?;
+                check_all(&comm, got == data_of(p - 1, len), "ring allreduce max")?;
+                Ok(())
+            });
+            if let Err(e) = outcome {
+                panic!("ranks={ranks} nodes={nodes} running={running}: {e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn ring_allreduce_on_two_nodes_is_bitwise_the_tree() {
+    let values = |r: usize| -> Vec<f64> {
+        (0..100_003)
+            .map(|i| ((r * 7919 + i * 104_729) % 1_000_003) as f64 / 3.7 + 1e-9 * i as f64)
+            .collect()
+    };
+    let sums = |config: Config| -> Vec<Vec<u64>> {
+        run(&config, |rank| {
+            let comm = Comm::world(rank);
+            let got = comm.allreduce(&values(comm.rank()), Sum)?;
+            Ok::<_, spillway_comm::Error>(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+        })
+        .expect("allreduce")
+    };
+    let tree = sums(Config::new(6).nodes(2));
+    let ring = sums(Config::new(6).nodes(2).link_model(BANDWIDTH_BOUND));
+    assert_eq!(tree, ring);
+    assert!(tree.iter().all(|v| v == &tree[0]));
+}
+
+#[test]
+fn the_link_model_switches_large_broadcasts_to_the_chain() {
+    let messages = |config: Config| -> u64 {
+        let (_, stats) = spillway_runtime::run_with_stats(&config, |rank| {
+            let comm = Comm::world(rank);
+            let mut data = vec![7u8; if comm.rank() == 0 { 4 << 20 } else { 0 }];
+            comm.bcast(0, &mut data)?;
+            Ok::<_, spillway_comm::Error>(data.len())
+        })
+        .expect("bcast");
+        stats.messages_sent()
+    };
+    // Tree over 3 single-rank nodes: 2 messages. Chain: a header and the chunks per link.
+    assert_eq!(messages(Config::new(3).nodes(3)), 2);
+    let chain = messages(Config::new(3).nodes(3).link_model(BANDWIDTH_BOUND));
+    assert!(chain > 2 * 16, "{chain} messages");
+}

@@ -88,6 +88,8 @@ pub(crate) enum WaitOn {
     Probe(Pattern),
     /// Every pattern in the slot's `waiting_for` list has a queued message.
     AllPresent,
+    /// Some pattern in the slot's `waiting_for` list has a queued message.
+    AnyPresent,
     Critical,
 }
 
@@ -469,6 +471,10 @@ impl Job {
                 let slot = &st.ranks[local];
                 slot.mailbox.all_present(&slot.waiting_for)
             }
+            (Status::Blocked(_, WaitOn::AnyPresent), Delivered::Queued(..)) => {
+                let slot = &st.ranks[local];
+                slot.mailbox.any_present(&slot.waiting_for).is_some()
+            }
             _ => false,
         };
         if wake {
@@ -547,6 +553,27 @@ impl Job {
             }
             st.ranks[local].waiting_for = patterns.to_vec();
             st = self.block(node, st, local, kind, WaitOn::AllPresent)?;
+        }
+    }
+
+    pub(crate) fn wait_any(
+        &self,
+        rank: u32,
+        patterns: &[Pattern],
+        kind: WaitKind,
+    ) -> Result<usize, Error> {
+        let (node, local) = self.node_of(rank);
+        let mut st = lock(&node.state);
+        loop {
+            if let Some(i) = st.ranks[local].mailbox.any_present(patterns) {
+                st.ranks[local].waiting_for.clear();
+                return Ok(i);
+            }
+            if self.aborted() {
+                return Err(Error::Aborted);
+            }
+            st.ranks[local].waiting_for = patterns.to_vec();
+            st = self.block(node, st, local, kind, WaitOn::AnyPresent)?;
         }
     }
 
@@ -707,6 +734,7 @@ impl Job {
             },
             WaitOn::Probe(p) => format!("a message {} (probe)", describe_pattern(&p)),
             WaitOn::AllPresent => "messages from several ranks".to_string(),
+            WaitOn::AnyPresent => "a message from one of several ranks".to_string(),
             WaitOn::Critical => "the node's critical section".to_string(),
         };
         let label = match kind {

@@ -174,6 +174,13 @@ impl Mailbox {
             .all(|p| self.unexpected.iter().any(|e| e.matched_by(p)))
     }
 
+    /// The index of the first pattern that matches some queued message.
+    pub(crate) fn any_present(&self, patterns: &[Pattern]) -> Option<usize> {
+        patterns
+            .iter()
+            .position(|p| self.unexpected.iter().any(|e| e.matched_by(p)))
+    }
+
     pub(crate) fn probe(&self, pattern: &Pattern) -> Option<MessageInfo> {
         self.unexpected
             .iter()

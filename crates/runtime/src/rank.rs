@@ -229,6 +229,16 @@ impl Rank {
         self.timed(|| self.job.wait_present(self.rank, patterns, kind))
     }
 
+    /// Blocks (giving up the node slot) until some pattern matches a queued message, without
+    /// receiving it; returns the index of the first pattern that does. Collectives use it when
+    /// the first message of an operation may come by one of several algorithms.
+    ///
+    /// # Errors
+    /// [`Error::Aborted`] when the job ends while waiting.
+    pub fn wait_any(&self, patterns: &[Pattern], kind: WaitKind) -> Result<usize, Error> {
+        self.timed(|| self.job.wait_any(self.rank, patterns, kind))
+    }
+
     /// Enters the node's critical section: at most one rank per node holds it (BDMPI's
     /// `enter_critical`, used to serialise disk I/O). Waiting for it gives up the node slot.
     ///

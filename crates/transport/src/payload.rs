@@ -79,6 +79,16 @@ pub enum Payload {
     Owned(AlignedBuf),
     /// A buffer shared with other messages.
     Shared(Arc<AlignedBuf>),
+    /// Part of a shared buffer, starting at a multiple of 16 bytes (see [`Payload::slice`]):
+    /// how pipelined collectives send chunks of one buffer without copying.
+    Slice {
+        /// The whole buffer.
+        buf: Arc<AlignedBuf>,
+        /// First byte of the part (a multiple of 16).
+        start: usize,
+        /// Length of the part in bytes.
+        len: usize,
+    },
 }
 
 impl Payload {
@@ -102,6 +112,25 @@ impl Payload {
         match self {
             Payload::Owned(b) => b.as_bytes(),
             Payload::Shared(b) => b.as_bytes(),
+            Payload::Slice { buf, start, len } => &buf.as_bytes()[*start..*start + *len],
+        }
+    }
+
+    /// Bytes `start..start + len` of `buf`, without copying.
+    ///
+    /// # Panics
+    /// If `start` is not a multiple of 16 (the payload would lose its alignment) or the range
+    /// is outside the buffer.
+    pub fn slice(buf: &Arc<AlignedBuf>, start: usize, len: usize) -> Payload {
+        assert!(
+            start % 16 == 0,
+            "payload slices start at multiples of 16 bytes"
+        );
+        assert!(start + len <= buf.len(), "payload slice outside its buffer");
+        Payload::Slice {
+            buf: Arc::clone(buf),
+            start,
+            len,
         }
     }
 
@@ -110,6 +139,7 @@ impl Payload {
         match self {
             Payload::Owned(b) => Arc::new(b),
             Payload::Shared(b) => b,
+            slice @ Payload::Slice { .. } => Arc::new(AlignedBuf::from_bytes(slice.as_bytes())),
         }
     }
 
@@ -118,6 +148,7 @@ impl Payload {
         match self {
             Payload::Owned(b) => b,
             Payload::Shared(b) => Arc::try_unwrap(b).unwrap_or_else(|b| (*b).clone()),
+            slice @ Payload::Slice { .. } => AlignedBuf::from_bytes(slice.as_bytes()),
         }
     }
 }
@@ -147,6 +178,24 @@ mod tests {
         assert_eq!(b.as_bytes().as_ptr() as usize % 16, 0);
         assert_eq!(b.len(), 37);
         assert!(AlignedBuf::zeroed(0).is_empty());
+    }
+
+    #[test]
+    fn slices_view_part_of_a_buffer_and_stay_aligned() {
+        let data: Vec<u8> = (0..100u8).collect();
+        let buf = Arc::new(AlignedBuf::from_bytes(&data));
+        let p = Payload::slice(&buf, 32, 50);
+        assert_eq!(p.as_bytes(), &data[32..82]);
+        assert_eq!(p.as_bytes().as_ptr() as usize % 16, 0);
+        assert_eq!(p.clone().into_owned().as_bytes(), &data[32..82]);
+        assert_eq!(p.into_shared().as_bytes(), &data[32..82]);
+    }
+
+    #[test]
+    #[should_panic(expected = "multiples of 16")]
+    fn unaligned_slices_are_refused() {
+        let buf = Arc::new(AlignedBuf::zeroed(64));
+        let _ = Payload::slice(&buf, 8, 8);
     }
 
     #[test]
