@@ -51,6 +51,7 @@ pub struct Config {
     pub(crate) policy: Policy,
     pub(crate) message_spill_threshold: usize,
     pub(crate) link_model: Option<LinkModel>,
+    pub(crate) peer_timeout: std::time::Duration,
 }
 
 impl Config {
@@ -69,6 +70,7 @@ impl Config {
             policy: Policy::Araw,
             message_spill_threshold: 64 << 10,
             link_model: None,
+            peer_timeout: std::time::Duration::from_secs(30),
         }
     }
 
@@ -147,6 +149,14 @@ impl Config {
     /// backend, whose virtual nodes pass pointers, so collectives use trees there.
     pub fn link_model(mut self, model: LinkModel) -> Config {
         self.link_model = Some(model);
+        self
+    }
+
+    /// MPI backend: each process hears from its predecessor in the ring of processes every
+    /// second; after this long without a sign of life the predecessor is taken to be lost and
+    /// the job ends on every survivor with an error naming it (default 30 s).
+    pub fn peer_timeout(mut self, timeout: std::time::Duration) -> Config {
+        self.peer_timeout = timeout;
         self
     }
 

@@ -27,6 +27,9 @@
 //!   consecutive waves find every process without running or runnable ranks and the same
 //!   totals with as many messages received as sent, nothing was in flight and nothing changed
 //!   in between: every process reports a deadlock with what its own ranks wait for.
+//! * **Lost processes.** Every process sends a heartbeat to its successor in the ring each
+//!   second. A process that hears nothing from its predecessor for `Config::peer_timeout`
+//!   announces it as lost; the survivors then end without waiting for it.
 //! * **End.** When its ranks have finished and its sends completed, a process enters a
 //!   non-blocking barrier and keeps serving messages until everybody has; then the processes
 //!   agree on whether the job failed and combine their counters.
@@ -65,6 +68,12 @@ const HEADER_BYTES: usize = HEADER_WORDS * 8;
 const CONTROL_ABORT: u64 = 1;
 const CONTROL_TOKEN: u64 = 2;
 const CONTROL_DEADLOCK: u64 = 3;
+const CONTROL_HEARTBEAT: u64 = 4;
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// Set once a process of some job was lost: `MPI_Finalize` would wait for it forever, so the
+/// process exits without finalising.
+static PEER_LOST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Runs `f` as a job on every process of `MPI_COMM_WORLD`, initialising MPI first if needed
 /// (it is then finalised when the process exits).
@@ -96,7 +105,7 @@ fn ensure_initialized() -> Result<(), JobError> {
         // thread that exits the process, after every job (and its progress loop) has ended.
         unsafe {
             ffi::MPI_Finalized(&mut done);
-            if done == 0 {
+            if done == 0 && !PEER_LOST.load(std::sync::atomic::Ordering::Acquire) {
                 ffi::MPI_Finalize();
             }
         }
@@ -193,7 +202,7 @@ where
         link_model: Some(link_model),
     };
     let outcome = execute(&config, layout.clone(), part, f, |job| {
-        Progress::new(job, &comm, &layout).run()
+        Progress::new(job, &comm, &layout, config.peer_timeout).run()
     });
     // Every process agreed on success or failure at the end of the progress loop, so either
     // all or none take part in combining the counters.
@@ -390,6 +399,12 @@ struct Progress<'a> {
     /// The first failure announced by another process.
     remote_failure: Option<(u32, String)>,
     transport_failed: bool,
+    /// Liveness: when the predecessor was last heard from, when to send the next heartbeat,
+    /// and a process known to be lost.
+    last_heard: Instant,
+    next_heartbeat: Instant,
+    peer_timeout: Duration,
+    lost: Option<u32>,
 }
 
 fn mpi_error(call: &str, code: c_int) -> JobError {
@@ -410,7 +425,12 @@ fn empty_status() -> ffi::MPI_Status {
 }
 
 impl<'a> Progress<'a> {
-    fn new(job: &'a Job, comm: &SimpleCommunicator, layout: &'a Layout) -> Progress<'a> {
+    fn new(
+        job: &'a Job,
+        comm: &SimpleCommunicator,
+        layout: &'a Layout,
+        peer_timeout: Duration,
+    ) -> Progress<'a> {
         Progress {
             job,
             remote: job.remote.as_deref().expect("a job across processes"),
@@ -426,6 +446,10 @@ impl<'a> Progress<'a> {
             next_wave: Instant::now() + Duration::from_millis(50),
             remote_failure: None,
             transport_failed: false,
+            last_heard: Instant::now(),
+            next_heartbeat: Instant::now(),
+            peer_timeout,
+            lost: None,
         }
     }
 
@@ -442,7 +466,21 @@ impl<'a> Progress<'a> {
                     break;
                 }
             };
-            if let Some(mut request) = barrier {
+            if self.lost.is_some() {
+                PEER_LOST.store(true, std::sync::atomic::Ordering::Release);
+                // The lost process will never enter the barrier: tell the others (already
+                // queued) and leave once the local ranks have ended.
+                if self.job.local_done() {
+                    let deadline = Instant::now() + Duration::from_secs(1);
+                    while !self.sends.is_empty() && Instant::now() < deadline {
+                        if self.test_sends().is_err() {
+                            break;
+                        }
+                        std::thread::yield_now();
+                    }
+                    return;
+                }
+            } else if let Some(mut request) = barrier {
                 match self.test(&mut request, "MPI_Ibarrier") {
                     Ok(true) if self.sends.is_empty() => break,
                     Ok(_) => barrier = Some(request),
@@ -500,13 +538,32 @@ impl<'a> Progress<'a> {
     /// handle control messages and run deadlock detection. Returns whether anything happened.
     fn step(&mut self) -> Result<bool, JobError> {
         let mut busy = false;
+        let now = Instant::now();
+        if now >= self.next_heartbeat {
+            let next = (self.me + 1) % self.size;
+            self.send_control(next, CONTROL_HEARTBEAT, [0; 4], &[])?;
+            self.next_heartbeat = now + HEARTBEAT;
+        }
+        if self.lost.is_none() && now.duration_since(self.last_heard) > self.peer_timeout {
+            let pred = ((self.me + self.size - 1) % self.size) as u32;
+            self.lost = Some(pred);
+            self.job.fail_with(
+                JobError::Transport(format!(
+                    "node {pred} (MPI process {pred}) was not heard from for {:.0?}: it was \
+                     probably lost (this MPI has no fault tolerance, so the job ends)",
+                    self.peer_timeout
+                )),
+                true,
+            );
+        }
         if let Some(text) = self.job.take_announcement() {
+            let lost = self.lost.map_or(0, |l| l as u64 + 1);
             for p in 0..self.size {
-                if p != self.me {
+                if p != self.me && Some(p as u32) != self.lost {
                     self.send_control(
                         p,
                         CONTROL_ABORT,
-                        [self.me as u64, 0, 0, 0],
+                        [self.me as u64, lost, 0, 0],
                         text.as_bytes(),
                     )?;
                 }
@@ -653,7 +710,7 @@ impl<'a> Progress<'a> {
     }
 
     /// Receives a probed message of `tag` into a new buffer; returns the source and bytes.
-    fn receive_probed(&self, tag: c_int) -> Result<Option<(c_int, AlignedBuf)>, JobError> {
+    fn receive_probed(&mut self, tag: c_int) -> Result<Option<(c_int, AlignedBuf)>, JobError> {
         let mut flag: c_int = 0;
         let mut status = empty_status();
         // SAFETY: valid communicator; the status and flag are written by the call.
@@ -691,6 +748,9 @@ impl<'a> Progress<'a> {
         };
         if code != 0 {
             return Err(mpi_error("MPI_Recv", code));
+        }
+        if status.MPI_SOURCE == (self.me + self.size - 1) % self.size {
+            self.last_heard = Instant::now();
         }
         Ok(Some((status.MPI_SOURCE, buf)))
     }
@@ -826,6 +886,9 @@ impl<'a> Progress<'a> {
             match head[0] {
                 CONTROL_ABORT => {
                     let node = head[1] as u32;
+                    if head[2] > 0 && self.lost.is_none() {
+                        self.lost = Some(head[2] as u32 - 1);
+                    }
                     let message = String::from_utf8_lossy(&bytes[HEADER_BYTES..]).into_owned();
                     if self.remote_failure.is_none() {
                         self.remote_failure = Some((node, message.clone()));
@@ -843,6 +906,7 @@ impl<'a> Progress<'a> {
                     self.on_token(token)?;
                 }
                 CONTROL_DEADLOCK => self.declare_deadlock(),
+                CONTROL_HEARTBEAT => {}
                 other => {
                     return Err(JobError::Transport(format!(
                         "unknown control message {other} from process {source}"

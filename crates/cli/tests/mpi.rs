@@ -1,0 +1,451 @@
+//! Tests of the MPI backend, run with `mpirun` at 2 and 3 processes (feature `mpi`).
+//!
+//! Every `mpirun` runs under `timeout`, so a hang fails the test instead of stalling it. The
+//! launcher is `$SPILLWAY_MPIRUN` (default `mpirun`); with Open MPI as root it needs
+//! `OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1` and, with more processes than
+//! cores, `OMPI_MCA_rmaps_base_oversubscribe=1` (scripts/test.sh sets them).
+//!
+//! The PageRank and K-means inputs are written by the tests themselves (not by spillway), the
+//! outputs are compared with the local backend and checked by the Python references
+//! (`$SPILLWAY_PYTHON`, see tests/cli.rs; `SPILLWAY_SKIP_PYTHON=1` skips only those checks).
+#![cfg(feature = "mpi")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Ran {
+    line: String,
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for Ran {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "$ {}\nexit: {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.line, self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+fn run_cmd(program: &str, args: &[String]) -> Ran {
+    let line = format!("{program} {}", args.join(" "));
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{line}`: {e}"));
+    Ran {
+        line,
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `timeout SECONDS mpirun [extra] -np N program args...`
+fn mpirun(np: u32, seconds: u32, extra: &[&str], program: &str, args: &[&str]) -> Ran {
+    let launcher = std::env::var("SPILLWAY_MPIRUN").unwrap_or_else(|_| "mpirun".into());
+    let mut all: Vec<String> = vec![seconds.to_string(), launcher];
+    all.extend(extra.iter().map(|s| s.to_string()));
+    all.extend(["-np".to_string(), np.to_string(), program.to_string()]);
+    all.extend(args.iter().map(|s| s.to_string()));
+    run_cmd("timeout", &all)
+}
+
+const SPILLWAY: &str = env!("CARGO_BIN_EXE_spillway");
+const CHECK: &str = env!("CARGO_BIN_EXE_spillway-mpi-check");
+
+fn local(args: &[&str]) -> Ran {
+    let ran = run_cmd(
+        SPILLWAY,
+        &args.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+    );
+    assert_eq!(ran.code, Some(0), "{ran}");
+    ran
+}
+
+fn python() -> Option<String> {
+    if std::env::var_os("SPILLWAY_SKIP_PYTHON").is_some_and(|v| v == "1") {
+        eprintln!("SKIPPED: Python reference (SPILLWAY_SKIP_PYTHON=1)");
+        return None;
+    }
+    Some(std::env::var("SPILLWAY_PYTHON").unwrap_or_else(|_| "python3".into()))
+}
+
+fn reference(script: &str, args: &[&Path]) {
+    let Some(py) = python() else { return };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/reference")
+        .join(script);
+    let mut all = vec![script.display().to_string()];
+    all.extend(args.iter().map(|p| p.display().to_string()));
+    let ran = run_cmd(&py, &all);
+    assert_eq!(ran.code, Some(0), "reference check failed\n{ran}");
+}
+
+/// A small deterministic generator, independent of spillway's.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    fn unit(&mut self) -> f64 {
+        self.next() as f64 / (1u64 << 31) as f64
+    }
+}
+
+/// A skewed random graph as a SNAP edge list: n vertices, m edges, some dangling vertices.
+fn write_graph(path: &Path, n: u64, m: usize) {
+    let mut rng = Lcg(7);
+    let mut text = String::from("# test graph\n");
+    for _ in 0..m {
+        let u = rng.next() % n;
+        let skew = rng.unit();
+        let v = ((skew * skew * n as f64) as u64).min(n - 1);
+        if u % 17 != 3 {
+            text.push_str(&format!("{u}\t{v}\n"));
+        }
+    }
+    // Make sure the highest id appears, so N is n.
+    text.push_str(&format!("0\t{}\n", n - 1));
+    std::fs::write(path, text).unwrap();
+}
+
+/// Points around k well-separated centres, CSV with round-trip formatting.
+fn write_points(path: &Path, n: usize, dim: usize, k: usize) {
+    let mut rng = Lcg(11);
+    let centres: Vec<Vec<f64>> = (0..k)
+        .map(|_| (0..dim).map(|_| -20.0 + 40.0 * rng.unit()).collect())
+        .collect();
+    let mut text = String::new();
+    for i in 0..n {
+        let c = &centres[i % k];
+        let row: Vec<String> = c
+            .iter()
+            .map(|x| format!("{:?}", x + 3.0 * (rng.unit() - 0.5)))
+            .collect();
+        text.push_str(&row.join(","));
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn read_ranks(path: &Path) -> Vec<f64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 temporary path")
+}
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temporary directory")
+}
+
+#[test]
+fn point_to_point_and_collectives_at_2_and_3_processes() {
+    for np in [2, 3] {
+        for ranks in [np, 7] {
+            let ran = mpirun(np, 120, &[], CHECK, &["comm", &ranks.to_string()]);
+            assert_eq!(ran.code, Some(0), "{ran}");
+            assert!(
+                ran.stdout
+                    .contains(&format!("ok: {ranks} ranks on {np} nodes")),
+                "{ran}"
+            );
+        }
+    }
+}
+
+#[test]
+fn deadlocks_across_processes_are_reported_by_every_process() {
+    let ran = mpirun(3, 60, &[], CHECK, &["deadlock", "5"]);
+    assert_ne!(ran.code, Some(0), "{ran}");
+    for node in 0..3 {
+        assert!(
+            ran.stderr.contains(&format!("(ranks of node {node} only")),
+            "node {node} gave no report\n{ran}"
+        );
+    }
+    for rank in 0..5 {
+        let right = (rank + 1) % 5;
+        assert!(
+            ran.stderr.contains(&format!(
+                "rank {rank} (node {}): blocked in receive, waiting for a message from rank {right}",
+                [0, 0, 1, 1, 2][rank]
+            )),
+            "rank {rank}\n{ran}"
+        );
+    }
+}
+
+#[test]
+fn a_failing_rank_ends_the_job_on_every_process_with_its_id() {
+    let ran = mpirun(3, 60, &[], CHECK, &["fail", "5"]);
+    assert_ne!(ran.code, Some(0), "{ran}");
+    assert_eq!(
+        ran.stderr
+            .matches("rank 4 failed: deliberate failure")
+            .count(),
+        3,
+        "{ran}"
+    );
+    assert_eq!(
+        ran.stderr.matches("node 2: rank 4 failed").count(),
+        2,
+        "{ran}"
+    );
+}
+
+#[test]
+fn hook_runs_a_job_on_an_existing_communicator() {
+    for np in [2, 3] {
+        let ran = mpirun(np, 60, &[], CHECK, &["hook", "7"]);
+        assert_eq!(ran.code, Some(0), "{ran}");
+        assert!(
+            ran.stdout.contains(&format!("ok: hook on {np} processes")),
+            "{ran}"
+        );
+    }
+}
+
+#[test]
+fn survivors_of_a_lost_process_end_with_an_error_naming_it() {
+    // With its default settings mpirun itself kills the others when one dies; here it is told
+    // not to, so the survivors must notice on their own. mpirun may then wait for the lost
+    // process's bookkeeping until the timeout: only the survivors' reports are checked.
+    let ran = mpirun(
+        3,
+        25,
+        &["--mca", "orte_abort_on_non_zero_status", "0"],
+        CHECK,
+        &["lost", "5"],
+    );
+    let all = format!("{}{}", ran.stdout, ran.stderr);
+    assert_eq!(
+        all.matches("node 2 (MPI process 2) was not heard from")
+            .count(),
+        2,
+        "{ran}"
+    );
+}
+
+#[test]
+fn pagerank_over_mpi_gives_the_local_backends_ranks() {
+    let dir = tempdir();
+    let graph = dir.path().join("graph.txt");
+    write_graph(&graph, 5000, 60_000);
+    let want = dir.path().join("local.txt");
+    local(&[
+        "run",
+        "pagerank",
+        "--input",
+        s(&graph),
+        "--ranks",
+        "6",
+        "--out",
+        s(&want),
+    ]);
+    let want_ranks = read_ranks(&want);
+    for np in [2, 3] {
+        let out = dir.path().join(format!("mpi{np}.txt"));
+        let ran = mpirun(
+            np,
+            120,
+            &[],
+            SPILLWAY,
+            &[
+                "run",
+                "pagerank",
+                "--backend",
+                "mpi",
+                "--ranks",
+                "6",
+                "--input",
+                s(&graph),
+                "--out",
+                s(&out),
+                "--json",
+            ],
+        );
+        assert_eq!(ran.code, Some(0), "{ran}");
+        // Only the process holding rank 0 reports.
+        assert_eq!(ran.stdout.lines().count(), 1, "{ran}");
+        let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+        assert_eq!(report["backend"], "mpi");
+        assert_eq!(report["nodes"], np);
+        let got = read_ranks(&out);
+        assert_eq!(got.len(), want_ranks.len());
+        let l1: f64 = got
+            .iter()
+            .zip(&want_ranks)
+            .map(|(a, b)| (a - b).abs())
+            .sum();
+        assert!(
+            l1 <= 1e-12,
+            "np={np}: L1 distance to the local backend {l1:e}"
+        );
+        reference("pagerank_ref.py", &[&graph, &out]);
+    }
+}
+
+#[test]
+fn kmeans_over_mpi_gives_the_local_backends_assignments() {
+    let dir = tempdir();
+    let points = dir.path().join("points.csv");
+    write_points(&points, 6000, 4, 5);
+    let run_local = |nodes: &str, tag: &str| -> (PathBuf, PathBuf) {
+        let (c, a) = (
+            dir.path().join(format!("c-{tag}.csv")),
+            dir.path().join(format!("a-{tag}.txt")),
+        );
+        local(&[
+            "run",
+            "kmeans",
+            "--input",
+            s(&points),
+            "--k",
+            "5",
+            "--iterations",
+            "1000",
+            "--ranks",
+            "6",
+            "--nodes",
+            nodes,
+            "--out",
+            s(&c),
+            "--assign",
+            s(&a),
+        ]);
+        (c, a)
+    };
+    let (c1, a1) = run_local("1", "local1");
+    let read = |p: &Path| std::fs::read(p).unwrap();
+    for np in [2u32, 3] {
+        let (c, a) = (
+            dir.path().join(format!("c-mpi{np}.csv")),
+            dir.path().join(format!("a-mpi{np}.txt")),
+        );
+        let ran = mpirun(
+            np,
+            120,
+            &[],
+            SPILLWAY,
+            &[
+                "run",
+                "kmeans",
+                "--backend",
+                "mpi",
+                "--input",
+                s(&points),
+                "--k",
+                "5",
+                "--iterations",
+                "1000",
+                "--ranks",
+                "6",
+                "--out",
+                s(&c),
+                "--assign",
+                s(&a),
+            ],
+        );
+        assert_eq!(ran.code, Some(0), "{ran}");
+        assert_eq!(
+            read(&a),
+            read(&a1),
+            "np={np}: assignments differ from the local backend"
+        );
+        // The same node layout on the local backend combines partial sums in the same order.
+        let (cl, _) = run_local(&np.to_string(), &format!("local{np}"));
+        assert_eq!(
+            read(&c),
+            read(&cl),
+            "np={np}: centroids differ from the local backend"
+        );
+        let max_diff = std::fs::read_to_string(&c)
+            .unwrap()
+            .split(|ch| ch == ',' || ch == '\n')
+            .zip(
+                std::fs::read_to_string(&c1)
+                    .unwrap()
+                    .split(|ch| ch == ',' || ch == '\n'),
+            )
+            .filter(|(x, _)| !x.is_empty())
+            .map(|(x, y)| (x.parse::<f64>().unwrap() - y.parse::<f64>().unwrap()).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            max_diff <= 1e-9,
+            "np={np}: centroids differ by {max_diff:e}"
+        );
+    }
+}
+
+#[test]
+fn memory_budget_and_message_spilling_work_per_node_over_mpi() {
+    let dir = tempdir();
+    let graph = dir.path().join("graph.txt");
+    write_graph(&graph, 100_000, 1_000_000);
+    let want = dir.path().join("local.txt");
+    local(&[
+        "run",
+        "pagerank",
+        "--input",
+        s(&graph),
+        "--ranks",
+        "8",
+        "--iterations",
+        "5",
+        "--out",
+        s(&want),
+    ]);
+    let out = dir.path().join("mpi.txt");
+    let ran = mpirun(
+        2,
+        120,
+        &[],
+        SPILLWAY,
+        &[
+            "run",
+            "pagerank",
+            "--backend",
+            "mpi",
+            "--ranks",
+            "8",
+            "--iterations",
+            "5",
+            "--running",
+            "1",
+            "--mem-budget",
+            "256K",
+            "--input",
+            s(&graph),
+            "--out",
+            s(&out),
+            "--json",
+        ],
+    );
+    assert_eq!(ran.code, Some(0), "{ran}");
+    let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+    assert!(report["spill_bytes_written"].as_u64().unwrap() > 0, "{ran}");
+    assert!(report["messages_spilled"].as_u64().unwrap() > 0, "{ran}");
+    let (got, want) = (read_ranks(&out), read_ranks(&want));
+    assert_eq!(got.len(), want.len());
+    let l1: f64 = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).sum();
+    assert!(
+        l1 <= 1e-12,
+        "L1 distance to the local backend {l1:e} under a memory budget"
+    );
+}
