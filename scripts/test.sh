@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check of the project: formatting, lints, unit/SPMD/CLI tests (with Python
 # reference checks against networkx, scipy and scikit-learn), doc tests and the examples.
+# With MPI installed (mpirun and mpicc on the PATH) it also builds the MPI backend and runs the
+# MPI tests at 2 and 3 processes; SPILLWAY_REQUIRE_MPI=1 (set by CI) makes a missing MPI an
+# error instead of a skip.
 # Usage: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,4 +34,23 @@ echo "== examples"
 for ex in hello pagerank kmeans; do
     cargo run --quiet --release -p spillway --example "$ex"
 done
+if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
+    # Open MPI refuses to run as root and to oversubscribe cores without these.
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_MCA_rmaps_base_oversubscribe=1
+    echo "== MPI backend: $(mpirun --version 2>&1 | head -n 1)"
+    echo "== cargo clippy (feature mpi)"
+    cargo clippy --workspace --all-targets --quiet --features spillway-cli/mpi,spillway-bench/mpi -- -D warnings
+    echo "== MPI tests (mpirun -np 2 and -np 3)"
+    if cargo nextest --version >/dev/null 2>&1; then
+        cargo nextest run -p spillway-cli --features mpi --test mpi --profile ci --no-fail-fast
+    else
+        cargo test -p spillway-cli --features mpi --test mpi --no-fail-fast
+    fi
+elif [ "${SPILLWAY_REQUIRE_MPI:-0}" = 1 ]; then
+    echo "error: SPILLWAY_REQUIRE_MPI=1 but mpirun/mpicc were not found" >&2
+    exit 1
+else
+    echo "== SKIPPED: MPI backend tests (no mpirun/mpicc; install libopenmpi-dev openmpi-bin libclang-dev)"
+fi
 echo "== all checks passed"

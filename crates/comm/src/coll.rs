@@ -9,16 +9,24 @@
 //!
 //! | operation | between nodes (L leaders, n bytes) | inside a node |
 //! |---|---|---|
-//! | `bcast` | binomial tree: ceil(log2 L) (alpha + n beta) | one shared buffer for all members |
-//! | `reduce`, `allreduce` | binomial tree to the first leader (+ bcast) | leader combines in rank order |
+//! | `bcast` | binomial tree: ceil(log2 L) (alpha + n beta); large, L >= 3: pipelined chain in node order, chunk from alpha/beta | one shared buffer for all members |
+//! | `reduce` | binomial tree to the first leader | leader combines in rank order |
+//! | `allreduce` | tree reduce + bcast; large and commutative: ring reduce-scatter + allgather | leader combines in rank order, shares the result |
 //! | `gather(v)`, `scatter(v)` | one bundle per node to / from the root | via the leader |
 //! | `allgather(v)` | gather to rank 0, then bcast of the bundle | shared bundle |
 //! | `alltoall(v)` | pairwise exchange, p - 1 rounds | direct |
 //! | `scan`, `exscan` | recursive doubling, ceil(log2 p) rounds | — |
 //! | `barrier` | reduce of nothing + bcast of nothing | via the leader |
 //!
+//! "Large" is decided by the job's link model ([`Rank::link_model`](spillway_runtime::Rank::link_model)):
+//! measured at start-up by the MPI backend, absent on the local backend (whose virtual nodes
+//! pass pointers), where the trees are always used. The choice depends only on the model, the
+//! layout and the size, so every member takes the same one; a leader learns from the first
+//! message of a broadcast which algorithm the root's leader chose.
+//!
 //! Results are deterministic: operands are always combined in the same order for a given
-//! communicator, whatever the timing.
+//! communicator and link model, whatever the timing. The ring allreduce associates
+//! differently from the tree when there are more than two nodes.
 
 use bytemuck::Pod;
 use serde::de::DeserializeOwned;
