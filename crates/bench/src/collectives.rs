@@ -1,5 +1,6 @@
-//! `collectives`: bandwidth of `allreduce`, `bcast` and `alltoall` on the local backend against
-//! a single-threaded `memcpy` of the same number of bytes, measured in the same run.
+//! `collectives`: bandwidth of `allreduce`, `bcast` and `alltoall` on the local backend (or,
+//! with `--backend mpi`, across MPI processes) against a single-threaded `memcpy` of the same
+//! number of bytes, measured in the same run.
 //!
 //! # What is timed
 //! Every rank runs the same sequence. For each operation and message size, one untimed call
@@ -14,11 +15,22 @@
 //! `bytes / median time`, in GB/s (10^9 bytes/s), where `bytes` is the message size for
 //! `bcast` (`u8`) and `allreduce` (`f64`, `Sum`), and the size of each rank's send buffer for
 //! `alltoall` (`u8`, equal blocks of `size / ranks` bytes).
+//!
+//! # MPI backend
+//! With `--backend mpi` (binary built with the feature `mpi`, started by `mpirun -np K`) every
+//! MPI process is one node, so the job has K nodes; `--ranks` defaults to K (one rank per
+//! process, comparable with a plain MPI program) and may list several rank counts, each run as
+//! one job. Only process 0, which holds rank 0, measures the `memcpy` baseline and prints;
+//! `scripts/bench_mpi.sh` compares the results with Open MPI's `MPI_Bcast` and `MPI_Allreduce`
+//! timed the same way (`scripts/bench_mpi_ref.py`).
+//!
+//! `--json FILE` also writes every figure as one JSON object per line (times in seconds).
 
+use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use spillway::{run, Collectives, Comm, Config, Error, Sum};
+use spillway::{run_with_stats, Backend, Collectives, Comm, Config, Error, Sum};
 
 use crate::harness::{
     format_duration, format_size, gb_per_s, memcpy_stats, parse_size, BoxError, Options, Stats,
@@ -33,13 +45,24 @@ const DEFAULT_SIZES: &str = "1K,64K,1M,16M";
 /// Sizes from this one on get fewer repetitions (each takes milliseconds).
 const LARGE: usize = 4 << 20;
 
+/// Sizes from this one on get fewer repetitions still (each takes tens of milliseconds or more).
+const HUGE: usize = 64 << 20;
+
 /// Usage text of the subcommand.
 pub const USAGE: &str =
-    "collectives [--ranks R] [--nodes K] [--running X] [--sizes 1K,64K,1M,16M] [--reps N]
-    --ranks/--nodes  measure only this configuration (default: (2,1) (4,1) (4,2) (8,2))
+    "collectives [--backend local|mpi] [--ranks R] [--nodes K] [--running X] [--sizes 1K,64K,1M,16M]
+              [--reps N] [--ops allreduce,bcast,alltoall] [--json FILE]
+    --backend        local (default): threads of this process; mpi: one node per MPI process
+                     (run under `mpirun -np K`, build with `--features mpi`)
+    --ranks/--nodes  measure only this configuration (default: (2,1) (4,1) (4,2) (8,2));
+                     with --backend mpi the nodes are the K processes, --ranks defaults to K
+                     and may be a list (e.g. 2,4), one job each
     --running        ranks of a node executing at once (default 2)
     --sizes          comma-separated message sizes, suffixes K/M/G are binary
-    --reps           repetitions below 4 MiB (default 45); larger sizes get max(3, N/3)";
+    --reps           repetitions below 4 MiB (default 45); sizes from 4 MiB get max(3, N/3),
+                     sizes from 64 MiB max(3, N/9)
+    --ops            comma-separated operations to measure (default: all three)
+    --json           also write every figure to FILE, one JSON object per line";
 
 /// A collective operation under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +81,25 @@ impl Op {
             Op::Bcast => "bcast",
             Op::Alltoall => "alltoall",
         }
+    }
+
+    /// Parses a comma-separated list of operation names; the result keeps the order of
+    /// [`Op::ALL`].
+    fn parse_list(list: &str) -> Result<Vec<Op>, String> {
+        let mut wanted = Vec::new();
+        for name in list.split(',').map(str::trim) {
+            let op = Op::ALL
+                .into_iter()
+                .find(|op| op.name() == name)
+                .ok_or_else(|| {
+                    format!("unknown operation '{name}' (allreduce, bcast, alltoall)")
+                })?;
+            wanted.push(op);
+        }
+        Ok(Op::ALL
+            .into_iter()
+            .filter(|op| wanted.contains(op))
+            .collect())
     }
 }
 
@@ -79,9 +121,60 @@ struct ConfigResult {
     measured: Vec<Measured>,
 }
 
+/// Where the ranks run: threads of this process, or one node per MPI process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Where {
+    Local,
+    /// `process` of `processes` MPI processes.
+    Mpi {
+        process: u32,
+        processes: u32,
+    },
+}
+
+/// Keeps MPI initialised while the jobs run (finalised when dropped).
+#[cfg(feature = "mpi")]
+type MpiSession = spillway::mpi::rsmpi::environment::Universe;
+#[cfg(not(feature = "mpi"))]
+type MpiSession = ();
+
+/// Initialises MPI (funneled, as the MPI backend needs) and returns this process's index and
+/// the number of processes.
+#[cfg(feature = "mpi")]
+fn start_mpi() -> Result<(MpiSession, u32, u32), BoxError> {
+    use spillway::mpi::rsmpi::{self, topology::Communicator};
+    let (universe, _level) = rsmpi::initialize_with_threading(rsmpi::Threading::Funneled)
+        .ok_or("MPI could not be initialised")?;
+    let world = universe.world();
+    let (process, processes) = (world.rank() as u32, world.size() as u32);
+    Ok((universe, process, processes))
+}
+
+#[cfg(not(feature = "mpi"))]
+fn start_mpi() -> Result<(MpiSession, u32, u32), BoxError> {
+    Err("--backend mpi needs a build with the `mpi` feature: \
+         cargo build --release -p spillway-bench --features mpi"
+        .into())
+}
+
+/// Leaves MPI without `MPI_Finalize` after a failed job: if a process was lost, finalising
+/// would wait for it forever (the runtime does the same when it initialised MPI itself).
+#[cfg(feature = "mpi")]
+fn abandon_mpi(session: Option<MpiSession>) {
+    std::mem::forget(session);
+}
+
+#[cfg(not(feature = "mpi"))]
+fn abandon_mpi(_session: Option<MpiSession>) {}
+
 /// Runs the subcommand with its arguments.
 pub fn main(args: &[String]) -> Result<(), BoxError> {
-    let opts = Options::parse(args, &["ranks", "nodes", "running", "sizes", "reps"])?;
+    let opts = Options::parse(
+        args,
+        &[
+            "backend", "ranks", "nodes", "running", "sizes", "reps", "ops", "json",
+        ],
+    )?;
     let running: u32 = opts.get("running")?.unwrap_or(2);
     let reps: usize = opts.get("reps")?.unwrap_or(45);
     let sizes = opts
@@ -90,56 +183,147 @@ pub fn main(args: &[String]) -> Result<(), BoxError> {
         .split(',')
         .map(parse_size)
         .collect::<Result<Vec<_>, _>>()?;
-    let ranks: Option<u32> = opts.get("ranks")?;
-    let nodes: Option<u32> = opts.get("nodes")?;
-    let configs = if ranks.is_none() && nodes.is_none() {
-        DEFAULT_CONFIGS.to_vec()
-    } else {
-        vec![(ranks.unwrap_or(4), nodes.unwrap_or(1))]
+    let ops = match opts.raw("ops") {
+        Some(list) => Op::parse_list(list)?,
+        None => Op::ALL.to_vec(),
     };
-    if running == 0 || reps == 0 {
-        return Err("--running and --reps must be at least 1".into());
+    let nodes: Option<u32> = opts.get("nodes")?;
+    // MPI stays initialised until `session` is dropped at the end of this function.
+    let (mut session, place) = match opts.raw("backend").unwrap_or("local") {
+        "local" => (None, Where::Local),
+        "mpi" => {
+            let (session, process, processes) = start_mpi()?;
+            (Some(session), Where::Mpi { process, processes })
+        }
+        other => return Err(format!("unknown backend '{other}' (local or mpi)").into()),
+    };
+    let configs = match place {
+        Where::Local => {
+            let ranks: Option<u32> = opts.get("ranks")?;
+            if ranks.is_none() && nodes.is_none() {
+                DEFAULT_CONFIGS.to_vec()
+            } else {
+                vec![(ranks.unwrap_or(4), nodes.unwrap_or(1))]
+            }
+        }
+        Where::Mpi { processes, .. } => {
+            if nodes.is_some_and(|n| n != processes) {
+                return Err(format!(
+                    "with --backend mpi every process is one node: {processes} processes, \
+                     leave out --nodes"
+                )
+                .into());
+            }
+            let ranks = match opts.raw("ranks") {
+                Some(list) => list
+                    .split(',')
+                    .map(|r| {
+                        r.trim()
+                            .parse::<u32>()
+                            .map_err(|_| format!("invalid value '{r}' for --ranks"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                None => vec![processes],
+            };
+            if let Some(r) = ranks.iter().find(|&&r| r < processes) {
+                return Err(format!("--ranks {r}: at least one rank per process").into());
+            }
+            ranks.into_iter().map(|r| (r, processes)).collect()
+        }
+    };
+    if running == 0 || reps == 0 || sizes.is_empty() || ops.is_empty() {
+        return Err("--running and --reps must be at least 1, --sizes and --ops not empty".into());
     }
     let reps_for = |size: usize| {
         if size < LARGE {
             reps
-        } else {
+        } else if size < HUGE {
             (reps / 3).max(3)
+        } else {
+            (reps / 9).max(3)
         }
     };
+    // Only the process holding rank 0 (all of them with the local backend) reports.
+    let reporter = match place {
+        Where::Local => true,
+        Where::Mpi { process, .. } => process == 0,
+    };
+    let mut json = String::new();
 
-    println!("## Collectives (local backend, running = {running} per node)\n");
-    println!("memcpy baseline: one thread, `copy_from_slice` between pre-touched buffers.\n");
-    println!("| size | reps | median | min | GB/s (median) |");
-    println!("|---:|---:|---:|---:|---:|");
-    let memcpy: Vec<Stats> = sizes
-        .iter()
-        .map(|&size| {
-            let s = memcpy_stats(size, reps_for(size));
-            println!(
-                "| {} | {} | {} | {} | {:.2} |",
-                format_size(size),
-                s.reps,
-                format_duration(s.median),
-                format_duration(s.min),
-                gb_per_s(size, s.median)
-            );
-            s
-        })
-        .collect();
+    let memcpy: Vec<Stats> = if reporter {
+        match place {
+            Where::Local => {
+                println!("## Collectives (local backend, running = {running} per node)\n")
+            }
+            Where::Mpi { processes, .. } => println!(
+                "## Collectives (mpi backend, {processes} processes = nodes, \
+                 running = {running} per node)\n"
+            ),
+        }
+        println!("memcpy baseline: one thread, `copy_from_slice` between pre-touched buffers.\n");
+        println!("| size | reps | median | min | GB/s (median) |");
+        println!("|---:|---:|---:|---:|---:|");
+        sizes
+            .iter()
+            .map(|&size| {
+                let s = memcpy_stats(size, reps_for(size));
+                println!(
+                    "| {} | {} | {} | {} | {:.2} |",
+                    format_size(size),
+                    s.reps,
+                    format_duration(s.median),
+                    format_duration(s.min),
+                    gb_per_s(size, s.median)
+                );
+                json_line(&mut json, "memcpy", None, size, size, &s);
+                s
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
 
     let mut results = Vec::new();
     for &(ranks, nodes) in &configs {
-        eprintln!("collectives: ranks = {ranks}, nodes = {nodes}, running = {running} ...");
-        let config = Config::new(ranks).nodes(nodes).running(running);
-        let mut out = run(&config, |rank| measure_rank(rank, &sizes, &reps_for))?;
-        let (barrier, measured) = out.swap_remove(0).ok_or("rank 0 returned no timings")?;
+        if reporter {
+            eprintln!("collectives: ranks = {ranks}, nodes = {nodes}, running = {running} ...");
+        }
+        let config = match place {
+            Where::Local => Config::new(ranks).nodes(nodes).running(running),
+            Where::Mpi { .. } => Config::new(ranks).backend(Backend::Mpi).running(running),
+        };
+        let (out, stats) =
+            match run_with_stats(&config, |rank| measure_rank(rank, &sizes, &ops, &reps_for)) {
+                Ok(done) => done,
+                Err(e) => {
+                    abandon_mpi(session.take());
+                    return Err(e.into());
+                }
+            };
+        if stats.local_ranks.start != 0 {
+            continue;
+        }
+        let (barrier, measured) = out
+            .into_iter()
+            .next()
+            .flatten()
+            .ok_or("rank 0 returned no timings")?;
+        if stats.memory.messages_spilled > 0 {
+            eprintln!(
+                "collectives: ranks = {ranks}, nodes = {nodes}: {} messages ({} bytes) went \
+                 to spill files",
+                stats.memory.messages_spilled, stats.memory.message_bytes_spilled
+            );
+        }
         results.push(ConfigResult {
             ranks,
             nodes,
             barrier,
             measured,
         });
+    }
+    if !reporter {
+        return Ok(());
     }
 
     println!("\nBarrier latency (one `barrier`, included once in every repetition below):\n");
@@ -153,6 +337,14 @@ pub fn main(args: &[String]) -> Result<(), BoxError> {
             r.barrier.reps,
             format_duration(r.barrier.median),
             format_duration(r.barrier.min)
+        );
+        json_line(
+            &mut json,
+            "barrier",
+            Some((r.ranks, r.nodes)),
+            0,
+            0,
+            &r.barrier,
         );
     }
 
@@ -181,11 +373,50 @@ pub fn main(args: &[String]) -> Result<(), BoxError> {
                     base,
                     format_ratio(bw / base)
                 );
+                json_line(
+                    &mut json,
+                    op.name(),
+                    Some((r.ranks, r.nodes)),
+                    m.size,
+                    m.bytes,
+                    &m.stats,
+                );
             }
         }
     }
     println!();
+    if let Some(path) = opts.raw("json") {
+        std::fs::write(path, json).map_err(|e| format!("cannot write {path}: {e}"))?;
+    }
     Ok(())
+}
+
+/// Appends one figure as a JSON object on its own line: `op` (an operation, `memcpy` or
+/// `barrier`), the configuration if any, the requested size, the bytes counted and the timings
+/// in seconds, with the bandwidth in GB/s (absent for the barrier).
+fn json_line(
+    out: &mut String,
+    op: &str,
+    config: Option<(u32, u32)>,
+    size: usize,
+    bytes: usize,
+    stats: &Stats,
+) {
+    let _ = write!(out, "{{\"impl\":\"spillway\",\"op\":\"{op}\"");
+    if let Some((ranks, nodes)) = config {
+        let _ = write!(out, ",\"ranks\":{ranks},\"nodes\":{nodes}");
+    }
+    let _ = write!(
+        out,
+        ",\"size\":{size},\"bytes\":{bytes},\"reps\":{},\"median_s\":{:e},\"min_s\":{:e}",
+        stats.reps,
+        stats.median.as_secs_f64(),
+        stats.min.as_secs_f64()
+    );
+    if bytes > 0 {
+        let _ = write!(out, ",\"gbps\":{:e}", gb_per_s(bytes, stats.median));
+    }
+    out.push_str("}\n");
 }
 
 /// Formats a ratio with three decimals, or in scientific notation when that would show zero.
@@ -220,6 +451,7 @@ fn time_op(
 fn measure_rank(
     rank: &spillway::Rank,
     sizes: &[usize],
+    ops: &[Op],
     reps_for: &dyn Fn(usize) -> usize,
 ) -> Result<Option<(Stats, Vec<Measured>)>, BoxError> {
     let world = Comm::world(rank);
@@ -228,7 +460,7 @@ fn measure_rank(
     let mut measured = Vec::new();
     for &size in sizes {
         let reps = reps_for(size);
-        for op in Op::ALL {
+        for &op in ops {
             let (bytes, times) = match op {
                 Op::Allreduce => {
                     let n = (size / 8).max(1);
@@ -289,4 +521,33 @@ fn measure_rank(
         }
     }
     Ok((me == 0).then_some((barrier, measured)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_parse_in_canonical_order() {
+        assert_eq!(
+            Op::parse_list("bcast,allreduce").unwrap(),
+            vec![Op::Allreduce, Op::Bcast]
+        );
+        assert_eq!(Op::parse_list(" alltoall ").unwrap(), vec![Op::Alltoall]);
+        assert!(Op::parse_list("bcast,gather").is_err());
+    }
+
+    #[test]
+    fn json_lines_carry_config_and_bandwidth() {
+        let stats = Stats::of(&[Duration::from_millis(2)]);
+        let mut out = String::new();
+        json_line(&mut out, "bcast", Some((2, 2)), 1 << 20, 1 << 20, &stats);
+        json_line(&mut out, "barrier", Some((2, 2)), 0, 0, &stats);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0]
+            .starts_with("{\"impl\":\"spillway\",\"op\":\"bcast\",\"ranks\":2,\"nodes\":2,"));
+        assert!(lines[0].contains("\"median_s\":2e-3") && lines[0].contains("\"gbps\":"));
+        assert!(!lines[1].contains("gbps"));
+    }
 }

@@ -1,7 +1,9 @@
 //! `spillway-bench`: benchmarks of spillway against baselines measured in the same run.
 //!
 //! ```text
-//! spillway-bench collectives [--ranks R] [--nodes K] [--running X] [--sizes 1K,64K,1M,16M] [--reps N]
+//! spillway-bench collectives [--backend local|mpi] [--ranks R] [--nodes K] [--running X]
+//!                             [--sizes 1K,64K,1M,16M] [--reps N] [--ops allreduce,bcast,alltoall]
+//!                             [--json FILE]
 //! spillway-bench pagerank [--scale 18] [--edge-factor 16] [--ranks 8] [--nodes 1] [--iterations 10] [--reps 7]
 //! ```
 //!
@@ -9,7 +11,9 @@
 //! every figure comes with a baseline timed in the same process on the same machine (a
 //! single-threaded `memcpy` for the collectives, a sequential CSR PageRank for PageRank), and
 //! results are checked before they are timed. Tables are printed as Markdown on stdout,
-//! progress on stderr. `scripts/bench.sh` builds and runs both subcommands.
+//! progress on stderr. `scripts/bench.sh` builds and runs both subcommands;
+//! `scripts/bench_mpi.sh` runs `collectives --backend mpi` (feature `mpi`) under `mpirun` against
+//! the MPI library's own `MPI_Bcast` and `MPI_Allreduce`.
 #![forbid(unsafe_code)]
 
 mod collectives;

@@ -377,12 +377,8 @@ fn kmeans_over_mpi_gives_the_local_backends_assignments() {
         );
         let max_diff = std::fs::read_to_string(&c)
             .unwrap()
-            .split(|ch| ch == ',' || ch == '\n')
-            .zip(
-                std::fs::read_to_string(&c1)
-                    .unwrap()
-                    .split(|ch| ch == ',' || ch == '\n'),
-            )
+            .split([',', '\n'])
+            .zip(std::fs::read_to_string(&c1).unwrap().split([',', '\n']))
             .filter(|(x, _)| !x.is_empty())
             .map(|(x, y)| (x.parse::<f64>().unwrap() - y.parse::<f64>().unwrap()).abs())
             .fold(0.0, f64::max);

@@ -370,9 +370,11 @@ impl Comm<'_> {
             }
             acc[range].copy_from_slice(other);
         }
-        let shared = encode(&acc).into_shared();
-        for &m in &g.members[my_g][1..] {
-            self.csend(m, tag, Payload::Shared(Arc::clone(&shared)))?;
+        if g.members[my_g].len() > 1 {
+            let shared = encode(&acc).into_shared();
+            for &m in &g.members[my_g][1..] {
+                self.csend(m, tag, Payload::Shared(Arc::clone(&shared)))?;
+            }
         }
         Ok(acc)
     }

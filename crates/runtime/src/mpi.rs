@@ -518,19 +518,21 @@ impl<'a> Progress<'a> {
         self.agree();
     }
 
-    /// Waits before the next round: not at all while busy, then yields, then sleeps on the
-    /// outbox for up to 20 us while transfers are in flight and 1 ms when idle.
+    /// Waits before the next round. While no rank of this process can run (they all wait,
+    /// typically for messages from other nodes) or transfers are in flight, it only yields:
+    /// nothing here needs the core, and MPI moves large messages only while both sides call
+    /// into it (Open MPI's shared-memory transport, for one). While ranks compute, it sleeps
+    /// on the outbox with a growing timeout of up to 200 us, and a rank's send wakes it at once.
     fn pause(&self, idle: u32) {
         if idle == 0 {
             return;
         }
-        if idle < 64 {
+        let in_flight = !self.sends.is_empty() || self.incoming.iter().any(|q| !q.is_empty());
+        if idle < 64 || in_flight || self.job.passive() {
             std::thread::yield_now();
             return;
         }
-        let pending = !self.sends.is_empty() || self.incoming.iter().any(|q| !q.is_empty());
-        let cap = if pending { 20 } else { 1000 };
-        let micros = (2u64 << ((idle - 64) / 32).min(10)).min(cap);
+        let micros = (2u64 << ((idle - 64) / 32).min(10)).min(200);
         self.remote.wait(Duration::from_micros(micros));
     }
 

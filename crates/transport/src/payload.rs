@@ -12,11 +12,16 @@ pub struct AlignedBuf {
 
 impl AlignedBuf {
     /// A zero-filled buffer of `len` bytes.
+    ///
+    /// Buffers of 4 MiB and more are fresh anonymous mappings; they are marked for transparent
+    /// huge pages before their first use, so filling them costs one page fault per 2 MiB
+    /// instead of one per 4 KiB (large messages are received into fresh buffers).
     pub fn zeroed(len: usize) -> AlignedBuf {
-        AlignedBuf {
-            words: vec![0u128; len.div_ceil(16)],
-            len,
+        let words = vec![0u128; len.div_ceil(16)];
+        if len >= HUGE_PAGE_MIN {
+            advise_huge_pages(&words);
         }
+        AlignedBuf { words, len }
     }
 
     /// A copy of `bytes`.
@@ -62,6 +67,32 @@ fn words_as_bytes_mut(words: &mut [u128]) -> &mut [u8] {
     // byte view cannot create an invalid value, and the exclusive borrow is carried over.
     unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), words.len() * 16) }
 }
+
+const HUGE_PAGE_MIN: usize = 4 << 20;
+
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(words: &[u128]) {
+    const HUGE: usize = 2 << 20;
+    let start = words.as_ptr() as usize;
+    let end = start + std::mem::size_of_val(words);
+    let first = start.next_multiple_of(HUGE);
+    let last = end / HUGE * HUGE;
+    if last > first {
+        // SAFETY: [first, last) lies inside the allocation of `words`; MADV_HUGEPAGE only
+        // changes how the kernel backs those pages, never their contents. Failure (e.g. no
+        // THP support) is harmless and ignored.
+        unsafe {
+            libc::madvise(
+                first as *mut libc::c_void,
+                last - first,
+                libc::MADV_HUGEPAGE,
+            );
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_words: &[u128]) {}
 
 impl std::fmt::Debug for AlignedBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
