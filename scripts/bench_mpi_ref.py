@@ -154,7 +154,8 @@ def main():
 
     if me != 0:
         return
-    print(f"## {MPI.Get_library_version().splitlines()[0].strip()} ({p} processes), mpi4py\n")
+    library = MPI.Get_library_version().replace(chr(0), "").splitlines()[0].strip()
+    print(f"## {library} ({p} processes), mpi4py\n")
     print("| op | ranks | size | reps | median | min | GB/s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in records:
