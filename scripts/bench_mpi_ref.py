@@ -26,7 +26,6 @@ import sys
 import time
 
 import numpy as np
-from mpi4py import MPI
 
 LARGE = 4 << 20
 HUGE = 64 << 20
@@ -84,6 +83,8 @@ def main():
     ap.add_argument("--ops", default="allreduce,bcast")
     ap.add_argument("--json", help="write one JSON object per figure to this file (rank 0)")
     args = ap.parse_args()
+
+    from mpi4py import MPI  # here, so that --compare runs without MPI
 
     comm = MPI.COMM_WORLD
     me, p = comm.Get_rank(), comm.Get_size()
@@ -172,5 +173,70 @@ def main():
                 f.write(json.dumps(r) + "\n")
 
 
+
+def compare(np_, spill_path, mpi_path):
+    """Joins the spillway and MPI result files into one comparison table per operation."""
+    def load(path):
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    spill, ref = load(spill_path), load(mpi_path)
+    extra = sorted({r["ranks"] for r in spill if "ranks" in r} - {np_})
+    by = {(r["op"], r.get("ranks"), r["size"]): r for r in spill}
+    ref_by = {(r["op"], r["size"]): r for r in ref}
+
+    print("## spillway (MPI backend) vs Open MPI\n")
+    print(
+        f"{np_} MPI processes. spillway: {np_} ranks, one per process (one spillway node per "
+        "process); Open MPI: MPI_Bcast / MPI_Allreduce through mpi4py. Median of the repetitions "
+        "(barrier, start, operation, barrier, stop; both implementations use their own barrier); "
+        "GB/s = bytes / median / 1e9; ratio = spillway GB/s / Open MPI GB/s."
+    )
+    if extra:
+        print(
+            "Extra columns: spillway with more ranks than processes ("
+            + ", ".join(f"{r} ranks = {r // np_} per process" for r in extra)
+            + "), ratio again against Open MPI with one rank per process."
+        )
+    b_s, b_m = by.get(("barrier", np_, 0)), ref_by.get(("barrier", 0))
+    if b_s and b_m:
+        print(
+            f"\nBarrier latency (median): spillway {format_duration(b_s['median_s'])}, "
+            f"Open MPI {format_duration(b_m['median_s'])}."
+        )
+    for op, what in (("bcast", "bcast (`u8`, from rank 0)"), ("allreduce", "allreduce (`f64`, sum)")):
+        sizes = sorted({r["size"] for r in spill if r["op"] == op})
+        if not sizes:
+            continue
+        print(f"\n### {what}\n")
+        head = "| size | spillway median | spillway GB/s | Open MPI median | Open MPI GB/s | ratio |"
+        rule = "|---:|---:|---:|---:|---:|---:|"
+        for r in extra:
+            head += f" spillway {r} ranks median | GB/s | ratio |"
+            rule += "---:|---:|---:|"
+        print(head)
+        print(rule)
+        for size in sizes:
+            s, m = by.get((op, np_, size)), ref_by.get((op, size))
+            if s is None or m is None:
+                continue
+            row = (
+                f"| {format_size(s['bytes'])} | {format_duration(s['median_s'])} | {s['gbps']:.3f} "
+                f"| {format_duration(m['median_s'])} | {m['gbps']:.3f} | {s['gbps'] / m['gbps']:.3f} |"
+            )
+            for r in extra:
+                x = by.get((op, r, size))
+                row += (
+                    f" {format_duration(x['median_s'])} | {x['gbps']:.3f} | {x['gbps'] / m['gbps']:.3f} |"
+                    if x
+                    else " - | - | - |"
+                )
+            print(row)
+    print()
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 5 and sys.argv[1] == "--compare":
+        compare(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    else:
+        main()

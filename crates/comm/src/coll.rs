@@ -232,6 +232,28 @@ impl Comm<'_> {
         Ok(Arc::new(buf))
     }
 
+    /// At a group's leader: its own `data` combined, in rank order, with the data of the
+    /// other `members` (the leader is `members[0]`).
+    fn combine_members<T: Pod, O: Operation<T> + ?Sized>(
+        &self,
+        members: &[usize],
+        data: &[T],
+        op: &O,
+        tag: i32,
+        name: &'static str,
+    ) -> Result<Vec<T>> {
+        let mut acc = data.to_vec();
+        for &m in &members[1..] {
+            let p = self.crecv(m, tag, name)?;
+            let other = view::<T>(p.as_bytes())?;
+            if other.len() != acc.len() {
+                return Err(length_mismatch());
+            }
+            op.combine(&mut acc, other);
+        }
+        Ok(acc)
+    }
+
     pub(crate) fn reduce_vec<T: Pod, O: Operation<T> + ?Sized>(
         &self,
         root: usize,
@@ -254,15 +276,7 @@ impl Comm<'_> {
         if me != leader {
             self.csend(leader, tag, encode(data))?;
         } else {
-            let mut acc = data.to_vec();
-            for &m in &g.members[my_g][1..] {
-                let p = self.crecv(m, tag, name)?;
-                let other = view::<T>(p.as_bytes())?;
-                if other.len() != acc.len() {
-                    return Err(length_mismatch());
-                }
-                op.combine(&mut acc, other);
-            }
+            let mut acc = self.combine_members(&g.members[my_g], data, op, tag, name)?;
             let l = g.members.len();
             let mut mask = 1;
             let mut sent = false;
@@ -333,15 +347,7 @@ impl Comm<'_> {
             }
             return Ok(result.to_vec());
         }
-        let mut acc = data.to_vec();
-        for &m in &g.members[my_g][1..] {
-            let p = self.crecv(m, tag, name)?;
-            let other = view::<T>(p.as_bytes())?;
-            if other.len() != acc.len() {
-                return Err(length_mismatch());
-            }
-            op.combine(&mut acc, other);
-        }
+        let mut acc = self.combine_members(&g.members[my_g], data, op, tag, name)?;
         let l = g.members.len();
         let n = acc.len();
         let block = |b: usize| b * n / l..(b + 1) * n / l;
