@@ -457,6 +457,7 @@ impl<'a> Progress<'a> {
     fn run(mut self) {
         let mut barrier: Option<ffi::MPI_Request> = None;
         let mut idle = 0u32;
+        let mut idle_since = Instant::now();
         loop {
             let busy = match self.step() {
                 Ok(busy) => busy,
@@ -502,8 +503,13 @@ impl<'a> Progress<'a> {
                 }
                 barrier = Some(request);
             }
-            idle = if busy { 0 } else { idle.saturating_add(1) };
-            self.pause(idle);
+            if busy {
+                idle = 0;
+                idle_since = Instant::now();
+            } else {
+                idle = idle.saturating_add(1);
+            }
+            self.pause(idle, idle_since.elapsed());
         }
         if self.transport_failed {
             // The network cannot be trusted any more: let the local ranks end and leave.
@@ -518,17 +524,19 @@ impl<'a> Progress<'a> {
         self.agree();
     }
 
-    /// Waits before the next round. While no rank of this process can run (they all wait,
-    /// typically for messages from other nodes) or transfers are in flight, it only yields:
-    /// nothing here needs the core, and MPI moves large messages only while both sides call
-    /// into it (Open MPI's shared-memory transport, for one). While ranks compute, it sleeps
-    /// on the outbox with a growing timeout of up to 200 us, and a rank's send wakes it at once.
-    fn pause(&self, idle: u32) {
+    /// Waits before the next round. While transfers are in flight it only yields: MPI moves
+    /// large messages only while both sides call into it (Open MPI's shared-memory transport,
+    /// for one). While no rank of this process can run (they all wait, typically for messages
+    /// from other nodes) it also only yields, for up to `SPIN` after the last activity: answers
+    /// within a collective come quickly and nothing here needs the core. Otherwise it sleeps on
+    /// the outbox with a growing timeout of up to 200 us; a rank's send wakes it at once.
+    fn pause(&self, idle: u32, idle_for: Duration) {
+        const SPIN: Duration = Duration::from_millis(5);
         if idle == 0 {
             return;
         }
         let in_flight = !self.sends.is_empty() || self.incoming.iter().any(|q| !q.is_empty());
-        if idle < 64 || in_flight || self.job.passive() {
+        if idle < 64 || in_flight || (self.job.passive() && idle_for < SPIN) {
             std::thread::yield_now();
             return;
         }
