@@ -517,7 +517,9 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("spillway: error: {}", f.message);
+            // One write, so that the messages of several MPI processes do not interleave.
+            let line = format!("spillway: error: {}\n", f.message);
+            let _ = std::io::stderr().write_all(line.as_bytes());
             ExitCode::from(f.code)
         }
     }

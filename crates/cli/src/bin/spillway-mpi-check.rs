@@ -30,6 +30,13 @@ use spillway::{Backend, JobError};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Writes `text` and a newline to stderr in one `write`, so that the lines of several MPI
+/// processes, forwarded by `mpirun`, do not interleave.
+fn say(text: impl std::fmt::Display) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{text}\n").as_bytes());
+}
+
 fn data_of(r: usize, len: usize) -> Vec<i64> {
     (0..len)
         .map(|i| (r as i64 + 1) * 1_000_003 + i as i64 * 7 - 50)
@@ -154,11 +161,11 @@ fn case_deadlock(ranks: u32) -> ExitCode {
     });
     match outcome {
         Err(JobError::Deadlock(report)) => {
-            eprintln!("{report}");
+            say(report);
             ExitCode::from(3)
         }
         other => {
-            eprintln!("expected a deadlock, got {other:?}");
+            say(format!("expected a deadlock, got {other:?}"));
             ExitCode::from(1)
         }
     }
@@ -176,7 +183,7 @@ fn case_fail(ranks: u32) -> ExitCode {
     });
     match outcome {
         Err(e) => {
-            eprintln!("job failed: {e}");
+            say(format!("job failed: {e}"));
             let named = e
                 .to_string()
                 .contains(&format!("rank {} failed", ranks - 1));
@@ -232,12 +239,12 @@ fn case_lost(ranks: u32) -> ExitCode {
     });
     match outcome {
         Err(e) => {
-            eprintln!("job failed: {e}");
+            say(format!("job failed: {e}"));
             let named = e.to_string().contains("probably lost");
             ExitCode::from(if named { 5 } else { 1 })
         }
         Ok(_) => {
-            eprintln!("the job ended normally although a process was lost");
+            say("the job ended normally although a process was lost");
             ExitCode::from(1)
         }
     }
@@ -249,7 +256,7 @@ fn main() -> ExitCode {
         None => 6,
         Some(Ok(r)) if r > 0 => r,
         _ => {
-            eprintln!("usage: spillway-mpi-check <comm|deadlock|fail|hook|lost> [ranks]");
+            say("usage: spillway-mpi-check <comm|deadlock|fail|hook|lost> [ranks]");
             return ExitCode::from(2);
         }
     };
@@ -260,14 +267,14 @@ fn main() -> ExitCode {
         Some("hook") => case_hook(ranks),
         Some("lost") => return case_lost(ranks),
         _ => {
-            eprintln!("usage: spillway-mpi-check <comm|deadlock|fail|hook|lost> [ranks]");
+            say("usage: spillway-mpi-check <comm|deadlock|fail|hook|lost> [ranks]");
             return ExitCode::from(2);
         }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("spillway-mpi-check: {e}");
+            say(format!("spillway-mpi-check: {e}"));
             ExitCode::from(1)
         }
     }
