@@ -132,6 +132,8 @@ pub(crate) struct Job {
     /// Set when other processes hold the other nodes.
     pub(crate) remote: Option<Arc<Remote>>,
     pub(crate) link_model: Option<LinkModel>,
+    /// The ranks of this process.
+    local: Range<u32>,
     /// Ranks of this process that have finished.
     finished: AtomicUsize,
     /// The first local failure, to be announced to the other processes.
@@ -189,6 +191,7 @@ impl Job {
                 + layout.local_size(part.local_nodes.end - 1);
         Job {
             active: AtomicUsize::new(local_ranks.len()),
+            local: local_ranks,
             layout,
             local_nodes: part.local_nodes,
             nodes,
@@ -255,14 +258,13 @@ impl Job {
 
     /// The ranks of this process.
     pub(crate) fn local_ranks(&self) -> Range<u32> {
-        let first = self.nodes.first().map_or(0, |n| n.first);
-        first..first + self.nodes.iter().map(|n| n.cv.len() as u32).sum::<u32>()
+        self.local.clone()
     }
 
     /// Whether every rank of this process has finished.
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn local_done(&self) -> bool {
-        self.finished.load(Ordering::Acquire) == self.local_ranks().len()
+        self.finished.load(Ordering::Acquire) == self.local.len()
     }
 
     /// Whether no rank of this process is running or runnable.

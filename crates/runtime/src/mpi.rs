@@ -355,15 +355,36 @@ fn header(o: &Outgoing) -> [u64; HEADER_WORDS] {
     ]
 }
 
-/// Bytes that must stay alive until their send requests complete.
-enum Keep {
-    Payload(#[allow(dead_code)] Payload),
-    Bytes(#[allow(dead_code)] AlignedBuf),
+/// A header (or control words) followed by `body`, as one buffer.
+fn framed(head: [u64; HEADER_WORDS], body: &[u8]) -> AlignedBuf {
+    let mut buf = AlignedBuf::zeroed(HEADER_BYTES + body.len());
+    let bytes = buf.as_bytes_mut();
+    bytes[..HEADER_BYTES].copy_from_slice(bytemuck::cast_slice(&head));
+    bytes[HEADER_BYTES..].copy_from_slice(body);
+    buf
+}
+
+/// The header words and the rest of a framed message from process `source`.
+fn unframe<'b>(
+    bytes: &'b [u8],
+    what: &str,
+    source: c_int,
+) -> Result<([u64; HEADER_WORDS], &'b [u8]), JobError> {
+    if bytes.len() < HEADER_BYTES {
+        return Err(JobError::Transport(format!(
+            "a {what} of {} bytes from process {source}",
+            bytes.len()
+        )));
+    }
+    let mut head = [0u64; HEADER_WORDS];
+    bytemuck::cast_slice_mut(&mut head).copy_from_slice(&bytes[..HEADER_BYTES]);
+    Ok((head, &bytes[HEADER_BYTES..]))
 }
 
 struct PendingSend {
     requests: Vec<ffi::MPI_Request>,
-    _keep: Keep,
+    /// The bytes the requests read, alive until they complete.
+    _keep: Payload,
 }
 
 struct PendingRecv {
@@ -639,30 +660,9 @@ impl<'a> Progress<'a> {
         let head = header(&out);
         let len = out.payload.len();
         if len <= INLINE {
-            let mut buf = AlignedBuf::zeroed(HEADER_BYTES + len);
-            let bytes = buf.as_bytes_mut();
-            bytes[..HEADER_BYTES].copy_from_slice(bytemuck::cast_slice(&head));
-            bytes[HEADER_BYTES..].copy_from_slice(out.payload.as_bytes());
-            // SAFETY: `buf` moves into the pending send (a heap buffer does not move) and is
-            // dropped only after the request completes.
-            let request =
-                unsafe { self.isend(buf.as_bytes().as_ptr(), buf.len(), dest, TAG_HEADER)? };
-            self.sends.push(PendingSend {
-                requests: vec![request],
-                _keep: Keep::Bytes(buf),
-            });
-            return Ok(());
+            return self.send_framed(dest, TAG_HEADER, framed(head, out.payload.as_bytes()));
         }
-        let mut hbuf = AlignedBuf::zeroed(HEADER_BYTES);
-        hbuf.as_bytes_mut()
-            .copy_from_slice(bytemuck::cast_slice(&head));
-        // SAFETY: as above, the header buffer is kept with its request.
-        let request =
-            unsafe { self.isend(hbuf.as_bytes().as_ptr(), HEADER_BYTES, dest, TAG_HEADER)? };
-        self.sends.push(PendingSend {
-            requests: vec![request],
-            _keep: Keep::Bytes(hbuf),
-        });
+        self.send_framed(dest, TAG_HEADER, framed(head, &[]))?;
         let payload = out.payload;
         let mut requests = Vec::with_capacity(len.div_ceil(CHUNK));
         for chunk in payload.as_bytes().chunks(CHUNK) {
@@ -672,7 +672,7 @@ impl<'a> Progress<'a> {
         }
         self.sends.push(PendingSend {
             requests,
-            _keep: Keep::Payload(payload),
+            _keep: payload,
         });
         Ok(())
     }
@@ -684,15 +684,18 @@ impl<'a> Progress<'a> {
         words: [u64; 4],
         text: &[u8],
     ) -> Result<(), JobError> {
-        let mut buf = AlignedBuf::zeroed(HEADER_BYTES + text.len());
         let head = [kind, words[0], words[1], words[2], words[3]];
-        buf.as_bytes_mut()[..HEADER_BYTES].copy_from_slice(bytemuck::cast_slice(&head));
-        buf.as_bytes_mut()[HEADER_BYTES..].copy_from_slice(text);
-        // SAFETY: the buffer is kept with its request until it completes.
-        let request = unsafe { self.isend(buf.as_bytes().as_ptr(), buf.len(), dest, TAG_CONTROL)? };
+        self.send_framed(dest, TAG_CONTROL, framed(head, text))
+    }
+
+    /// Sends one framed buffer, kept with its request until it completes.
+    fn send_framed(&mut self, dest: c_int, tag: c_int, buf: AlignedBuf) -> Result<(), JobError> {
+        // SAFETY: `buf` moves into the pending send (its heap storage does not move) and is
+        // dropped only after the request completes.
+        let request = unsafe { self.isend(buf.as_bytes().as_ptr(), buf.len(), dest, tag)? };
         self.sends.push(PendingSend {
             requests: vec![request],
-            _keep: Keep::Bytes(buf),
+            _keep: Payload::Owned(buf),
         });
         Ok(())
     }
@@ -769,23 +772,18 @@ impl<'a> Progress<'a> {
         let mut busy = false;
         while let Some((source, buf)) = self.receive_probed(TAG_HEADER)? {
             busy = true;
-            let bytes = buf.as_bytes();
-            if bytes.len() < HEADER_BYTES {
-                return Err(JobError::Transport(format!(
-                    "a message header of {} bytes from process {source}",
-                    bytes.len()
-                )));
-            }
-            let mut head = [0u64; HEADER_WORDS];
-            bytemuck::cast_slice_mut(&mut head).copy_from_slice(&bytes[..HEADER_BYTES]);
+            let (head, inline) = unframe(buf.as_bytes(), "message header", source)?;
             let len = head[4] as usize;
             let pending = if len <= INLINE {
-                let mut body = AlignedBuf::zeroed(len);
-                body.as_bytes_mut()
-                    .copy_from_slice(&bytes[HEADER_BYTES..HEADER_BYTES + len]);
+                if inline.len() != len {
+                    return Err(JobError::Transport(format!(
+                        "a message of {} bytes announced as {len} from process {source}",
+                        inline.len()
+                    )));
+                }
                 PendingRecv {
                     header: head,
-                    buf: body,
+                    buf: AlignedBuf::from_bytes(inline),
                     requests: Vec::new(),
                 }
             } else {
@@ -884,22 +882,14 @@ impl<'a> Progress<'a> {
         let mut busy = false;
         while let Some((source, buf)) = self.receive_probed(TAG_CONTROL)? {
             busy = true;
-            let bytes = buf.as_bytes();
-            if bytes.len() < HEADER_BYTES {
-                return Err(JobError::Transport(format!(
-                    "a control message of {} bytes from process {source}",
-                    bytes.len()
-                )));
-            }
-            let mut head = [0u64; HEADER_WORDS];
-            bytemuck::cast_slice_mut(&mut head).copy_from_slice(&bytes[..HEADER_BYTES]);
+            let (head, text) = unframe(buf.as_bytes(), "control message", source)?;
             match head[0] {
                 CONTROL_ABORT => {
                     let node = head[1] as u32;
                     if head[2] > 0 && self.lost.is_none() {
                         self.lost = Some(head[2] as u32 - 1);
                     }
-                    let message = String::from_utf8_lossy(&bytes[HEADER_BYTES..]).into_owned();
+                    let message = String::from_utf8_lossy(text).into_owned();
                     if self.remote_failure.is_none() {
                         self.remote_failure = Some((node, message.clone()));
                     }
