@@ -19,15 +19,9 @@ else
     bin=target/release/spillway-bench
 fi
 
-cpu=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)
-echo "## Machine"
-echo
-echo "- date (UTC): $(date -u +%F)"
-echo "- cores (nproc): $(nproc)"
-echo "- CPU: ${cpu:-unknown}"
-echo "- memory: $(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/null || echo unknown)"
-echo "- rustc: $(rustc --version)"
-echo "- git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+# shellcheck source=scripts/machine.sh
+source scripts/machine.sh
+print_machine
 echo
 
 echo "\$ spillway-bench collectives ${COLLECTIVES_ARGS:-}"

@@ -73,15 +73,9 @@ if ! "$py" -c "import mpi4py" 2>/dev/null; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check mpi4py >&2
 fi
 
-cpu=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)
-echo "## Machine"
-echo
-echo "- date (UTC): $(date -u +%F)"
-echo "- cores (nproc): $(nproc)"
-echo "- CPU: ${cpu:-unknown}"
-echo "- memory: $(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/null || echo unknown)"
-echo "- rustc: $(rustc --version)"
-echo "- git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+# shellcheck source=scripts/machine.sh
+source scripts/machine.sh
+print_machine
 if [[ -n "${SPILLWAY_BENCH_BIN:-}" ]]; then
     echo "- spillway-bench: $bin (SPILLWAY_BENCH_BIN, built elsewhere: the git line above may not describe it)"
 fi
