@@ -4,8 +4,10 @@
 //! out-edges (the rows of the adjacency matrix), with the boundaries chosen so that every rank
 //! holds about the same number of edges (BDMPI's PageRank decomposition).
 //!
-//! Loading is parallel: every rank parses a line-aligned byte range of the file (or generates a
-//! range of R-MAT edges), then edges move to their owners in one all-to-all.
+//! Loading is parallel: every rank parses a line-aligned byte range of the file in bounded
+//! chunks (or generates a range of R-MAT edges) into storage-backed memory; the nodes build one
+//! histogram of sources each (local aggregation), which fixes the row boundaries; then edges
+//! move to their owners in sparse exchanges of bounded rounds.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -17,8 +19,9 @@ use crate::error::AlgoError;
 use crate::generate::RmatSpec;
 use crate::input::{
     count_lines, line_aligned_range, parse_mtx_chunk, parse_mtx_header, parse_snap_chunk,
-    read_range, InputError,
+    InputError,
 };
+use crate::radix;
 
 /// Where a graph comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,7 +59,7 @@ pub struct DistGraph {
     /// Number of edges of the whole graph.
     pub total_edges: u64,
     /// Row boundaries of every rank (`size + 1` entries).
-    pub bounds: Vec<u64>,
+    pub bounds: std::sync::Arc<[u64]>,
     /// First vertex of this rank.
     pub lo: u64,
     /// One past the last vertex of this rank.
@@ -99,7 +102,10 @@ fn agree_on_read_error(comm: &Comm, local: Option<AlgoError>) -> Result<(), Algo
     }
 }
 
-/// Agrees on the first input error of all ranks (by line), so every rank fails the same way.
+/// Agrees on the first input error of all ranks, so every rank fails the same way. Ranks read
+/// consecutive parts of the file, so the first error in the file is the lowest rank's; its
+/// line number is right because the ranks below it read their whole parts (a rank stops
+/// counting lines at its own first error).
 pub(crate) fn agree_on_error(
     comm: &Comm,
     path: &Path,
@@ -108,104 +114,249 @@ pub(crate) fn agree_on_error(
 ) -> Result<(), AlgoError> {
     let mine = local.map(|(i, reason)| (line_base + i + 1, reason));
     let all = comm.allgather_obj(&mine)?;
-    match all.into_iter().flatten().min_by_key(|(line, _)| *line) {
+    match all.into_iter().flatten().next() {
         Some((line, reason)) => Err(InputError::new(path, Some(line), reason).into()),
         None => Ok(()),
     }
 }
 
-/// Reads this rank's line-aligned part of `[data_start, len)` of the file. Only file I/O: call
-/// it inside the node's critical section (see [`read_and_parse`]).
-fn read_my_bytes(comm: &Comm, path: &Path, data_start: u64) -> Result<Vec<u8>, AlgoError> {
-    let file = File::open(path).map_err(|e| InputError::io(path, &e))?;
-    let len = file.metadata().map_err(|e| InputError::io(path, &e))?.len();
-    let (start, end) =
-        line_aligned_range(&file, data_start.min(len), len, comm.rank(), comm.size())
-            .map_err(|e| InputError::io(path, &e))?;
-    Ok(read_range(&file, start, end).map_err(|e| InputError::io(path, &e))?)
-}
-
-/// Number of lines in the chunks of lower ranks (a collective).
+/// Number of lines in the parts of lower ranks (a collective).
 fn lines_before(comm: &Comm, lines: u64) -> Result<u64, AlgoError> {
     Ok(comm.exscan(&[lines], Sum)?.map_or(0, |v| v[0]))
 }
 
-/// Reads this rank's part of `[data_start, len)` inside the node's critical section (one reader
-/// per node at a time) and parses it outside; then every rank agrees on read errors. Returns
-/// the parsed chunk and the number of lines of lower ranks' chunks. A rank whose read failed
-/// still takes part in the collectives, with `empty` as its chunk.
-pub(crate) fn read_and_parse<C>(
+/// Bytes a rank may keep on its heap for reading and exchanging data: a share of the
+/// node's budget (so that the heap of the running ranks stays small beside it), or 16 MiB
+/// without a budget.
+pub(crate) fn heap_allowance(comm: &Comm) -> usize {
+    let rt = comm.runtime();
+    match rt.mem_budget() {
+        Some(b) => ((b / 16) / u64::from(rt.running_slots())).clamp(64 << 10, 16 << 20) as usize,
+        None => 16 << 20,
+    }
+}
+
+/// What reading a rank's part of a file found.
+pub(crate) struct ChunkedRead {
+    /// Lines in this rank's part (up to the first bad line).
+    pub(crate) lines: u64,
+    /// The first bad line (0-based within this rank's part) and why.
+    pub(crate) error: Option<(u64, String)>,
+}
+
+/// Reads this rank's line-aligned part of `[data_start, len)` of `path` in chunks of about
+/// `chunk` bytes, each read inside the node's critical section (one reader per node at a
+/// time) and handed to `parse` outside it. `parse` returns the first bad line of its chunk
+/// (0-based within the chunk), which ends the reading. Then every rank agrees on read
+/// errors, and the caller learns the lines of lower ranks' parts.
+///
+/// Memory: one chunk (plus the longest line) at a time.
+pub(crate) fn read_chunks(
     comm: &Comm,
     path: &Path,
     data_start: u64,
-    empty: C,
-    parse: impl FnOnce(&[u8]) -> C,
-) -> Result<(C, u64), AlgoError> {
-    let bytes = {
-        let _io = comm.runtime().enter_critical()?;
-        read_my_bytes(comm, path, data_start)
+    chunk: usize,
+    mut parse: impl FnMut(&[u8]) -> Result<Option<(u64, String)>, AlgoError>,
+) -> Result<(ChunkedRead, u64), AlgoError> {
+    let mut read = ChunkedRead {
+        lines: 0,
+        error: None,
     };
-    let (chunk, lines, read_error) = match bytes {
-        Ok(b) => (parse(&b), count_lines(&b), None),
-        Err(e) => (empty, 0, Some(e)),
+    let outcome = (|| -> Result<(), AlgoError> {
+        let range = {
+            let _io = comm.runtime().enter_critical()?;
+            let file = File::open(path).map_err(|e| InputError::io(path, &e))?;
+            let len = file.metadata().map_err(|e| InputError::io(path, &e))?.len();
+            line_aligned_range(&file, data_start.min(len), len, comm.rank(), comm.size())
+                .map_err(|e| InputError::io(path, &e))?
+        };
+        let (mut at, end) = range;
+        let mut buf: Vec<u8> = Vec::new();
+        while at < end {
+            let mut want = (chunk as u64).min(end - at);
+            let bytes = loop {
+                buf.resize(want as usize, 0);
+                {
+                    let _io = comm.runtime().enter_critical()?;
+                    let file = File::open(path).map_err(|e| InputError::io(path, &e))?;
+                    use std::os::unix::fs::FileExt;
+                    file.read_exact_at(&mut buf, at)
+                        .map_err(|e| InputError::io(path, &e))?;
+                }
+                if at + want == end {
+                    break &buf[..];
+                }
+                // End the chunk at its last newline (a line longer than the chunk grows it).
+                match memchr::memrchr(b'\n', &buf) {
+                    Some(i) => break &buf[..=i],
+                    None => want = (want * 2).min(end - at),
+                }
+            };
+            let taken = bytes.len() as u64;
+            let error = parse(bytes)?;
+            if let Some((i, reason)) = error {
+                read.error = Some((read.lines + i, reason));
+                return Ok(());
+            }
+            read.lines += count_lines(bytes);
+            at += taken;
+        }
+        Ok(())
+    })();
+    let read_error = match outcome {
+        Ok(()) => None,
+        Err(AlgoError::Comm(e)) => return Err(AlgoError::Comm(e)),
+        Err(e) => Some(e),
     };
-    let before = lines_before(comm, lines)?;
+    let before = lines_before(comm, read.lines)?;
     agree_on_read_error(comm, read_error)?;
-    Ok((chunk, before))
+    Ok((read, before))
 }
 
-/// Edges moved per all-to-all round while distributing (bounds heap use per rank).
-const ROUND_EDGES: usize = 1 << 20;
+/// Bytes of per-vertex state that a graph algorithm keeps (PageRank: row offsets, inverse
+/// degree, ranks, contributions, next ranks, local in-edge offsets): what the loader checks
+/// against the memory before allocating anything proportional to the vertex count.
+pub const VERTEX_STATE_BYTES: u64 = 48;
 
-/// Copies parsed edges into storage-backed memory.
-fn store_edges(comm: &Comm, edges: &[(u32, u32)]) -> Result<SbVec<[u32; 2]>, AlgoError> {
-    let mut out = SbVec::zeroed(comm.runtime(), edges.len())?;
-    for (o, &(s, d)) in out.as_mut_slice().iter_mut().zip(edges) {
-        *o = [s, d];
-    }
-    Ok(out)
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// Free bytes of the file system holding `dir` (where storage-backed data goes).
+fn free_space(dir: &Path) -> Option<u64> {
+    let st = rustix::fs::statvfs(dir).ok()?;
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// Refuses a graph of `n` vertices whose state would not fit: with a memory budget, the state
+/// of the rank with the most rows must fit the budget and all of it the spill directory's
+/// file system; without one, all of it must fit the available memory. `origin` names the id
+/// and line that made `n` (read input).
+fn check_vertex_memory(
+    comm: &Comm,
+    n: u64,
+    max_rows: u64,
+    origin: Option<(&Path, u64, u64)>,
+) -> Result<(), AlgoError> {
+    let rt = comm.runtime();
+    let total = n.saturating_mul(VERTEX_STATE_BYTES);
+    let largest = max_rows.saturating_mul(VERTEX_STATE_BYTES);
+    let problem = match rt.mem_budget() {
+        Some(budget) => {
+            if largest > budget {
+                Some(format!(
+                    "the rank with the most rows ({max_rows}) needs {} for their state, more \
+                     than the memory budget of {}",
+                    gib(largest),
+                    gib(budget)
+                ))
+            } else {
+                match free_space(rt.spill_dir()) {
+                    Some(free) if total > free => Some(format!(
+                        "the state needs {} of storage-backed memory, more than the {} free in \
+                         the spill directory {}",
+                        gib(total),
+                        gib(free),
+                        rt.spill_dir().display()
+                    )),
+                    _ => None,
+                }
+            }
+        }
+        None => match spillway_runtime::available_memory() {
+            Some(avail) if total > avail => Some(format!(
+                "the state needs {}, more than the {} of memory available (give a \
+                 --mem-budget to run out of core)",
+                gib(total),
+                gib(avail)
+            )),
+            _ => None,
+        },
+    };
+    let Some(problem) = problem else {
+        return Ok(());
+    };
+    let reason =
+        format!("the graph has {n} vertices at {VERTEX_STATE_BYTES} bytes each: {problem}");
+    Err(match origin {
+        Some((path, id, line)) => InputError::new(
+            path,
+            Some(line),
+            format!("vertex id {id} is too large: {reason}"),
+        )
+        .into(),
+        None => AlgoError::BadParameter {
+            name: "graph",
+            reason,
+        },
+    })
+}
+
+/// The largest vertex id of every rank's edges, and the first line that holds it.
+fn agree_on_max_id(comm: &Comm, mine: Option<(u64, u64)>) -> Result<Option<(u64, u64)>, AlgoError> {
+    let all = comm.allgather_obj(&mine)?;
+    Ok(all
+        .into_iter()
+        .flatten()
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1))))
 }
 
 /// Loads or generates a graph and distributes its rows balanced by non-zeros.
 ///
 /// # Semantics
-/// Ranks read (inside the node's critical section, one reader per node at a time) or generate
-/// their part straight into storage-backed memory; edges then move to their owners in rounds of
-/// at most 2^20 edges per rank, so no rank materialises more than a round on its heap.
+/// Ranks read their part of the file in bounded chunks (inside the node's critical section,
+/// one reader per node at a time) or generate their edges, straight into storage-backed
+/// memory; edges then move to their owners in rounds whose size follows the memory budget,
+/// so no rank holds more than a round on its heap.
 ///
 /// # Errors
 /// [`AlgoError::Input`] with file, line and reason for unreadable or malformed input (every
-/// rank returns the same error), or a communication error.
+/// rank returns the same error), including a vertex id so large that the graph's vertex state
+/// would not fit (checked before anything that large is allocated); a communication error.
 pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoError> {
-    let (edges, n) = match source {
+    let chunk = heap_allowance(comm) / 2;
+    let (edges, n, origin) = match source {
         GraphSource::EdgeList(path) => {
-            let (chunk, before) =
-                read_and_parse(comm, path, 0, Default::default(), parse_snap_chunk)?;
-            agree_on_error(comm, path, chunk.error, before)?;
-            let local_max = chunk
-                .edges
-                .iter()
-                .map(|&(s, d)| u64::from(s.max(d)) + 1)
-                .max()
-                .unwrap_or(0);
-            let stored = store_edges(comm, &chunk.edges)?;
-            drop(chunk.edges);
-            let n = comm.allreduce(&[local_max], Max)?[0];
-            if n == 0 {
+            let mut stored: SbVec<[u32; 2]> = SbVec::with_capacity(comm.runtime(), 0)?;
+            let mut max: Option<(u64, u64)> = None;
+            let mut lines_so_far = 0u64;
+            let (read, before) = read_chunks(comm, path, 0, chunk, |bytes| {
+                let parsed = parse_snap_chunk(bytes);
+                let mut chunk_max: Option<(u64, usize)> = None;
+                for (k, &(s, d)) in parsed.edges.iter().enumerate() {
+                    let id = u64::from(s.max(d));
+                    if chunk_max.is_none_or(|(m, _)| id > m) {
+                        chunk_max = Some((id, k));
+                    }
+                }
+                if let Some((id, k)) = chunk_max {
+                    if max.is_none_or(|(m, _)| id > m) {
+                        max = Some((id, lines_so_far + line_of_edge(bytes, k)));
+                    }
+                }
+                append_pairs(&mut stored, &parsed.edges)?;
+                lines_so_far += count_lines(bytes);
+                Ok(parsed.error)
+            })?;
+            agree_on_error(comm, path, read.error, before)?;
+            let max = agree_on_max_id(comm, max.map(|(id, line)| (id, before + line + 1)))?;
+            let Some((id, line)) = max else {
                 return Err(InputError::new(path, None, "no edges").into());
-            }
-            (stored, n)
+            };
+            (stored, id + 1, Some((path.as_path(), id, line)))
         }
         GraphSource::MatrixMarket(path) => {
             let header = parse_mtx_header(path)?;
-            let (chunk, before) =
-                read_and_parse(comm, path, header.data_start, Default::default(), |b| {
-                    parse_mtx_chunk(b, &header)
-                })?;
-            agree_on_error(comm, path, chunk.error, header.header_lines + before)?;
-            let stored = store_edges(comm, &chunk.edges)?;
-            let entries = comm.allreduce(&[chunk.entries], Sum)?[0];
-            drop(chunk.edges);
+            let mut stored: SbVec<[u32; 2]> = SbVec::with_capacity(comm.runtime(), 0)?;
+            let mut entries = 0u64;
+            let (read, before) = read_chunks(comm, path, header.data_start, chunk, |bytes| {
+                let parsed = parse_mtx_chunk(bytes, &header);
+                entries += parsed.entries;
+                append_pairs(&mut stored, &parsed.edges)?;
+                Ok(parsed.error)
+            })?;
+            agree_on_error(comm, path, read.error, header.header_lines + before)?;
+            let entries = comm.allreduce(&[entries], Sum)?[0];
             if entries != header.nnz {
                 return Err(InputError::new(
                     path,
@@ -221,7 +372,7 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
             if n == 0 {
                 return Err(InputError::new(path, None, "the matrix has no rows").into());
             }
-            (stored, n)
+            (stored, n, None)
         }
         GraphSource::Rmat(spec) => {
             let e = spec.num_edges();
@@ -229,11 +380,11 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
             let range = e * r / p..e * (r + 1) / p;
             let mut stored: SbVec<[u32; 2]> =
                 SbVec::zeroed(comm.runtime(), (range.end - range.start) as usize)?;
-            let mut buf = Vec::with_capacity(ROUND_EDGES);
+            let mut buf = Vec::with_capacity(chunk / 8);
             let out = stored.as_mut_slice();
             let mut at = range.start;
             while at < range.end {
-                let end = (at + ROUND_EDGES as u64).min(range.end);
+                let end = (at + (chunk / 8).max(1) as u64).min(range.end);
                 buf.clear();
                 spec.edges(at..end, &mut buf);
                 let base = (at - range.start) as usize;
@@ -242,22 +393,55 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
                 }
                 at = end;
             }
-            (stored, spec.num_vertices())
+            (stored, spec.num_vertices(), None)
         }
     };
-    distribute(comm, edges, n)
+    distribute(comm, edges, n, origin)
+}
+
+/// Appends `(src, dst)` pairs to storage-backed edges.
+fn append_pairs(stored: &mut SbVec<[u32; 2]>, pairs: &[(u32, u32)]) -> Result<(), AlgoError> {
+    let start = stored.len();
+    stored.resize(start + pairs.len())?;
+    for (o, &(s, d)) in stored.as_mut_slice()[start..].iter_mut().zip(pairs) {
+        *o = [s, d];
+    }
+    Ok(())
+}
+
+/// The 0-based line (within `bytes`) of the `k`-th edge that `parse_snap_chunk` returned.
+fn line_of_edge(bytes: &[u8], k: usize) -> u64 {
+    let mut seen = 0usize;
+    for (index, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let line = line.trim_ascii();
+        if line.is_empty() || line[0] == b'#' {
+            continue;
+        }
+        if seen == k {
+            return index as u64;
+        }
+        seen += 1;
+    }
+    0
 }
 
 /// Chooses row boundaries balanced by edge count and moves edges to their owners.
-fn distribute(comm: &Comm, edges: SbVec<[u32; 2]>, n: u64) -> Result<DistGraph, AlgoError> {
+fn distribute(
+    comm: &Comm,
+    edges: SbVec<[u32; 2]>,
+    n: u64,
+    origin: Option<(&Path, u64, u64)>,
+) -> Result<DistGraph, AlgoError> {
     let p = comm.size();
-    let buckets = n.min((256 * p as u64).max(4096)).min(1 << 20);
+    let buckets = n.clamp(1, 1 << 20);
     let width = n.div_ceil(buckets);
-    let mut hist = vec![0u64; buckets as usize];
-    for &[s, _] in edges.as_slice() {
-        hist[(u64::from(s) / width) as usize] += 1;
-    }
-    let hist = comm.allreduce(&hist, Sum)?;
+    let buckets = n.div_ceil(width);
+    // One histogram per node, whatever the number of ranks.
+    let hist = comm.aggregate(0u64, buckets as usize, Sum, &mut |h| {
+        for &[s, _] in edges.as_slice() {
+            h[(u64::from(s) / width) as usize] += 1;
+        }
+    })?;
     let total: u64 = hist.iter().sum();
     let mut bounds = vec![0u64; p + 1];
     bounds[p] = n;
@@ -273,37 +457,69 @@ fn distribute(comm: &Comm, edges: SbVec<[u32; 2]>, n: u64) -> Result<DistGraph, 
     }
     let me = comm.rank();
     let (lo, hi) = (bounds[me], bounds[me + 1]);
+    let max_rows = bounds.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    check_vertex_memory(comm, n, max_rows, origin)?;
     // Edges this rank will own: the histogram buckets of its rows.
     let mine: u64 = (lo / width..hi.div_ceil(width).min(buckets))
         .map(|bk| hist[bk as usize])
         .sum();
     drop(hist);
+    let bounds: std::sync::Arc<[u64]> = bounds.into();
     let owner = |v: u64| bounds.partition_point(|&x| x <= v) - 1;
-    let rounds = comm.allreduce(&[edges.len().div_ceil(ROUND_EDGES) as u64], Max)?[0] as usize;
+    let round = (heap_allowance(comm) / 16).max(1024);
+    let rounds = comm.allreduce(&[edges.len().div_ceil(round) as u64], Max)?[0] as usize;
     let mut staging: SbVec<[u32; 2]> = SbVec::zeroed(comm.runtime(), mine as usize)?;
     let mut filled = 0usize;
-    for round in 0..rounds {
-        let mut parts: Vec<Vec<[u32; 2]>> = vec![Vec::new(); p];
+    let mut batch: Vec<[u32; 2]> = Vec::new();
+    let mut scratch: Vec<[u32; 2]> = Vec::new();
+    for r in 0..rounds {
         {
             let local = edges.as_slice();
-            let a = (round * ROUND_EDGES).min(local.len());
-            let z = ((round + 1) * ROUND_EDGES).min(local.len());
-            for &e in &local[a..z] {
-                parts[owner(u64::from(e[0]))].push(e);
-            }
+            let a = (r * round).min(local.len());
+            let z = ((r + 1) * round).min(local.len());
+            batch.clear();
+            batch.extend_from_slice(&local[a..z]);
         }
-        let received = comm.alltoallv_vecs(parts)?;
+        // Group the round's edges by owner (stable radix sort on the owner).
+        let owners: Vec<u32> = batch
+            .iter()
+            .map(|e| owner(u64::from(e[0])) as u32)
+            .collect();
+        let mut keyed: Vec<(u32, [u32; 2])> =
+            owners.into_iter().zip(batch.iter().copied()).collect();
+        let mut keyed_scratch = keyed.clone();
+        if radix::sort_by_key(&mut keyed, &mut keyed_scratch, p as u64, |e| u64::from(e.0)) {
+            keyed = keyed_scratch;
+        } else {
+            drop(keyed_scratch);
+        }
+        scratch.clear();
+        scratch.extend(keyed.iter().map(|e| e.1));
+        let mut blocks: Vec<(usize, &[[u32; 2]])> = Vec::new();
+        let mut start = 0;
+        while start < keyed.len() {
+            let q = keyed[start].0;
+            let mut end = start;
+            while end < keyed.len() && keyed[end].0 == q {
+                end += 1;
+            }
+            blocks.push((q as usize, &scratch[start..end]));
+            start = end;
+        }
+        drop(keyed);
+        let (received, _) = comm.exchange(&blocks)?;
+        drop(blocks);
         let out = staging.as_mut_slice();
-        for part in received {
-            if filled + part.len() > out.len() {
-                return Err(AlgoError::Comm(spillway_comm::Error::InvalidArgument(
-                    "more edges arrived than the histogram announced",
-                )));
-            }
-            out[filled..filled + part.len()].copy_from_slice(&part);
-            filled += part.len();
+        if filled + received.len() > out.len() {
+            return Err(AlgoError::Comm(spillway_comm::Error::InvalidArgument(
+                "more edges arrived than the histogram announced",
+            )));
         }
+        out[filled..filled + received.len()].copy_from_slice(&received);
+        filled += received.len();
     }
+    drop(batch);
+    drop(scratch);
     drop(edges);
     let rows = (hi - lo) as usize;
     let mut offsets: SbVec<u64> = SbVec::zeroed(comm.runtime(), rows + 1)?;
@@ -318,8 +534,8 @@ fn distribute(comm: &Comm, edges: SbVec<[u32; 2]>, n: u64) -> Result<DistGraph, 
     }
     let mut targets: SbVec<u32> = SbVec::zeroed(comm.runtime(), filled)?;
     {
-        let off = offsets.as_slice();
-        let mut fill: Vec<u64> = off[..rows].to_vec();
+        let mut fill: SbVec<u64> = SbVec::from_slice(comm.runtime(), &offsets.as_slice()[..rows])?;
+        let fill = fill.as_mut_slice();
         let t = targets.as_mut_slice();
         for &[s, d] in &staging.as_slice()[..filled] {
             let row = (u64::from(s) - lo) as usize;

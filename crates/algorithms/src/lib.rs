@@ -21,6 +21,7 @@ pub mod kmeans;
 pub mod output;
 pub mod pagerank;
 pub mod points;
+mod radix;
 
 pub use error::AlgoError;
 

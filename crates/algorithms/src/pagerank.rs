@@ -10,9 +10,20 @@
 //! `x = 1/N`. Iteration stops after `iterations` or when the L1 change `sum |x' - x|` drops
 //! below `tolerance` (0 disables). This equals networkx's and scipy's definition.
 //!
-//! # Cost per iteration (p ranks, m local edges, u distinct remote targets)
-//! O(m) local work, one all-to-all of u values, one allreduce of 2 values. The communication
-//! pattern (which values go where) is set up once: indices travel only in the first exchange.
+//! # Algorithm
+//! Each rank owns a block of rows (sources). Set-up transposes its edges once into pull form,
+//! with compact indices: the edges into its own vertices as a CSC over local ids (a counting
+//! sort), and the edges into other ranks' vertices grouped by distinct target (an LSD radix
+//! sort, no comparison sort and no per-edge search), so that the distinct remote targets are
+//! sorted and grouped by owner. An iteration computes `x(u) / deg(u)` once per row, pulls one
+//! sum per distinct remote target (sequential writes, gathered reads of the rows' values),
+//! sends each owner one block of sums ([`exchange`](spillway_comm::Collectives::exchange)),
+//! and pulls the local sums plus what arrived.
+//!
+//! # Cost per iteration (p ranks, m local edges, r local rows, u distinct remote targets)
+//! O(m + r + u) local work, one sparse exchange of u values (one block per owner that any
+//! local edge points into), one allreduce of 2 values. The communication pattern is set up
+//! once: indices travel only in the first exchange. Set-up costs O(m) plus one exchange.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +32,7 @@ use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::graph::DistGraph;
+use crate::radix;
 use crate::Progress;
 
 /// PageRank parameters.
@@ -59,6 +71,150 @@ pub struct PageRankResult {
     pub iteration_times: Vec<Duration>,
 }
 
+/// The edges of one rank in pull form (see the module notes).
+struct Pull {
+    /// `1 / deg(u)` per local row, 0 for rows without out-edges (dangling).
+    inv_deg: SbVec<f64>,
+    /// Local targets: offsets (rows + 1) into `local_src`, the local rows pointing at each.
+    local_off: SbVec<u64>,
+    local_src: SbVec<u32>,
+    /// Distinct remote targets: offsets (slots + 1) into `remote_src`.
+    remote_off: SbVec<u64>,
+    remote_src: SbVec<u32>,
+    /// Per owner of remote targets: (owner, first slot, slots).
+    blocks: Vec<(usize, usize, usize)>,
+    /// Local row of each value that arrives each iteration, in arrival order.
+    incoming: SbVec<u32>,
+}
+
+/// Builds the pull form of this rank's edges and exchanges the index pattern.
+fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> {
+    let rt = comm.runtime();
+    let rows = graph.local_rows();
+    let (lo, hi) = (graph.lo, graph.hi);
+    let mut inv_deg: SbVec<f64> = SbVec::zeroed(rt, rows)?;
+    let mut local_off: SbVec<u64> = SbVec::zeroed(rt, rows + 1)?;
+    let mut remote_count = 0usize;
+    {
+        let off = graph.offsets.as_slice();
+        let tg = graph.targets.as_slice();
+        let inv = inv_deg.as_mut_slice();
+        let cnt = local_off.as_mut_slice();
+        for u in 0..rows {
+            let (a, b) = (off[u] as usize, off[u + 1] as usize);
+            if b > a {
+                inv[u] = 1.0 / (b - a) as f64;
+            }
+            for &t in &tg[a..b] {
+                let t = u64::from(t);
+                if t >= lo && t < hi {
+                    cnt[(t - lo) as usize + 1] += 1;
+                } else {
+                    remote_count += 1;
+                }
+            }
+        }
+        for v in 0..rows {
+            cnt[v + 1] += cnt[v];
+        }
+    }
+    let local_edges = local_off.as_slice()[rows] as usize;
+    let mut local_src: SbVec<u32> = SbVec::zeroed(rt, local_edges)?;
+    // (target, source row) of every remote edge, in edge order.
+    let mut pairs: SbVec<[u32; 2]> = SbVec::zeroed(rt, remote_count)?;
+    {
+        let off = graph.offsets.as_slice();
+        let tg = graph.targets.as_slice();
+        let mut fill: Vec<u64> = local_off.as_slice()[..rows].to_vec();
+        let src = local_src.as_mut_slice();
+        let pr = pairs.as_mut_slice();
+        let mut k = 0;
+        for u in 0..rows {
+            for &t in &tg[off[u] as usize..off[u + 1] as usize] {
+                let t64 = u64::from(t);
+                if t64 >= lo && t64 < hi {
+                    let v = (t64 - lo) as usize;
+                    src[fill[v] as usize] = u as u32;
+                    fill[v] += 1;
+                } else {
+                    pr[k] = [t, u as u32];
+                    k += 1;
+                }
+            }
+        }
+    }
+    // Group the remote edges by target: a stable radix sort keeps each target's sources in
+    // row order.
+    let mut scratch: SbVec<[u32; 2]> = SbVec::zeroed(rt, remote_count)?;
+    let in_scratch =
+        radix::sort_by_key(pairs.as_mut_slice(), scratch.as_mut_slice(), graph.n, |e| {
+            u64::from(e[0])
+        });
+    let sorted = if in_scratch { scratch } else { pairs };
+    let mut slots = 0usize;
+    {
+        let mut prev = None;
+        for e in sorted.as_slice() {
+            if prev != Some(e[0]) {
+                slots += 1;
+                prev = Some(e[0]);
+            }
+        }
+    }
+    let mut remote_off: SbVec<u64> = SbVec::zeroed(rt, slots + 1)?;
+    let mut remote_src: SbVec<u32> = SbVec::zeroed(rt, remote_count)?;
+    let mut target_ids: SbVec<u32> = SbVec::zeroed(rt, slots)?;
+    let mut blocks: Vec<(usize, usize, usize)> = Vec::new();
+    {
+        let ro = remote_off.as_mut_slice();
+        let rs = remote_src.as_mut_slice();
+        let ids = target_ids.as_mut_slice();
+        let mut slot = 0usize;
+        let mut owner = 0usize;
+        let mut prev = None;
+        for (k, e) in sorted.as_slice().iter().enumerate() {
+            if prev != Some(e[0]) {
+                let t = u64::from(e[0]);
+                while graph.bounds[owner + 1] <= t {
+                    owner += 1;
+                }
+                // The receiver knows its targets by local row.
+                ids[slot] = (t - graph.bounds[owner]) as u32;
+                match blocks.last_mut() {
+                    Some((o, _, len)) if *o == owner => *len += 1,
+                    _ => blocks.push((owner, slot, 1)),
+                }
+                ro[slot] = k as u64;
+                slot += 1;
+                prev = Some(e[0]);
+            }
+            rs[k] = e[1];
+        }
+        ro[slots] = remote_count as u64;
+    }
+    drop(sorted);
+    let index_blocks: Vec<(usize, &[u32])> = {
+        let ids = target_ids.as_slice();
+        blocks
+            .iter()
+            .map(|&(q, start, len)| (q, &ids[start..start + len]))
+            .collect()
+    };
+    let (incoming, _) = comm.exchange(&index_blocks)?;
+    drop(index_blocks);
+    drop(target_ids);
+    let incoming = SbVec::from_slice(rt, &incoming)?;
+    Ok(Pull {
+        inv_deg,
+        local_off,
+        local_src,
+        remote_off,
+        remote_src,
+        blocks,
+        incoming,
+    })
+}
+
 /// Runs PageRank on a distributed graph; `progress` is called on every rank after each
 /// iteration.
 ///
@@ -83,49 +239,23 @@ pub fn pagerank(
             reason: format!("{} is negative", options.tolerance),
         });
     }
-    let p = comm.size();
     let rt = comm.runtime();
     let rows = graph.local_rows();
-    // The distinct targets of local edges, sorted: grouped by owner since owners hold
-    // increasing vertex ranges. Each edge adds into the slot of its target.
-    let mut distinct: Vec<u32> = graph.targets.as_slice().to_vec();
-    distinct.sort_unstable();
-    distinct.dedup();
-    let mut slot: SbVec<u32> = SbVec::zeroed(rt, graph.targets.len())?;
-    for (s, t) in slot.as_mut_slice().iter_mut().zip(graph.targets.as_slice()) {
-        *s = distinct.binary_search(t).expect("target is in the list") as u32;
-    }
-    let mut send_counts = vec![0usize; p];
-    let mut index_parts: Vec<Vec<u32>> = vec![Vec::new(); p];
-    for &t in &distinct {
-        let q = graph.owner(u64::from(t));
-        send_counts[q] += 1;
-        index_parts[q].push(t);
-    }
-    let slots = distinct.len();
-    drop(distinct);
-    let incoming: Vec<u32> = comm
-        .alltoallv_vecs(index_parts)?
-        .into_iter()
-        .flatten()
-        .map(|v| (u64::from(v) - graph.lo) as u32)
-        .collect();
-    let incoming_index = SbVec::from_slice(rt, &incoming)?;
-    drop(incoming);
-
+    let pull = set_up(comm, graph)?;
     let n = graph.n as f64;
     let d = options.damping;
     let mut x: SbVec<f64> = SbVec::zeroed(rt, rows)?;
     x.as_mut_slice().iter_mut().for_each(|v| *v = 1.0 / n);
-    let degree = |offsets: &[u64], u: usize| offsets[u + 1] - offsets[u];
-    let mut dangling_local: f64 = {
-        let off = graph.offsets.as_slice();
-        (0..rows)
-            .filter(|&u| degree(off, u) == 0)
-            .map(|_| 1.0 / n)
-            .sum()
-    };
+    let mut dangling_local: f64 = pull
+        .inv_deg
+        .as_slice()
+        .iter()
+        .filter(|&&w| w == 0.0)
+        .map(|_| 1.0 / n)
+        .sum();
     let mut dangling = comm.allreduce(&[dangling_local], Sum)?[0];
+    let slots = pull.remote_off.len() - 1;
+    let mut contrib: SbVec<f64> = SbVec::zeroed(rt, rows)?;
     let mut outgoing: SbVec<f64> = SbVec::zeroed(rt, slots)?;
     let mut next: SbVec<f64> = SbVec::zeroed(rt, rows)?;
     let mut times = Vec::new();
@@ -135,37 +265,52 @@ pub fn pagerank(
         let start = Instant::now();
         {
             // Slices are taken after every blocking call so that loads are accounted.
-            let out = outgoing.as_mut_slice();
-            out.iter_mut().for_each(|v| *v = 0.0);
-            let (off, sl, xs) = (graph.offsets.as_slice(), slot.as_slice(), x.as_slice());
-            for u in 0..rows {
-                let deg = degree(off, u);
-                if deg > 0 {
-                    let c = xs[u] / deg as f64;
-                    for &s in &sl[off[u] as usize..off[u + 1] as usize] {
-                        out[s as usize] += c;
-                    }
+            let c = contrib.as_mut_slice();
+            for ((c, &xu), &w) in c.iter_mut().zip(x.as_slice()).zip(pull.inv_deg.as_slice()) {
+                *c = xu * w;
+            }
+            let (ro, rs) = (pull.remote_off.as_slice(), pull.remote_src.as_slice());
+            for (s, out) in outgoing.as_mut_slice().iter_mut().enumerate() {
+                let mut sum = 0.0;
+                for &u in &rs[ro[s] as usize..ro[s + 1] as usize] {
+                    sum += c[u as usize];
                 }
+                *out = sum;
             }
         }
-        let (received, _) = comm.alltoallv(outgoing.as_slice(), &send_counts)?;
+        let received = {
+            let out = outgoing.as_slice();
+            let blocks: Vec<(usize, &[f64])> = pull
+                .blocks
+                .iter()
+                .map(|&(q, start, len)| (q, &out[start..start + len]))
+                .collect();
+            comm.exchange(&blocks)?.0
+        };
         let base = (1.0 - d) / n + d * dangling / n;
         let mut local_delta = 0.0;
         dangling_local = 0.0;
         {
+            let c = contrib.as_slice();
+            let (lo_off, ls) = (pull.local_off.as_slice(), pull.local_src.as_slice());
             let nx = next.as_mut_slice();
-            nx.iter_mut().for_each(|v| *v = 0.0);
-            for (&i, &val) in incoming_index.as_slice().iter().zip(&received) {
+            for (v, out) in nx.iter_mut().enumerate() {
+                let mut sum = 0.0;
+                for &u in &ls[lo_off[v] as usize..lo_off[v + 1] as usize] {
+                    sum += c[u as usize];
+                }
+                *out = sum;
+            }
+            for (&i, &val) in pull.incoming.as_slice().iter().zip(&received) {
                 nx[i as usize] += val;
             }
             drop(received);
-            let off = graph.offsets.as_slice();
             let xs = x.as_mut_slice();
-            for u in 0..rows {
-                let v = base + d * nx[u];
-                local_delta += (v - xs[u]).abs();
-                xs[u] = v;
-                if degree(off, u) == 0 {
+            for ((xv, &nv), &w) in xs.iter_mut().zip(nx.iter()).zip(pull.inv_deg.as_slice()) {
+                let v = base + d * nv;
+                local_delta += (v - *xv).abs();
+                *xv = v;
+                if w == 0.0 {
                     dangling_local += v;
                 }
             }

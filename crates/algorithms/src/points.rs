@@ -7,8 +7,8 @@ use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::generate::BlobsSpec;
-use crate::graph::{agree_on_error, read_and_parse};
-use crate::input::{csv_dimension, parse_csv_chunk, InputError, PointChunk};
+use crate::graph::{agree_on_error, heap_allowance, read_chunks};
+use crate::input::{csv_dimension, parse_csv_chunk, InputError};
 
 /// Where points come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,16 +87,18 @@ pub fn load_points(comm: &Comm, source: &PointSource) -> Result<DistPoints, Algo
 
 fn load_csv(comm: &Comm, path: &Path) -> Result<DistPoints, AlgoError> {
     let (dim, _) = csv_dimension(path)?;
-    let empty = PointChunk {
-        values: Vec::new(),
-        rows: 0,
-        error: None,
-    };
-    let (chunk, before) = read_and_parse(comm, path, 0, empty, |b| parse_csv_chunk(b, dim))?;
-    let values = SbVec::from_slice(comm.runtime(), &chunk.values)?;
-    agree_on_error(comm, path, chunk.error, before)?;
-    let first = comm.exscan(&[chunk.rows], Sum)?.map_or(0, |v| v[0]);
-    let total = comm.allreduce(&[chunk.rows], Sum)?[0];
+    let mut values: SbVec<f64> = SbVec::with_capacity(comm.runtime(), 0)?;
+    let mut rows = 0u64;
+    let chunk = heap_allowance(comm) / 2;
+    let (read, before) = read_chunks(comm, path, 0, chunk, |bytes| {
+        let parsed = parse_csv_chunk(bytes, dim);
+        values.extend_from_slice(&parsed.values)?;
+        rows += parsed.rows;
+        Ok(parsed.error)
+    })?;
+    agree_on_error(comm, path, read.error, before)?;
+    let first = comm.exscan(&[rows], Sum)?.map_or(0, |v| v[0]);
+    let total = comm.allreduce(&[rows], Sum)?[0];
     if total == 0 {
         return Err(InputError::new(path, None, "no data rows").into());
     }

@@ -26,14 +26,13 @@
 //!
 //! `--json FILE` also writes every figure as one JSON object per line (times in seconds).
 
-use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use spillway::{run_with_stats, Backend, Collectives, Comm, Config, Error, Sum};
 
 use crate::harness::{
-    format_duration, format_size, gb_per_s, memcpy_stats, parse_size, BoxError, Options, Stats,
+    format_duration, format_size, gb_per_s, memcpy_stats, parse_size, BoxError, Stats,
 };
 
 /// The (ranks, nodes) configurations measured when neither `--ranks` nor `--nodes` is given.
@@ -48,21 +47,36 @@ const LARGE: usize = 4 << 20;
 /// Sizes from this one on get fewer repetitions still (each takes tens of milliseconds or more).
 const HUGE: usize = 64 << 20;
 
-/// Usage text of the subcommand.
-pub const USAGE: &str =
-    "collectives [--backend local|mpi] [--ranks R] [--nodes K] [--running X] [--sizes 1K,64K,1M,16M]
-              [--reps N] [--ops allreduce,bcast,alltoall] [--json FILE]
-    --backend        local (default): threads of this process; mpi: one node per MPI process
-                     (run under `mpirun -np K`, build with `--features mpi`)
-    --ranks/--nodes  measure only this configuration (default: (2,1) (4,1) (4,2) (8,2));
-                     with --backend mpi the nodes are the K processes, --ranks defaults to K
-                     and may be a list (e.g. 2,4), one job each
-    --running        ranks of a node executing at once (default 2)
-    --sizes          comma-separated message sizes, suffixes K/M/G are binary
-    --reps           repetitions below 4 MiB (default 45); sizes from 4 MiB get max(3, N/3),
-                     sizes from 64 MiB max(3, N/9)
-    --ops            comma-separated operations to measure (default: all three)
-    --json           also write every figure to FILE, one JSON object per line";
+/// Arguments of `spillway-bench collectives`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// local (default): threads of this process; mpi: one node per MPI process (run under
+    /// `mpirun -np K`, build with `--features mpi`).
+    #[arg(long, default_value = "local")]
+    backend: spillway::Backend,
+    /// Measure only this rank count (default: (2,1) (4,1) (4,2) (8,2)); with --backend mpi a
+    /// comma-separated list, one job each, default the number of processes.
+    #[arg(long)]
+    ranks: Option<String>,
+    /// Measure only this node count (with --backend mpi: the processes; leave it out).
+    #[arg(long)]
+    nodes: Option<u32>,
+    /// Ranks of a node executing at once.
+    #[arg(long, default_value_t = 2)]
+    running: u32,
+    /// Comma-separated message sizes; suffixes K/M/G are binary.
+    #[arg(long, default_value = DEFAULT_SIZES)]
+    sizes: String,
+    /// Repetitions below 4 MiB; sizes from 4 MiB get max(3, N/3), from 64 MiB max(3, N/9).
+    #[arg(long, default_value_t = 45)]
+    reps: usize,
+    /// Comma-separated operations to measure (default: all).
+    #[arg(long)]
+    ops: Option<String>,
+    /// Also write every figure to FILE, one JSON object per line.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
 
 /// A collective operation under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,39 +181,38 @@ fn abandon_mpi(session: Option<MpiSession>) {
 #[cfg(not(feature = "mpi"))]
 fn abandon_mpi(_session: Option<MpiSession>) {}
 
-/// Runs the subcommand with its arguments.
-pub fn main(args: &[String]) -> Result<(), BoxError> {
-    let opts = Options::parse(
-        args,
-        &[
-            "backend", "ranks", "nodes", "running", "sizes", "reps", "ops", "json",
-        ],
-    )?;
-    let running: u32 = opts.get("running")?.unwrap_or(2);
-    let reps: usize = opts.get("reps")?.unwrap_or(45);
-    let sizes = opts
-        .raw("sizes")
-        .unwrap_or(DEFAULT_SIZES)
+/// Runs the subcommand.
+pub fn main(args: Args) -> Result<(), BoxError> {
+    let running = args.running;
+    let reps = args.reps;
+    let sizes = args
+        .sizes
         .split(',')
         .map(parse_size)
         .collect::<Result<Vec<_>, _>>()?;
-    let ops = match opts.raw("ops") {
+    let ops = match &args.ops {
         Some(list) => Op::parse_list(list)?,
         None => Op::ALL.to_vec(),
     };
-    let nodes: Option<u32> = opts.get("nodes")?;
+    let nodes = args.nodes;
     // MPI stays initialised until `session` is dropped at the end of this function.
-    let (mut session, place) = match opts.raw("backend").unwrap_or("local") {
-        "local" => (None, Where::Local),
-        "mpi" => {
+    let (mut session, place) = match args.backend {
+        spillway::Backend::Mpi => {
             let (session, process, processes) = start_mpi()?;
             (Some(session), Where::Mpi { process, processes })
         }
-        other => return Err(format!("unknown backend '{other}' (local or mpi)").into()),
+        _ => (None, Where::Local),
     };
     let configs = match place {
         Where::Local => {
-            let ranks: Option<u32> = opts.get("ranks")?;
+            let ranks: Option<u32> = args
+                .ranks
+                .as_deref()
+                .map(|r| {
+                    r.parse()
+                        .map_err(|_| format!("invalid value '{r}' for --ranks"))
+                })
+                .transpose()?;
             if ranks.is_none() && nodes.is_none() {
                 DEFAULT_CONFIGS.to_vec()
             } else {
@@ -214,7 +227,7 @@ pub fn main(args: &[String]) -> Result<(), BoxError> {
                 )
                 .into());
             }
-            let ranks = match opts.raw("ranks") {
+            let ranks = match args.ranks.as_deref() {
                 Some(list) => list
                     .split(',')
                     .map(|r| {
@@ -385,8 +398,8 @@ pub fn main(args: &[String]) -> Result<(), BoxError> {
         }
     }
     println!();
-    if let Some(path) = opts.raw("json") {
-        std::fs::write(path, json).map_err(|e| format!("cannot write {path}: {e}"))?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }
@@ -402,21 +415,24 @@ fn json_line(
     bytes: usize,
     stats: &Stats,
 ) {
-    let _ = write!(out, "{{\"impl\":\"spillway\",\"op\":\"{op}\"");
+    let mut value = serde_json::json!({
+        "impl": "spillway",
+        "op": op,
+        "size": size,
+        "bytes": bytes,
+        "reps": stats.reps,
+        "median_s": stats.median.as_secs_f64(),
+        "min_s": stats.min.as_secs_f64(),
+    });
     if let Some((ranks, nodes)) = config {
-        let _ = write!(out, ",\"ranks\":{ranks},\"nodes\":{nodes}");
+        value["ranks"] = ranks.into();
+        value["nodes"] = nodes.into();
     }
-    let _ = write!(
-        out,
-        ",\"size\":{size},\"bytes\":{bytes},\"reps\":{},\"median_s\":{:e},\"min_s\":{:e}",
-        stats.reps,
-        stats.median.as_secs_f64(),
-        stats.min.as_secs_f64()
-    );
     if bytes > 0 {
-        let _ = write!(out, ",\"gbps\":{:e}", gb_per_s(bytes, stats.median));
+        value["gbps"] = gb_per_s(bytes, stats.median).into();
     }
-    out.push_str("}\n");
+    out.push_str(&value.to_string());
+    out.push('\n');
 }
 
 /// Formats a ratio with three decimals, or in scientific notation when that would show zero.
@@ -545,9 +561,16 @@ mod tests {
         json_line(&mut out, "barrier", Some((2, 2)), 0, 0, &stats);
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 2);
-        assert!(lines[0]
-            .starts_with("{\"impl\":\"spillway\",\"op\":\"bcast\",\"ranks\":2,\"nodes\":2,"));
-        assert!(lines[0].contains("\"median_s\":2e-3") && lines[0].contains("\"gbps\":"));
-        assert!(!lines[1].contains("gbps"));
+        let first: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(first["impl"], "spillway");
+        assert_eq!(first["op"], "bcast");
+        assert_eq!(
+            (first["ranks"].as_u64(), first["nodes"].as_u64()),
+            (Some(2), Some(2))
+        );
+        assert_eq!(first["median_s"].as_f64(), Some(2e-3));
+        assert!(first["gbps"].as_f64().unwrap() > 0.0);
+        let second: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+        assert!(second.get("gbps").is_none());
     }
 }

@@ -1,7 +1,6 @@
 //! A small measurement harness: repeated timings summarised by median and minimum, the
-//! single-threaded `memcpy` baseline, command-line option parsing and formatting helpers.
+//! single-threaded `memcpy` baseline and formatting helpers.
 
-use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -72,21 +71,13 @@ pub fn memcpy_stats(bytes: usize, reps: usize) -> Stats {
     Stats::of(&times)
 }
 
-/// Parses a byte size: a number with an optional binary suffix `K`, `M` or `G` (`64K` = 65536).
+/// Parses a byte size with the runtime's parser (`64K`, `1M`, `2G`, binary units); zero is
+/// refused.
 pub fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let (digits, shift) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&s[..s.len() - 1], 10),
-        Some('M') => (&s[..s.len() - 1], 20),
-        Some('G') => (&s[..s.len() - 1], 30),
-        _ => (s, 0),
-    };
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (e.g. 1K, 64K, 1M)"))?;
-    n.checked_shl(shift)
-        .filter(|&v| v > 0 && v >> shift == n)
-        .ok_or_else(|| format!("size '{s}' is zero or too large"))
+    spillway::Config::parse_size(s)
+        .filter(|&v| v > 0)
+        .and_then(|v| usize::try_from(v).ok())
+        .ok_or_else(|| format!("'{s}' is not a size (e.g. 1K, 64K, 1M)"))
 }
 
 /// Formats a byte count with the largest binary suffix that divides it (`65536` -> `64K`).
@@ -113,48 +104,6 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
-/// `--key value` options of a subcommand, checked against the keys it accepts.
-#[derive(Debug, Default)]
-pub struct Options {
-    values: HashMap<String, String>,
-}
-
-impl Options {
-    /// Parses `args` (without the subcommand), accepting only `--key value` pairs with a key
-    /// in `allowed`.
-    pub fn parse(args: &[String], allowed: &[&str]) -> Result<Options, String> {
-        let mut values = HashMap::new();
-        let mut it = args.iter();
-        while let Some(arg) = it.next() {
-            let key = arg
-                .strip_prefix("--")
-                .filter(|k| allowed.contains(k))
-                .ok_or_else(|| format!("unknown argument '{arg}'"))?;
-            let value = it
-                .next()
-                .ok_or_else(|| format!("option '--{key}' needs a value"))?;
-            values.insert(key.to_string(), value.clone());
-        }
-        Ok(Options { values })
-    }
-
-    /// The value of `--key` parsed as `T`, if given.
-    pub fn get<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, String> {
-        self.values
-            .get(key)
-            .map(|v| {
-                v.parse()
-                    .map_err(|_| format!("invalid value '{v}' for --{key}"))
-            })
-            .transpose()
-    }
-
-    /// The raw value of `--key`, if given.
-    pub fn raw(&self, key: &str) -> Option<&str> {
-        self.values.get(key).map(String::as_str)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,14 +125,5 @@ mod tests {
         assert_eq!(parse_size("64k").unwrap(), 65536);
         assert!(parse_size("0").is_err());
         assert!(parse_size("x").is_err());
-    }
-
-    #[test]
-    fn options_reject_unknown_keys() {
-        let args: Vec<String> = ["--ranks", "4"].iter().map(|s| s.to_string()).collect();
-        let o = Options::parse(&args, &["ranks"]).unwrap();
-        assert_eq!(o.get::<u32>("ranks").unwrap(), Some(4));
-        assert!(Options::parse(&args, &["nodes"]).is_err());
-        assert!(Options::parse(&args[..1], &["ranks"]).is_err());
     }
 }

@@ -5,13 +5,14 @@
 //!                             [--sizes 1K,64K,1M,16M] [--reps N] [--ops allreduce,bcast,alltoall]
 //!                             [--json FILE]
 //! spillway-bench pagerank [--scale 18] [--edge-factor 16] [--ranks 8] [--nodes 1] [--iterations 10] [--reps 7]
+//! spillway-bench scale [--ranks 64,256,1024,4096] [--running 2] [--rounds 20] [--barrier-ranks 10000]
 //! ```
 //!
 //! Every measurement is repeated and summarised by its median and minimum ([`harness::Stats`]);
 //! every figure comes with a baseline timed in the same process on the same machine (a
 //! single-threaded `memcpy` for the collectives, a sequential CSR PageRank for PageRank), and
 //! results are checked before they are timed. Tables are printed as Markdown on stdout,
-//! progress on stderr. `scripts/bench.sh` builds and runs both subcommands;
+//! progress on stderr. `scripts/bench.sh` builds and runs the subcommands;
 //! `scripts/bench_mpi.sh` runs `collectives --backend mpi` (feature `mpi`) under `mpirun` against
 //! the MPI library's own `MPI_Bcast` and `MPI_Allreduce`.
 #![forbid(unsafe_code)]
@@ -19,30 +20,42 @@
 mod collectives;
 mod harness;
 mod pagerank;
+mod scale;
 
 use std::process::ExitCode;
 
-fn usage() -> String {
-    format!(
-        "usage: spillway-bench <subcommand> [options]\n\n  {}\n\n  {}",
-        collectives::USAGE,
-        pagerank::USAGE
-    )
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "spillway-bench",
+    about = "Benchmarks of spillway against baselines measured in the same run"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Bench,
+}
+
+#[derive(Subcommand, Debug)]
+enum Bench {
+    /// Bandwidth of allreduce, bcast and alltoall against a single-threaded memcpy.
+    Collectives(collectives::Args),
+    /// PageRank on an R-MAT graph against a sequential CSR push PageRank.
+    Pagerank(pagerank::Args),
+    /// The runtime's cost per collective and memory per rank as the ranks per node grow.
+    Scale(scale::Args),
+    /// One point of `scale`, run in a child process (prints one JSON line).
+    #[command(hide = true)]
+    ScaleRun(scale::RunArgs),
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("collectives") => collectives::main(&args[1..]),
-        Some("pagerank") => pagerank::main(&args[1..]),
-        Some("-h" | "--help" | "help") => {
-            println!("{}", usage());
-            return ExitCode::SUCCESS;
-        }
-        _ => {
-            eprintln!("{}", usage());
-            return ExitCode::from(2);
-        }
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Bench::Collectives(a) => collectives::main(a),
+        Bench::Pagerank(a) => pagerank::main(a),
+        Bench::Scale(a) => scale::main(a),
+        Bench::ScaleRun(a) => scale::run_point(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -20,7 +20,7 @@ use spillway::algorithms::graph::{load_graph, GraphSource};
 use spillway::algorithms::pagerank::{pagerank, PageRankOptions};
 use spillway::{run, Collectives, Comm, Config};
 
-use crate::harness::{format_duration, BoxError, Options, Stats};
+use crate::harness::{format_duration, BoxError, Stats};
 
 /// Damping factor of both implementations.
 const DAMPING: f64 = 0.85;
@@ -28,10 +28,29 @@ const DAMPING: f64 = 0.85;
 /// Largest accepted L1 distance between the spillway and sequential ranks.
 const TOLERANCE: f64 = 1e-9;
 
-/// Usage text of the subcommand.
-pub const USAGE: &str =
-    "pagerank [--scale 18] [--edge-factor 16] [--ranks 8] [--nodes 1] [--iterations 10] [--reps 7]
-    R-MAT graph (Graph500 parameters, seed 1); spillway runs at running = 1 and running = 2";
+/// Arguments of `spillway-bench pagerank`: an R-MAT graph (Graph500 parameters, seed 1);
+/// spillway runs at running = 1 and running = 2.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// log2 of the number of vertices (1..=31).
+    #[arg(long, default_value_t = 18)]
+    scale: u32,
+    /// Edges per vertex.
+    #[arg(long, default_value_t = 16)]
+    edge_factor: u32,
+    /// Ranks of the spillway job.
+    #[arg(long, default_value_t = 8)]
+    ranks: u32,
+    /// Virtual nodes of the spillway job.
+    #[arg(long, default_value_t = 1)]
+    nodes: u32,
+    /// PageRank iterations per repetition.
+    #[arg(long, default_value_t = 10)]
+    iterations: usize,
+    /// Repetitions.
+    #[arg(long, default_value_t = 7)]
+    reps: usize,
+}
 
 /// A whole graph in compressed sparse row form (rows are sources).
 #[derive(Debug, Clone)]
@@ -126,31 +145,17 @@ struct Row {
     stats: Stats,
 }
 
-/// Runs the subcommand with its arguments.
-pub fn main(args: &[String]) -> Result<(), BoxError> {
-    let opts = Options::parse(
-        args,
-        &[
-            "scale",
-            "edge-factor",
-            "ranks",
-            "nodes",
-            "iterations",
-            "reps",
-        ],
-    )?;
+/// Runs the subcommand.
+pub fn main(args: Args) -> Result<(), BoxError> {
     let spec = RmatSpec {
-        scale: opts.get("scale")?.unwrap_or(18),
-        edge_factor: opts.get("edge-factor")?.unwrap_or(16),
+        scale: args.scale,
+        edge_factor: args.edge_factor,
         seed: 1,
     };
     if !(1..=31).contains(&spec.scale) || spec.edge_factor == 0 {
         return Err("--scale must be 1..=31 and --edge-factor at least 1".into());
     }
-    let ranks: u32 = opts.get("ranks")?.unwrap_or(8);
-    let nodes: u32 = opts.get("nodes")?.unwrap_or(1);
-    let iterations: usize = opts.get("iterations")?.unwrap_or(10);
-    let reps: usize = opts.get("reps")?.unwrap_or(7);
+    let (ranks, nodes, iterations, reps) = (args.ranks, args.nodes, args.iterations, args.reps);
     if iterations == 0 || reps == 0 {
         return Err("--iterations and --reps must be at least 1".into());
     }

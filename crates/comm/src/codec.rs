@@ -1,7 +1,5 @@
 //! Turning typed data into payloads and back.
 
-use std::sync::Arc;
-
 use bytemuck::Pod;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -19,7 +17,7 @@ pub(crate) fn check_type<T>() -> Result<()> {
 }
 
 pub(crate) fn encode<T: Pod>(data: &[T]) -> Payload {
-    Payload::Owned(AlignedBuf::from_bytes(bytemuck::cast_slice(data)))
+    Payload::copy_of(bytemuck::cast_slice(data))
 }
 
 pub(crate) fn view<T: Pod>(bytes: &[u8]) -> Result<&[T]> {
@@ -43,34 +41,6 @@ pub(crate) fn decode_obj<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     })
 }
 
-/// A 16-byte-aligned byte range of a shared buffer: one rank's part of a bundle.
-#[derive(Clone, Debug)]
-pub(crate) struct Piece {
-    buf: Arc<AlignedBuf>,
-    start: usize,
-    len: usize,
-}
-
-impl Piece {
-    pub(crate) fn whole(payload: Payload) -> Piece {
-        let buf = payload.into_shared();
-        let len = buf.len();
-        Piece { buf, start: 0, len }
-    }
-
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.buf.as_bytes()[self.start..self.start + self.len]
-    }
-
-    pub(crate) fn into_payload(self) -> Payload {
-        if self.start == 0 && self.len == self.buf.len() {
-            Payload::Shared(self.buf)
-        } else {
-            Payload::Owned(AlignedBuf::from_bytes(self.as_bytes()))
-        }
-    }
-}
-
 const HEADER_WORDS: usize = 2;
 
 fn align16(x: usize) -> usize {
@@ -85,59 +55,45 @@ pub(crate) fn bundle<'a>(items: impl Iterator<Item = (usize, &'a [u8])> + Clone)
     let total = items
         .clone()
         .fold(header, |acc, (_, b)| align16(acc) + b.len());
-    let mut buf = AlignedBuf::zeroed(total);
+    let mut buf = AlignedBuf::for_overwrite(total);
     let out = buf.as_bytes_mut();
+    out[..header].fill(0);
     out[..8].copy_from_slice(&(n as u64).to_le_bytes());
     let mut offset = header;
     for (i, (rank, bytes)) in items.enumerate() {
         let h = 8 * (1 + HEADER_WORDS * i);
         out[h..h + 8].copy_from_slice(&(rank as u64).to_le_bytes());
         out[h + 8..h + 16].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
-        offset = align16(offset);
+        let start = align16(offset);
+        out[offset..start].fill(0);
+        offset = start;
         out[offset..offset + bytes.len()].copy_from_slice(bytes);
         offset += bytes.len();
     }
     Payload::Owned(buf)
 }
 
-fn word(bytes: &[u8], at: usize) -> Result<usize> {
-    let w = bytes.get(at..at + 8).ok_or(Error::TypeMismatch {
+/// The items `(comm rank, bytes)` of a bundle, in order.
+pub(crate) fn bundle_items(bytes: &[u8]) -> Result<Vec<(usize, &[u8])>> {
+    let malformed = || Error::TypeMismatch {
         expected: "a collective bundle",
         message_bytes: bytes.len(),
-    })?;
-    Ok(u64::from_le_bytes(w.try_into().expect("8 bytes")) as usize)
-}
-
-/// Splits a bundle into its items without copying.
-pub(crate) fn unbundle(payload: Payload) -> Result<Vec<(usize, Piece)>> {
-    let buf = payload.into_shared();
-    let bytes = buf.as_bytes();
-    let n = word(bytes, 0)?;
-    let header = align16(8 * (1 + HEADER_WORDS * n));
-    let mut offset = header;
-    let mut items = Vec::with_capacity(n);
+    };
+    let word = |at: usize| -> Result<usize> {
+        let w = bytes.get(at..at + 8).ok_or_else(malformed)?;
+        Ok(u64::from_le_bytes(w.try_into().expect("8 bytes")) as usize)
+    };
+    let n = word(0)?;
+    let mut offset = (8 * (1 + 2 * n)).next_multiple_of(16);
+    let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        let h = 8 * (1 + HEADER_WORDS * i);
-        let rank = word(bytes, h)?;
-        let len = word(bytes, h + 8)?;
-        offset = align16(offset);
-        if offset + len > bytes.len() {
-            return Err(Error::TypeMismatch {
-                expected: "a collective bundle",
-                message_bytes: bytes.len(),
-            });
-        }
-        items.push((
-            rank,
-            Piece {
-                buf: Arc::clone(&buf),
-                start: offset,
-                len,
-            },
-        ));
+        let rank = word(8 * (1 + 2 * i))?;
+        let len = word(8 * (2 + 2 * i))?;
+        offset = offset.next_multiple_of(16);
+        out.push((rank, bytes.get(offset..offset + len).ok_or_else(malformed)?));
         offset += len;
     }
-    Ok(items)
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -151,13 +107,14 @@ mod tests {
         let c = [9u8; 40];
         let items = [(4usize, &a[..]), (0, &b[..]), (7, &c[..])];
         let p = bundle(items.iter().copied());
-        let out = unbundle(p).unwrap();
+        let out = bundle_items(p.as_bytes()).unwrap();
         assert_eq!(out.len(), 3);
         for ((r, bytes), (r2, piece)) in items.iter().zip(&out) {
             assert_eq!(r, r2);
-            assert_eq!(*bytes, piece.as_bytes());
-            assert_eq!(piece.as_bytes().as_ptr() as usize % 16, 0);
+            assert_eq!(bytes, piece);
+            assert_eq!(piece.as_ptr() as usize % 16, 0);
         }
+        assert!(bundle_items(&p.as_bytes()[..20]).is_err());
     }
 
     #[test]

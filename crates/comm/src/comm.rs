@@ -1,12 +1,17 @@
 //! Communicators.
+//!
+//! A communicator is an ordered group of ranks with its own message space. Its *shape* — the
+//! members, and how they are grouped by node — is the same on every member and is shared by
+//! the ranks of a node (one copy per node, through the node table), so a communicator of `R`
+//! ranks costs `O(R)` memory per node, not per rank; the world communicator costs `O(nodes)`.
 
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use spillway_runtime::{Pattern, Rank};
 
-use crate::coll::Collectives;
 use crate::{Error, Result};
 
 const WORLD_ID: u64 = 0x5350_494c_4c57_4159; // "SPILLWAY"
@@ -25,63 +30,172 @@ pub(crate) const COLL_TAG_MASK: u32 = 0x3fff_ffff;
 /// See [`COLL_TAG_MASK`].
 pub(crate) const ALT_TAG: i32 = 0x4000_0000;
 
-/// The members of a communicator grouped by node: the unit of two-phase collectives.
+/// The global ranks of a communicator's members.
 #[derive(Debug)]
-pub(crate) struct Groups {
-    /// Group index of each communicator rank.
-    pub(crate) of: Vec<usize>,
-    /// Communicator ranks of each group, ascending; the first is the group's leader. Groups are
-    /// ordered by their leader.
-    pub(crate) members: Vec<Vec<usize>>,
-    /// Whether every group is a contiguous range of communicator ranks.
-    pub(crate) contiguous: bool,
+enum Members {
+    /// Member `i` is global rank `i` (the world).
+    Identity(usize),
+    List(Vec<u32>),
 }
 
-impl Groups {
-    fn by_node(nodes: &[u32]) -> Groups {
-        let mut index: HashMap<u32, usize> = HashMap::new();
-        let mut members: Vec<Vec<usize>> = Vec::new();
-        let mut of = Vec::with_capacity(nodes.len());
-        for (r, node) in nodes.iter().enumerate() {
-            let g = *index.entry(*node).or_insert_with(|| {
-                members.push(Vec::new());
-                members.len() - 1
+/// How the members are grouped by node. Groups are ordered by their lowest member; the first
+/// member of a group is its *leader*.
+#[derive(Debug)]
+enum Groups {
+    /// Group `g` is the contiguous range `starts[g] .. starts[g + 1]` of communicator ranks.
+    Blocks(Vec<usize>),
+    /// Arbitrary groups (members of a node not contiguous in the communicator's order).
+    Explicit {
+        of: Vec<u32>,
+        index: Vec<u32>,
+        members: Vec<Vec<u32>>,
+    },
+}
+
+/// The shape of a communicator: its members and their grouping by node.
+#[derive(Debug)]
+pub(crate) struct Shape {
+    members: Members,
+    /// Communicator rank of each global rank, when not the identity.
+    index: Option<HashMap<u32, usize>>,
+    groups: Groups,
+}
+
+impl Shape {
+    fn new(members: Vec<u32>, node_of: impl Fn(u32) -> u32) -> Shape {
+        let identity = members.iter().enumerate().all(|(i, &g)| i as u32 == g);
+        let index = (!identity).then(|| members.iter().enumerate().map(|(i, &g)| (g, i)).collect());
+        let mut group_index: HashMap<u32, usize> = HashMap::new();
+        let mut groups: Vec<Vec<u32>> = Vec::new();
+        let mut of = Vec::with_capacity(members.len());
+        let mut pos = Vec::with_capacity(members.len());
+        for (r, &g) in members.iter().enumerate() {
+            let gi = *group_index.entry(node_of(g)).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
             });
-            members[g].push(r);
-            of.push(g);
+            pos.push(groups[gi].len() as u32);
+            groups[gi].push(r as u32);
+            of.push(gi as u32);
         }
-        let contiguous = members
+        let contiguous = groups
             .iter()
-            .all(|m| m.last().expect("non-empty group") - m[0] + 1 == m.len());
-        Groups {
-            of,
+            .all(|m| (m[m.len() - 1] - m[0]) as usize + 1 == m.len());
+        let groups = if contiguous {
+            let mut starts: Vec<usize> = groups.iter().map(|m| m[0] as usize).collect();
+            starts.push(members.len());
+            Groups::Blocks(starts)
+        } else {
+            Groups::Explicit {
+                of,
+                index: pos,
+                members: groups,
+            }
+        };
+        let members = if identity {
+            Members::Identity(members.len())
+        } else {
+            Members::List(members)
+        };
+        Shape {
             members,
-            contiguous,
+            index,
+            groups,
         }
     }
 
-    fn flat(size: usize) -> Groups {
-        Groups {
-            of: (0..size).collect(),
-            members: (0..size).map(|r| vec![r]).collect(),
-            contiguous: true,
+    fn world(rank: &Rank) -> Shape {
+        let layout = rank.layout();
+        let mut starts: Vec<usize> = (0..layout.nodes())
+            .map(|n| layout.first_rank(n) as usize)
+            .collect();
+        starts.push(layout.ranks() as usize);
+        Shape {
+            members: Members::Identity(layout.ranks() as usize),
+            index: None,
+            groups: Groups::Blocks(starts),
         }
     }
 
-    pub(crate) fn leader(&self, group: usize) -> usize {
-        self.members[group][0]
+    pub(crate) fn size(&self) -> usize {
+        match &self.members {
+            Members::Identity(n) => *n,
+            Members::List(v) => v.len(),
+        }
+    }
+
+    pub(crate) fn global(&self, r: usize) -> u32 {
+        match &self.members {
+            Members::Identity(_) => r as u32,
+            Members::List(v) => v[r],
+        }
+    }
+
+    fn comm_rank_of(&self, global: u32) -> Option<usize> {
+        match &self.index {
+            None => ((global as usize) < self.size()).then_some(global as usize),
+            Some(map) => map.get(&global).copied(),
+        }
+    }
+
+    /// Number of groups (nodes holding members).
+    pub(crate) fn groups(&self) -> usize {
+        match &self.groups {
+            Groups::Blocks(starts) => starts.len() - 1,
+            Groups::Explicit { members, .. } => members.len(),
+        }
+    }
+
+    /// The group of communicator rank `r`.
+    pub(crate) fn group_of(&self, r: usize) -> usize {
+        match &self.groups {
+            Groups::Blocks(starts) => starts.partition_point(|&s| s <= r) - 1,
+            Groups::Explicit { of, .. } => of[r] as usize,
+        }
+    }
+
+    /// Index of communicator rank `r` within its group.
+    pub(crate) fn index_in_group(&self, r: usize) -> usize {
+        match &self.groups {
+            Groups::Blocks(starts) => r - starts[self.group_of(r)],
+            Groups::Explicit { index, .. } => index[r] as usize,
+        }
+    }
+
+    /// Number of members of group `g`.
+    pub(crate) fn group_len(&self, g: usize) -> usize {
+        match &self.groups {
+            Groups::Blocks(starts) => starts[g + 1] - starts[g],
+            Groups::Explicit { members, .. } => members[g].len(),
+        }
+    }
+
+    /// Communicator rank of member `i` of group `g`.
+    pub(crate) fn group_member(&self, g: usize, i: usize) -> usize {
+        match &self.groups {
+            Groups::Blocks(starts) => starts[g] + i,
+            Groups::Explicit { members, .. } => members[g][i] as usize,
+        }
+    }
+
+    /// The leader (lowest member) of group `g`.
+    pub(crate) fn leader(&self, g: usize) -> usize {
+        self.group_member(g, 0)
+    }
+
+    /// Whether every group is a contiguous range of communicator ranks (then node-level
+    /// combination respects rank order).
+    pub(crate) fn contiguous(&self) -> bool {
+        matches!(self.groups, Groups::Blocks(_))
     }
 }
 
 pub(crate) struct Inner {
-    id: u64,
-    /// Global rank of each member.
-    pub(crate) members: Vec<u32>,
-    /// Communicator rank of each global rank, when not the identity.
-    index: Option<HashMap<u32, usize>>,
+    pub(crate) id: u64,
+    pub(crate) shape: Arc<Shape>,
     pub(crate) me: usize,
-    pub(crate) groups: Groups,
-    pub(crate) flat: Groups,
+    pub(crate) my_group: usize,
+    pub(crate) my_index: usize,
     coll_seq: Cell<u32>,
     derived: Cell<u64>,
 }
@@ -100,58 +214,73 @@ impl std::fmt::Debug for Comm<'_> {
         f.debug_struct("Comm")
             .field("id", &format_args!("{:#x}", self.inner.id))
             .field("rank", &self.inner.me)
-            .field("size", &self.inner.members.len())
+            .field("size", &self.size())
             .finish()
     }
 }
 
 impl<'r> Comm<'r> {
-    fn build(rank: &'r Rank, id: u64, members: Vec<u32>) -> Comm<'r> {
-        let me = members
-            .iter()
-            .position(|&g| g == rank.rank())
+    pub(crate) fn with_shape(rank: &'r Rank, id: u64, shape: Arc<Shape>) -> Comm<'r> {
+        let me = shape
+            .comm_rank_of(rank.rank())
             .expect("the calling rank is a member");
-        let identity = members.iter().enumerate().all(|(i, &g)| i as u32 == g);
-        let index = (!identity).then(|| members.iter().enumerate().map(|(i, &g)| (g, i)).collect());
-        let nodes: Vec<u32> = members.iter().map(|&g| rank.layout().node_of(g)).collect();
-        let size = members.len();
+        let my_group = shape.group_of(me);
+        let my_index = shape.index_in_group(me);
         Comm {
             rank,
             inner: Rc::new(Inner {
                 id,
-                members,
-                index,
+                shape,
                 me,
-                groups: Groups::by_node(&nodes),
-                flat: Groups::flat(size),
+                my_group,
+                my_index,
                 coll_seq: Cell::new(0),
                 derived: Cell::new(0),
             }),
         }
     }
 
+    /// A communicator of the given global ranks, whose shape the ranks of a node share.
+    pub(crate) fn from_members(
+        rank: &'r Rank,
+        id: u64,
+        members: impl FnOnce() -> Vec<u32>,
+    ) -> Comm<'r> {
+        let layout = rank.layout().clone();
+        let shape = rank.node_table().cached(mix(id ^ 0x0053_4841_5045), || {
+            Shape::new(members(), |g| layout.node_of(g))
+        });
+        Comm::with_shape(rank, id, shape)
+    }
+
     /// All ranks of the job, numbered as the job numbers them (`MPI_COMM_WORLD`).
     pub fn world(rank: &'r Rank) -> Comm<'r> {
-        Comm::build(rank, WORLD_ID, (0..rank.size()).collect())
+        let shape = rank
+            .node_table()
+            .cached(mix(WORLD_ID ^ 0x0053_4841_5045), || Shape::world(rank));
+        Comm::with_shape(rank, WORLD_ID, shape)
     }
 
     /// The ranks of this rank's node, in global order (BDMPI's `COMM_NODE`).
     pub fn node(rank: &'r Rank) -> Comm<'r> {
         let first = rank.node_first_rank();
-        Comm::build(
+        let size = rank.local_size();
+        Comm::from_members(
             rank,
             mix(WORLD_ID ^ 0x4e4f_4445 ^ (u64::from(rank.node()) << 32)),
-            (first..first + rank.local_size()).collect(),
+            || (first..first + size).collect(),
         )
     }
 
     /// All ranks numbered cyclically over the nodes: rank `i` is local rank `i / nodes` of
     /// node `i % nodes` while every node has ranks left (BDMPI's `COMM_CWORLD`).
     pub fn cyclic_world(rank: &'r Rank) -> Comm<'r> {
-        let layout = rank.layout();
-        let mut members: Vec<u32> = (0..rank.size()).collect();
-        members.sort_by_key(|&g| (layout.local_rank(g), layout.node_of(g)));
-        Comm::build(rank, mix(WORLD_ID ^ 0x4357_4f52_4c44), members)
+        Comm::from_members(rank, mix(WORLD_ID ^ 0x4357_4f52_4c44), || {
+            let layout = rank.layout();
+            let mut members: Vec<u32> = (0..rank.size()).collect();
+            members.sort_by_key(|&g| (layout.local_rank(g), layout.node_of(g)));
+            members
+        })
     }
 
     /// This rank's number in the communicator.
@@ -161,7 +290,7 @@ impl<'r> Comm<'r> {
 
     /// Number of ranks in the communicator.
     pub fn size(&self) -> usize {
-        self.inner.members.len()
+        self.inner.shape.size()
     }
 
     /// The runtime context of the calling rank.
@@ -170,50 +299,53 @@ impl<'r> Comm<'r> {
     }
 
     /// Global (world) rank of communicator rank `r`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRank`] for `r` outside the communicator.
     pub fn global_rank(&self, r: usize) -> Result<u32> {
-        self.inner
-            .members
-            .get(r)
-            .copied()
-            .ok_or(Error::InvalidRank {
+        if r >= self.size() {
+            return Err(Error::InvalidRank {
                 rank: r,
                 size: self.size(),
-            })
+            });
+        }
+        Ok(self.inner.shape.global(r))
     }
 
     /// Number of distinct nodes holding members (BDMPI's `nsize`).
     pub fn node_count(&self) -> usize {
-        self.inner.groups.members.len()
+        self.inner.shape.groups()
     }
 
     /// Index of this rank's node among the communicator's nodes (BDMPI's `nrank`).
     pub fn node_index(&self) -> usize {
-        self.inner.groups.of[self.inner.me]
+        self.inner.my_group
     }
 
     /// Number of members on this rank's node (BDMPI's `lsize`).
     pub fn local_size(&self) -> usize {
-        self.inner.groups.members[self.node_index()].len()
+        self.inner.shape.group_len(self.inner.my_group)
     }
 
     /// This rank's index among the members on its node (BDMPI's `lrank`).
     pub fn local_rank(&self) -> usize {
-        let g = &self.inner.groups.members[self.node_index()];
-        g.iter()
-            .position(|&r| r == self.inner.me)
-            .expect("member of own group")
+        self.inner.my_index
     }
 
     /// Lowest communicator rank on this rank's node (BDMPI's `rrank`).
     pub fn node_leader(&self) -> usize {
-        self.inner.groups.leader(self.node_index())
+        self.inner.shape.leader(self.inner.my_group)
+    }
+
+    pub(crate) fn shape(&self) -> &Shape {
+        &self.inner.shape
     }
 
     pub(crate) fn comm_rank_of(&self, global: u32) -> usize {
-        match &self.inner.index {
-            None => global as usize,
-            Some(map) => map[&global],
-        }
+        self.inner
+            .shape
+            .comm_rank_of(global)
+            .expect("messages come from members")
     }
 
     pub(crate) fn p2p_context(&self) -> u64 {
@@ -222,6 +354,16 @@ impl<'r> Comm<'r> {
 
     pub(crate) fn coll_context(&self) -> u64 {
         self.inner.id | 1
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// An identifier of this communicator that every member sees alike and that differs
+    /// between communicators (e.g. to key objects shared by the ranks of a node).
+    pub fn context_id(&self) -> u64 {
+        self.inner.id
     }
 
     pub(crate) fn next_coll_tag(&self) -> i32 {
@@ -247,7 +389,7 @@ impl<'r> Comm<'r> {
         })
     }
 
-    fn derive_id(&self, salt: u64) -> u64 {
+    pub(crate) fn derive_id(&self, salt: u64) -> u64 {
         let n = self.inner.derived.get();
         self.inner.derived.set(n + 1);
         mix(self.inner.id ^ mix(n ^ mix(salt)))
@@ -260,36 +402,6 @@ impl<'r> Comm<'r> {
     /// `dup`/`split` calls on this communicator. It needs no communication.
     pub fn dup(&self) -> Comm<'r> {
         let id = self.derive_id(0x0044_5550);
-        Comm::build(self.rank, id, self.inner.members.clone())
-    }
-
-    /// Splits the communicator: members passing the same `color` form a new communicator,
-    /// ordered by `key` and then by their rank here; `None` (MPI's `UNDEFINED`) joins none.
-    ///
-    /// # Cost
-    /// One allgather of two words per member.
-    ///
-    /// # Errors
-    /// [`Error::Aborted`] when the job ends during the exchange.
-    pub fn split(&self, color: Option<u32>, key: i64) -> Result<Option<Comm<'r>>> {
-        let mine = [color.map_or(-1, i64::from), key];
-        let all = self.allgather(&mine)?;
-        let id = self.derive_id(0x0053_504c_4954);
-        let Some(color) = color else {
-            return Ok(None);
-        };
-        let mut chosen: Vec<(i64, usize)> = all
-            .chunks_exact(2)
-            .enumerate()
-            .filter(|(_, ck)| ck[0] == i64::from(color))
-            .map(|(r, ck)| (ck[1], r))
-            .collect();
-        chosen.sort_unstable();
-        let members = chosen.iter().map(|&(_, r)| self.inner.members[r]).collect();
-        Ok(Some(Comm::build(
-            self.rank,
-            mix(id ^ u64::from(color)),
-            members,
-        )))
+        Comm::with_shape(self.rank, id, Arc::clone(&self.inner.shape))
     }
 }

@@ -9,8 +9,9 @@
 //!   buffer at once. Receives match MPI's rules: by source and tag (or any), and messages from
 //!   one sender with one tag never overtake each other.
 //! * Collectives ([`Collectives`], an extension trait like rsmpi's): every member calls them in
-//!   the same order. Inside a node data moves once per node — two-phase through the node's
-//!   lowest rank, as BDMPI's masters do — and between nodes along binomial trees.
+//!   the same order. Inside a node the ranks are threads of one process and meet in shared
+//!   memory (each reads the others' buffers directly, no messages); between nodes one rank per
+//!   node exchanges along trees, pipelined chains or rings chosen from the link model.
 //! * Plain-data element types (`bytemuck::Pod`) travel without serialisation; any
 //!   `serde` type travels through the `_obj` methods.
 //!
@@ -33,9 +34,8 @@ mod coll;
 mod comm;
 mod ops;
 mod p2p;
-mod pipeline;
 
-pub use coll::Collectives;
+pub use coll::{Aggregate, Collectives, Exchanged};
 pub use comm::Comm;
 pub use ops::{
     BitAnd, BitOr, BitXor, Logical, LogicalAnd, LogicalOr, LogicalXor, Max, Min, Operation, Prod,

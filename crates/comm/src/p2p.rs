@@ -237,17 +237,20 @@ impl<'r> Comm<'r> {
     ) -> Result<Status> {
         check_type::<T>()?;
         let pattern = self.recv_pattern(source.into(), tag.into())?;
-        let env = self.rank.recv(pattern, WaitKind::Recv)?;
-        let status = self.status_of(&env);
-        let data = view::<T>(env.payload.as_bytes())?;
-        if data.len() > buf.len() {
-            return Err(Error::Truncated {
-                message_bytes: env.payload.len(),
-                buffer_bytes: std::mem::size_of_val(buf),
+        let info = self
+            .rank
+            .recv_into(pattern, WaitKind::Recv, bytemuck::cast_slice_mut(buf))?;
+        if info.bytes % std::mem::size_of::<T>() != 0 {
+            return Err(Error::TypeMismatch {
+                expected: std::any::type_name::<T>(),
+                message_bytes: info.bytes,
             });
         }
-        buf[..data.len()].copy_from_slice(data);
-        Ok(status)
+        Ok(Status {
+            source: self.comm_rank_of(info.source),
+            tag: info.tag,
+            bytes: info.bytes,
+        })
     }
 
     /// Receives a serialised value sent with [`send_obj`](Self::send_obj).

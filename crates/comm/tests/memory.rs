@@ -1,7 +1,6 @@
 //! Storage-backed memory, memory policies and spilled messages, at several layouts and under
 //! budgets small enough that the spill paths run.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -77,7 +76,7 @@ fn storage_backed_data_survives_blocking_under_every_policy() {
 }
 
 #[test]
-fn all_to_all_larger_than_the_budget_spills_messages() {
+fn all_to_all_larger_than_the_budget_reads_storage_backed_buffers_in_place() {
     for (ranks, nodes, running) in layouts().into_iter().filter(|l| l.0 > 1) {
         let config = Config::new(ranks)
             .nodes(nodes)
@@ -87,12 +86,15 @@ fn all_to_all_larger_than_the_budget_spills_messages() {
         let (out, stats) = run_with_stats(&config, |rank| -> TestResult<bool> {
             let world = Comm::world(rank);
             let (me, p) = (world.rank(), world.size());
-            // 512 KiB to every other rank: p * (p-1) * 512 KiB in flight, far over 1 MiB.
+            // 512 KiB to every other rank, p * (p - 1) * 512 KiB in all, far over 1 MiB: the
+            // send buffers are storage-backed, so blocked ranks hold them on disk, and the
+            // receivers read them in place.
             let block = 64 * 1024;
-            let send: Vec<u64> = (0..p)
-                .flat_map(|j| (0..block).map(move |i| pattern(me, j * block + i)))
-                .collect();
-            let got = world.alltoall(&send)?;
+            let mut send: SbVec<u64> = SbVec::zeroed(rank, p * block)?;
+            for (k, x) in send.as_mut_slice().iter_mut().enumerate() {
+                *x = pattern(me, k);
+            }
+            let got = world.alltoall(send.as_slice())?;
             let ok = (0..p).all(|i| {
                 got[i * block..(i + 1) * block]
                     .iter()
@@ -104,8 +106,19 @@ fn all_to_all_larger_than_the_budget_spills_messages() {
         })
         .unwrap();
         assert!(out.iter().all(|&ok| ok), "{ranks}/{nodes}: wrong data");
+        if nodes == 1 {
+            // Inside a node nothing travels as a message.
+            assert_eq!(stats.messages_sent(), 0, "{ranks}/{nodes}");
+        } else {
+            // Between nodes one bundle per pair of nodes, spilled when over the budget.
+            assert!(
+                stats.memory.messages_spilled > 0,
+                "{ranks}/{nodes}: {:?}",
+                stats.memory
+            );
+        }
         assert!(
-            stats.memory.messages_spilled > 0,
+            stats.memory.bytes_read > 0,
             "{ranks}/{nodes}: {:?}",
             stats.memory
         );
@@ -113,28 +126,38 @@ fn all_to_all_larger_than_the_budget_spills_messages() {
 }
 
 #[test]
-fn spill_directory_is_private_and_removed_even_after_a_panic() {
-    let seen: Mutex<Option<PathBuf>> = Mutex::new(None);
-    let err = run(&Config::new(3).mem_budget(1 << 20), |rank| -> TestResult {
-        let dir = rank.spill_dir().to_path_buf();
-        let mode = std::fs::metadata(&dir)?.permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700, "spill directory mode {mode:o}");
-        *seen.lock().unwrap() = Some(dir);
-        let _v: SbVec<u8> = SbVec::zeroed(rank, 10_000)?;
-        Comm::world(rank).barrier()?;
-        if rank.rank() == 1 {
-            panic!("on purpose");
-        }
-        Ok(())
-    })
+fn spill_files_have_no_names_and_nothing_is_left_even_after_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let listing = |d: &std::path::Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    };
+    let during: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let err = run(
+        &Config::new(3).mem_budget(1 << 20).spill_dir(dir.path()),
+        |rank| -> TestResult {
+            let mut v: SbVec<u8> = SbVec::zeroed(rank, 100_000)?;
+            v.as_mut_slice().fill(9);
+            v.unload();
+            Comm::world(rank).barrier()?;
+            assert_eq!(rank.spill_dir(), dir.path());
+            during.lock().unwrap().extend(listing(rank.spill_dir()));
+            if rank.rank() == 1 {
+                panic!("on purpose");
+            }
+            Ok(())
+        },
+    )
     .unwrap_err();
     assert!(matches!(err, JobError::RankPanicked { rank: 1, .. }));
-    let dir = seen
-        .lock()
-        .unwrap()
-        .clone()
-        .expect("a rank saw the directory");
-    assert!(!dir.exists(), "{} was left behind", dir.display());
+    assert!(
+        during.lock().unwrap().is_empty(),
+        "spill files were visible: {:?}",
+        during.lock().unwrap()
+    );
+    assert!(listing(dir.path()).is_empty());
 }
 
 #[test]

@@ -20,13 +20,35 @@ pub enum ResumePolicy {
 }
 
 impl ResumePolicy {
-    /// Parses a policy name (`fifo`).
+    /// Parses a policy name (`fifo`, `most-resident`).
     pub fn from_name(name: &str) -> Option<ResumePolicy> {
         match name {
             "fifo" => Some(ResumePolicy::Fifo),
             "most-resident" => Some(ResumePolicy::MostResident),
             _ => None,
         }
+    }
+
+    /// The policy's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ResumePolicy::Fifo => "fifo",
+            ResumePolicy::MostResident => "most-resident",
+        }
+    }
+}
+
+impl std::str::FromStr for ResumePolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ResumePolicy, String> {
+        ResumePolicy::from_name(s)
+            .ok_or_else(|| format!("unknown resume policy '{s}' (available: most-resident, fifo)"))
+    }
+}
+
+impl std::fmt::Display for ResumePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -52,6 +74,7 @@ pub struct Config {
     pub(crate) message_spill_threshold: usize,
     pub(crate) link_model: Option<LinkModel>,
     pub(crate) peer_timeout: std::time::Duration,
+    pub(crate) spin: std::time::Duration,
 }
 
 impl Config {
@@ -65,12 +88,13 @@ impl Config {
             spill_dir: None,
             backend: Backend::Local,
             resume: ResumePolicy::Fifo,
-            stack_size: 8 << 20,
+            stack_size: 1 << 20,
             mem_budget: None,
             policy: Policy::Araw,
             message_spill_threshold: 64 << 10,
             link_model: None,
             peer_timeout: std::time::Duration::from_secs(30),
+            spin: std::time::Duration::from_micros(50),
         }
     }
 
@@ -166,9 +190,25 @@ impl Config {
         self
     }
 
-    /// Stack size of each rank's thread in bytes (default 8 MiB).
+    /// Stack size of each rank in bytes (default 1 MiB, at least 64 KiB). Ranks are fibers
+    /// with stacks of their own; only the pages a rank touches are resident, so a large stack
+    /// costs address space, not memory. A rank that overflows its stack aborts the process
+    /// with "spillway: rank N overflowed its stack of S KiB": give it more.
     pub fn stack_size(mut self, bytes: usize) -> Config {
         self.stack_size = bytes;
+        self
+    }
+
+    /// The stack size of each rank.
+    pub fn stack_size_bytes(&self) -> usize {
+        self.stack_size
+    }
+
+    /// How long a rank that waits for another *running* rank of its node spins before it
+    /// gives up its slot (default 50 us; zero never spins). A rank never spins while another
+    /// rank of its node waits for a slot.
+    pub fn spin(mut self, duration: std::time::Duration) -> Config {
+        self.spin = duration;
         self
     }
 
@@ -221,12 +261,62 @@ impl Config {
     }
 
     /// Checks the configuration and returns the rank layout.
+    ///
+    /// # Errors
+    /// [`JobError::Config`] for an impossible layout, `running` of 0, a stack smaller than
+    /// 64 KiB, or an absurd memory budget: less than one page per rank of a node, or more than
+    /// this machine's memory and swap together.
     pub fn layout(&self) -> Result<Layout, JobError> {
         if self.running == Some(0) {
             return Err(JobError::Config(
                 "running must be at least 1 (the ranks of a node that execute at once)".into(),
             ));
         }
-        Layout::new(self.ranks, self.nodes).map_err(|e| JobError::Config(e.to_string()))
+        if self.stack_size < 64 << 10 {
+            return Err(JobError::Config(format!(
+                "a stack size of {} bytes is too small (at least 64 KiB)",
+                self.stack_size
+            )));
+        }
+        let layout =
+            Layout::new(self.ranks, self.nodes).map_err(|e| JobError::Config(e.to_string()))?;
+        if let Some(budget) = self.mem_budget {
+            let per_node = layout.local_size(0) as u64;
+            let minimum = per_node * 4096;
+            if budget < minimum {
+                return Err(JobError::Config(format!(
+                    "a memory budget of {budget} bytes is less than one page per rank \
+                     ({per_node} ranks per node need at least {minimum} bytes)"
+                )));
+            }
+            if let Some(machine) = machine_memory() {
+                if budget > machine {
+                    return Err(JobError::Config(format!(
+                        "a memory budget of {} MiB is more than this machine's memory and swap \
+                         ({} MiB)",
+                        budget >> 20,
+                        machine >> 20
+                    )));
+                }
+            }
+        }
+        Ok(layout)
     }
+}
+
+/// Physical memory plus swap of this machine, from /proc/meminfo.
+pub(crate) fn machine_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = info.lines().find(|l| l.starts_with(name))?;
+        Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    };
+    Some(field("MemTotal:")? + field("SwapTotal:").unwrap_or(0))
+}
+
+/// Memory available for new allocations without swapping, from /proc/meminfo.
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }

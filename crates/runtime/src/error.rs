@@ -149,6 +149,11 @@ pub enum JobError {
     /// The transport between nodes failed (an MPI call returned an error, e.g. because a
     /// process was lost; Debian's MPI has no fault tolerance, so the job cannot continue).
     Transport(String),
+    /// The job was interrupted by a signal (see [`interrupt`](crate::interrupt)).
+    Interrupted {
+        /// The signal number (2 for SIGINT, 15 for SIGTERM).
+        signal: i32,
+    },
 }
 
 impl fmt::Display for JobError {
@@ -164,6 +169,14 @@ impl fmt::Display for JobError {
             JobError::Storage(e) => write!(f, "spill storage failed: {e}"),
             JobError::Remote { node, message } => write!(f, "node {node}: {message}"),
             JobError::Transport(why) => write!(f, "transport between nodes failed: {why}"),
+            JobError::Interrupted { signal } => {
+                let name = match signal {
+                    2 => "SIGINT",
+                    15 => "SIGTERM",
+                    _ => "a signal",
+                };
+                write!(f, "interrupted by {name} ({signal})")
+            }
         }
     }
 }

@@ -27,19 +27,29 @@
 #![deny(missing_docs, unreachable_pub)]
 
 mod config;
+mod deadlock;
 mod error;
+mod interrupt;
 mod job;
+mod launch;
 mod mailbox;
 mod memory;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod net;
+mod node;
 mod rank;
+mod route;
+mod sched;
 
-pub use config::{Config, ResumePolicy};
+pub use config::{available_memory, Config, ResumePolicy};
 pub use error::{DeadlockReport, Error, JobError, WaitState};
-pub use job::{run, run_with_stats, JobStats, RankStats};
+pub use interrupt::interrupt;
+pub use job::{JobStats, RankStats};
+pub use launch::{run, run_with_stats};
 pub use mailbox::{MessageInfo, Pattern, RecvId};
-pub use memory::{current_rss, peak_rss, MemoryStats, Policy, SbVec};
-pub use rank::{CriticalGuard, Rank, WaitKind};
+pub use memory::{current_rss, peak_rss, MemoryStats, NodeBuf, Policy, SbVec};
+pub use node::{NodeTable, WaitQueue};
+pub use rank::{CriticalGuard, Rank};
+pub use sched::{Describe, WaitKind};
 pub use spillway_transport::{Backend, Envelope, Layout, LinkModel, Payload};

@@ -4,8 +4,12 @@
 //! that arrives goes to the oldest posted receive it matches, else to the queue. Since both sides
 //! keep arrival and posting order, messages from one sender with one tag never overtake each
 //! other. Probes look only at queued (not yet matched) messages.
+//!
+//! Both sides are indexed by the exact key (context, source, tag), so the common case — a
+//! receive naming its source and tag — costs O(1) whatever else is queued. Wildcard receives
+//! and probes scan only the messages of their context, in arrival order.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::File;
 
 use spillway_transport::{AlignedBuf, Envelope, Payload};
@@ -32,14 +36,32 @@ impl Pattern {
             && self.source.is_none_or(|s| s == source)
             && self.tag.is_none_or(|t| t == tag)
     }
+
+    fn exact_key(&self) -> Option<Key> {
+        Some((self.context, self.source?, self.tag?))
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        let source = match self.source {
+            Some(s) => format!("from rank {s}"),
+            None => "from any rank".to_string(),
+        };
+        let tag = match self.tag {
+            Some(t) => format!("tag {t}"),
+            None => "any tag".to_string(),
+        };
+        format!("{source} with {tag} in context {:#x}", self.context)
+    }
 }
+
+type Key = (u64, u32, i32);
 
 /// Where a queued message's bytes are.
 #[derive(Debug)]
 pub(crate) enum Body {
     /// In memory.
     Mem(Payload),
-    /// In an (unlinked) spill file, read back when received.
+    /// In an (unnamed) spill file, read back when received.
     Disk(File),
 }
 
@@ -64,8 +86,16 @@ impl Msg {
         }
     }
 
-    fn matched_by(&self, p: &Pattern) -> bool {
-        p.matches_header(self.context, self.source, self.tag)
+    fn key(&self) -> Key {
+        (self.context, self.source, self.tag)
+    }
+
+    pub(crate) fn info(&self) -> MessageInfo {
+        MessageInfo {
+            source: self.source,
+            tag: self.tag,
+            bytes: self.len,
+        }
     }
 
     /// The message as an envelope, reading a spilled body back (consume-once).
@@ -74,7 +104,7 @@ impl Msg {
             Body::Mem(p) => p,
             Body::Disk(file) => {
                 use std::os::unix::fs::FileExt;
-                let mut buf = AlignedBuf::zeroed(self.len);
+                let mut buf = AlignedBuf::for_overwrite(self.len);
                 file.read_exact_at(buf.as_bytes_mut(), 0)?;
                 Payload::Owned(buf)
             }
@@ -86,10 +116,24 @@ impl Msg {
             payload,
         })
     }
+
+    /// Copies the body into `dst` (which holds at least `len` bytes): one copy from memory, or
+    /// one read straight from the spill file.
+    pub(crate) fn read_into(&self, dst: &mut [u8]) -> std::io::Result<()> {
+        let dst = &mut dst[..self.len];
+        match &self.body {
+            Body::Mem(p) => dst.copy_from_slice(p.as_bytes()),
+            Body::Disk(file) => {
+                use std::os::unix::fs::FileExt;
+                file.read_exact_at(dst, 0)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Handle of a posted receive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RecvId(pub(crate) u64);
 
 /// What a probe reports about a queued message.
@@ -103,98 +147,244 @@ pub struct MessageInfo {
     pub bytes: usize,
 }
 
-/// Where a delivered message went.
-pub(crate) enum Delivered {
-    /// It completed this posted receive.
-    Matched(RecvId),
-    /// It was queued as unexpected; carries what a probe would see.
-    Queued(MessageInfo, u64),
+/// What the mailbox's owner waits for.
+#[derive(Debug, Clone)]
+pub(crate) enum MailWait {
+    Recv(RecvId),
+    Probe(Pattern),
+    /// All of these receives (or, with `any`, one of them).
+    Group {
+        ids: Vec<RecvId>,
+        any: bool,
+    },
+}
+
+struct Queued {
+    seq: u64,
+    msg: Msg,
 }
 
 #[derive(Default)]
 pub(crate) struct Mailbox {
-    unexpected: VecDeque<Msg>,
-    posted: VecDeque<(RecvId, Pattern)>,
-    completed: HashMap<RecvId, Msg>,
+    /// Unexpected messages by exact key, oldest first.
+    queued: HashMap<Key, VecDeque<Queued>>,
+    /// The unexpected messages of each context in arrival order: (source, tag) by sequence.
+    by_context: HashMap<u64, BTreeMap<u64, (u32, i32)>>,
+    queued_count: usize,
+    next_seq: u64,
+    /// Posted receives with an exact pattern, oldest first.
+    posted_exact: HashMap<Key, VecDeque<RecvId>>,
+    /// Posted receives with a wildcard, in posting order.
+    posted_wild: BTreeMap<RecvId, Pattern>,
+    posted: HashMap<RecvId, Pattern>,
+    /// Matched messages not yet taken, with their arrival numbers.
+    completed: HashMap<RecvId, (u64, Msg)>,
     next_id: u64,
+    waiting: Option<MailWait>,
 }
 
 impl Mailbox {
-    pub(crate) fn deliver(&mut self, env: Msg) -> Delivered {
-        if let Some(i) = self.posted.iter().position(|(_, p)| env.matched_by(p)) {
-            let (id, _) = self.posted.remove(i).expect("index from position");
-            self.completed.insert(id, env);
-            return Delivered::Matched(id);
-        }
-        let info = MessageInfo {
-            source: env.source,
-            tag: env.tag,
-            bytes: env.len,
+    /// Delivers a message; returns whether the owner waits for it and must be woken.
+    pub(crate) fn deliver(&mut self, msg: Msg) -> bool {
+        let key = msg.key();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let exact = self.posted_exact.get(&key).and_then(|q| q.front().copied());
+        let wild = self
+            .posted_wild
+            .iter()
+            .find(|(_, p)| p.matches_header(key.0, key.1, key.2))
+            .map(|(&id, _)| id);
+        let chosen = match (exact, wild) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
-        let context = env.context;
-        self.unexpected.push_back(env);
-        Delivered::Queued(info, context)
+        if let Some(id) = chosen {
+            if Some(id) == exact {
+                let q = self.posted_exact.get_mut(&key).expect("posted queue");
+                q.pop_front();
+                if q.is_empty() {
+                    self.posted_exact.remove(&key);
+                }
+            } else {
+                self.posted_wild.remove(&id);
+            }
+            self.posted.remove(&id);
+            self.completed.insert(id, (seq, msg));
+            return self.completion_wakes(id);
+        }
+        self.enqueue(seq, msg);
+        match &self.waiting {
+            Some(MailWait::Probe(p)) if p.matches_header(key.0, key.1, key.2) => {
+                self.waiting = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn enqueue(&mut self, seq: u64, msg: Msg) {
+        let key = msg.key();
+        let q = self.queued.entry(key).or_default();
+        // Usually appended; a message put back by `cancel` goes to its place by arrival.
+        let at = q.iter().rposition(|m| m.seq < seq).map_or(0, |i| i + 1);
+        q.insert(at, Queued { seq, msg });
+        self.by_context
+            .entry(key.0)
+            .or_default()
+            .insert(seq, (key.1, key.2));
+        self.queued_count += 1;
+    }
+
+    fn completion_wakes(&mut self, id: RecvId) -> bool {
+        let wake = match &self.waiting {
+            Some(MailWait::Recv(w)) => *w == id,
+            Some(MailWait::Group { ids, any }) => {
+                ids.contains(&id) && (*any || ids.iter().all(|i| self.completed.contains_key(i)))
+            }
+            _ => false,
+        };
+        if wake {
+            self.waiting = None;
+        }
+        wake
+    }
+
+    /// The key and arrival number of the oldest queued message matching `pattern`.
+    fn find_queued(&self, pattern: &Pattern) -> Option<(Key, u64)> {
+        if let Some(key) = pattern.exact_key() {
+            return self
+                .queued
+                .get(&key)
+                .and_then(|q| q.front())
+                .map(|m| (key, m.seq));
+        }
+        let order = self.by_context.get(&pattern.context)?;
+        order
+            .iter()
+            .find(|(_, &(s, t))| pattern.matches_header(pattern.context, s, t))
+            .map(|(&seq, &(s, t))| ((pattern.context, s, t), seq))
+    }
+
+    fn take_queued(&mut self, pattern: &Pattern) -> Option<(u64, Msg)> {
+        let (key, seq) = self.find_queued(pattern)?;
+        let q = self.queued.get_mut(&key).expect("queue of a found message");
+        let m = q.pop_front().expect("found message");
+        debug_assert_eq!(m.seq, seq);
+        if q.is_empty() {
+            self.queued.remove(&key);
+        }
+        let order = self.by_context.get_mut(&key.0).expect("context order");
+        order.remove(&seq);
+        if order.is_empty() {
+            self.by_context.remove(&key.0);
+        }
+        self.queued_count -= 1;
+        Some((m.seq, m.msg))
     }
 
     /// Posts a receive; it completes at once if a queued message matches.
     pub(crate) fn post(&mut self, pattern: Pattern) -> RecvId {
         let id = RecvId(self.next_id);
         self.next_id += 1;
-        if let Some(i) = self.unexpected.iter().position(|e| e.matched_by(&pattern)) {
-            let env = self.unexpected.remove(i).expect("index from position");
-            self.completed.insert(id, env);
-        } else {
-            self.posted.push_back((id, pattern));
+        if let Some(found) = self.take_queued(&pattern) {
+            self.completed.insert(id, found);
+            return id;
         }
+        match pattern.exact_key() {
+            Some(key) => self.posted_exact.entry(key).or_default().push_back(id),
+            None => {
+                self.posted_wild.insert(id, pattern);
+            }
+        }
+        self.posted.insert(id, pattern);
         id
     }
 
+    /// Takes the message of a completed receive.
     pub(crate) fn take(&mut self, id: RecvId) -> Option<Msg> {
-        self.completed.remove(&id)
+        self.completed.remove(&id).map(|(_, m)| m)
+    }
+
+    /// Whether a posted receive has its message.
+    pub(crate) fn is_complete(&self, id: RecvId) -> bool {
+        self.completed.contains_key(&id)
     }
 
     pub(crate) fn pattern_of(&self, id: RecvId) -> Option<Pattern> {
-        self.posted.iter().find(|(i, _)| *i == id).map(|(_, p)| *p)
+        self.posted.get(&id).copied()
     }
 
-    /// Withdraws a receive. A message it had already matched goes back to the front of the
-    /// queue so no data is lost.
+    /// Withdraws a receive. A message it had already matched goes back to the queue, in its
+    /// place by arrival, so no data is lost.
     pub(crate) fn cancel(&mut self, id: RecvId) {
-        if let Some(i) = self.posted.iter().position(|(i, _)| *i == id) {
-            self.posted.remove(i);
-        } else if let Some(env) = self.completed.remove(&id) {
-            self.unexpected.push_front(env);
+        if let Some(p) = self.posted.remove(&id) {
+            match p.exact_key() {
+                Some(key) => {
+                    if let Some(q) = self.posted_exact.get_mut(&key) {
+                        q.retain(|&i| i != id);
+                        if q.is_empty() {
+                            self.posted_exact.remove(&key);
+                        }
+                    }
+                }
+                None => {
+                    self.posted_wild.remove(&id);
+                }
+            }
+        } else if let Some((seq, msg)) = self.completed.remove(&id) {
+            self.enqueue(seq, msg);
         }
     }
 
-    /// Whether every pattern matches some queued message (patterns are meant to be disjoint).
-    pub(crate) fn all_present(&self, patterns: &[Pattern]) -> bool {
-        patterns
-            .iter()
-            .all(|p| self.unexpected.iter().any(|e| e.matched_by(p)))
-    }
-
-    /// The index of the first pattern that matches some queued message.
-    pub(crate) fn any_present(&self, patterns: &[Pattern]) -> Option<usize> {
-        patterns
-            .iter()
-            .position(|p| self.unexpected.iter().any(|e| e.matched_by(p)))
-    }
-
     pub(crate) fn probe(&self, pattern: &Pattern) -> Option<MessageInfo> {
-        self.unexpected
-            .iter()
-            .find(|e| e.matched_by(pattern))
-            .map(|e| MessageInfo {
-                source: e.source,
-                tag: e.tag,
-                bytes: e.len,
-            })
+        let (key, _) = self.find_queued(pattern)?;
+        self.queued
+            .get(&key)
+            .and_then(|q| q.front())
+            .map(|m| m.msg.info())
+    }
+
+    /// Registers the owner's wait; the caller has checked that it is not satisfied.
+    pub(crate) fn set_waiting(&mut self, wait: MailWait) {
+        self.waiting = Some(wait);
+    }
+
+    pub(crate) fn clear_waiting(&mut self) {
+        self.waiting = None;
     }
 
     /// Messages waiting and receives posted, for reports.
     pub(crate) fn pending(&self) -> (usize, usize) {
-        (self.unexpected.len(), self.posted.len())
+        (self.queued_count, self.posted.len())
+    }
+
+    /// What the owner waits for, for deadlock reports.
+    pub(crate) fn describe_wait(&self) -> String {
+        let what = match &self.waiting {
+            Some(MailWait::Recv(id)) => match self.pattern_of(*id) {
+                Some(p) => format!("a message {}", p.describe()),
+                None => "a message".to_string(),
+            },
+            Some(MailWait::Probe(p)) => format!("a message {} (probe)", p.describe()),
+            Some(MailWait::Group { ids, any }) => {
+                let missing: Vec<String> = ids
+                    .iter()
+                    .filter(|i| !self.completed.contains_key(i))
+                    .filter_map(|i| self.pattern_of(*i))
+                    .map(|p| p.describe())
+                    .collect();
+                let head = if *any {
+                    "one of several messages"
+                } else {
+                    "several messages"
+                };
+                format!("{head}, missing: {}", missing.join("; "))
+            }
+            None => "a message".to_string(),
+        };
+        let (queued, _) = self.pending();
+        format!("{what}; {queued} unmatched message(s) queued")
     }
 }
 
@@ -232,11 +422,15 @@ mod tests {
     fn posted_receives_match_in_posting_order() {
         let mut m = Mailbox::default();
         let a = m.post(pat(None, None));
-        let b = m.post(pat(None, None));
-        assert!(matches!(m.deliver(env(1, 0, 10)), Delivered::Matched(id) if id == a));
-        assert!(matches!(m.deliver(env(2, 0, 20)), Delivered::Matched(id) if id == b));
-        assert_eq!(bytes(m.take(a)), [10]);
-        assert_eq!(bytes(m.take(b)), [20]);
+        let b = m.post(pat(Some(2), Some(0)));
+        let c = m.post(pat(None, None));
+        m.deliver(env(2, 0, 20));
+        m.deliver(env(1, 0, 10));
+        m.deliver(env(2, 0, 30));
+        // The wildcard posted first takes the first message, the exact one the third.
+        assert_eq!(bytes(m.take(a)), [20]);
+        assert_eq!(bytes(m.take(c)), [10]);
+        assert_eq!(bytes(m.take(b)), [30]);
     }
 
     #[test]
@@ -251,10 +445,11 @@ mod tests {
         assert_eq!(bytes(m.take(x)), [2]);
         assert_eq!(bytes(m.take(y)), [1]);
         assert_eq!(bytes(m.take(z)), [3]);
+        assert_eq!(m.pending(), (0, 0));
     }
 
     #[test]
-    fn other_contexts_never_match_and_cancel_keeps_data() {
+    fn other_contexts_never_match_and_cancel_keeps_data_in_order() {
         let mut m = Mailbox::default();
         let mut e = env(1, 0, 9);
         e.context = 8;
@@ -263,9 +458,31 @@ mod tests {
         assert!(m.take(id).is_none());
         m.cancel(id);
         m.deliver(env(2, 0, 4));
+        m.deliver(env(2, 0, 5));
         let id = m.post(pat(Some(2), None));
+        assert!(m.is_complete(id));
         m.cancel(id);
+        // The cancelled match went back in front of the later message from the same sender.
         assert_eq!(m.probe(&pat(None, None)).unwrap().source, 2);
+        let again = m.post(pat(Some(2), Some(0)));
+        assert_eq!(bytes(m.take(again)), [4]);
         assert_eq!(m.pending(), (2, 0));
+    }
+
+    #[test]
+    fn waits_wake_only_when_satisfied() {
+        let mut m = Mailbox::default();
+        let a = m.post(pat(Some(1), Some(0)));
+        let b = m.post(pat(Some(2), Some(0)));
+        m.set_waiting(MailWait::Group {
+            ids: vec![a, b],
+            any: false,
+        });
+        assert!(!m.deliver(env(1, 0, 1)));
+        assert!(!m.deliver(env(3, 0, 1)));
+        assert!(m.deliver(env(2, 0, 1)));
+        m.set_waiting(MailWait::Probe(pat(Some(4), None)));
+        assert!(!m.deliver(env(3, 1, 1)));
+        assert!(m.deliver(env(4, 1, 1)));
     }
 }

@@ -7,26 +7,12 @@ use std::time::Instant;
 
 use spillway_transport::{Envelope, Layout, Payload};
 
-use crate::error::Error;
+use crate::error::{Error, JobError};
 use crate::job::{Job, RankStats};
 use crate::mailbox::{MessageInfo, Msg, Pattern, RecvId};
-use crate::memory::NodeMem;
-
-/// What a blocked rank is doing, for deadlock reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum WaitKind {
-    /// A point-to-point receive.
-    Recv,
-    /// A blocking probe.
-    Probe,
-    /// Waiting on a request.
-    Wait,
-    /// Inside the named collective.
-    Collective(&'static str),
-    /// Entering a critical section.
-    Critical,
-}
+use crate::memory::{NodeBuf, NodeMem};
+use crate::node::{NodeTable, WaitQueue};
+use crate::sched::{Describe, WaitKind};
 
 /// One rank's view of the job, handed to the SPMD function.
 ///
@@ -102,9 +88,20 @@ impl Rank {
         self.job.link_model
     }
 
-    /// The job's private spill directory (mode 0700, removed when the job ends).
+    /// The directory where the job keeps its spill files (which have no names: nothing is
+    /// left there when the job ends, however it ends).
     pub fn spill_dir(&self) -> &std::path::Path {
         self.job.node_mem(self.rank).0.dir()
+    }
+
+    /// The node's memory budget in bytes, if the job has one.
+    pub fn mem_budget(&self) -> Option<u64> {
+        self.job.node_mem(self.rank).0.budget()
+    }
+
+    /// The most ranks of this rank's node that execute at once (the node's slots).
+    pub fn running_slots(&self) -> u32 {
+        self.job.node_of(self.rank).0.sched.slots()
     }
 
     /// Memory counters of this rank's node so far.
@@ -218,25 +215,109 @@ impl Rank {
         self.timed(|| self.job.probe(self.rank, pattern, kind))
     }
 
-    /// Blocks (giving up the node slot) until every pattern matches a queued message, without
-    /// receiving them. Collectives use it so that a rank takes its incoming data only when all
-    /// of it is there: data in flight stays in the mailboxes, where it can spill, instead of
-    /// the heap of a blocked rank. The patterns should be disjoint.
+    /// Receives the first message matching `pattern` into `buf`, blocking until there is
+    /// one: one copy from the message (or one read from its spill file) into the buffer.
     ///
     /// # Errors
-    /// [`Error::Aborted`] when the job ends while waiting.
-    pub fn wait_present(&self, patterns: &[Pattern], kind: WaitKind) -> Result<(), Error> {
-        self.timed(|| self.job.wait_present(self.rank, patterns, kind))
+    /// [`Error::Truncated`] if the message is longer than `buf` (the message is consumed, as
+    /// in MPI); [`Error::Aborted`] when the job ends while waiting; an I/O error reading a
+    /// spilled message.
+    pub fn recv_into(
+        &self,
+        pattern: Pattern,
+        kind: WaitKind,
+        buf: &mut [u8],
+    ) -> Result<MessageInfo, Error> {
+        let id = self.post_recv(pattern);
+        let msg = self.timed(|| self.job.wait_recv(self.rank, id, kind))?;
+        self.job.received(self.rank, &msg);
+        let info = msg.info();
+        if msg.len > buf.len() {
+            return Err(Error::Truncated {
+                message_bytes: msg.len,
+                buffer_bytes: buf.len(),
+            });
+        }
+        msg.read_into(buf)?;
+        Ok(info)
     }
 
-    /// Blocks (giving up the node slot) until some pattern matches a queued message, without
-    /// receiving it; returns the index of the first pattern that does. Collectives use it when
-    /// the first message of an operation may come by one of several algorithms.
+    /// Blocks (giving up the node slot) until every posted receive of `ids` has its message
+    /// (they stay in the mailbox, where they can spill, until taken with
+    /// [`wait_recv`](Self::wait_recv) or [`test_recv`](Self::test_recv)). Collectives use it so
+    /// that a rank takes its incoming data only when all of it is there.
     ///
     /// # Errors
     /// [`Error::Aborted`] when the job ends while waiting.
-    pub fn wait_any(&self, patterns: &[Pattern], kind: WaitKind) -> Result<usize, Error> {
-        self.timed(|| self.job.wait_any(self.rank, patterns, kind))
+    pub fn wait_recv_all(&self, ids: &[RecvId], kind: WaitKind) -> Result<(), Error> {
+        self.timed(|| self.job.wait_group(self.rank, ids, false, kind))
+            .map(drop)
+    }
+
+    /// Blocks (giving up the node slot) until one of the posted receives `ids` has its
+    /// message; returns the index of one that has. Collectives use it when the first message
+    /// of an operation may come by one of several algorithms.
+    ///
+    /// # Errors
+    /// [`Error::Aborted`] when the job ends while waiting.
+    pub fn wait_recv_any(&self, ids: &[RecvId], kind: WaitKind) -> Result<usize, Error> {
+        self.timed(|| self.job.wait_group(self.rank, ids, true, kind))
+    }
+
+    /// Objects shared by the ranks of this rank's node (see [`NodeTable`]).
+    pub fn node_table(&self) -> &NodeTable {
+        &self.job.node_of(self.rank).0.table
+    }
+
+    /// Blocks until `poll` returns true, where another rank of the node makes it true and then
+    /// calls [`wake_all`](Self::wake_all) on `queue` (the protocol of node-level
+    /// collectives).
+    ///
+    /// # Semantics
+    /// `poll` is called repeatedly and may do useful work (e.g. take a share of a reduction)
+    /// before it reports completion. While no other rank of the node waits for a slot, the
+    /// rank spins on `poll` for a few microseconds before it gives up its slot, so a wait that
+    /// a running rank satisfies at once costs no hand-off. `describe` says, in a deadlock
+    /// report, what the rank waits for.
+    ///
+    /// # Errors
+    /// [`Error::Aborted`] when the job ends while waiting.
+    pub fn wait_until(
+        &self,
+        queue: &WaitQueue,
+        kind: WaitKind,
+        describe: Option<&std::sync::Arc<dyn Describe>>,
+        mut poll: impl FnMut() -> bool,
+    ) -> Result<(), Error> {
+        self.timed(|| {
+            self.job
+                .wait_until(self.rank, queue, kind, describe, &mut poll)
+        })
+    }
+
+    /// Wakes the ranks of this node waiting on `queue` (they re-check their condition).
+    pub fn wake_all(&self, queue: &WaitQueue) {
+        self.job.wake_all(self.rank, queue)
+    }
+
+    /// A buffer of `len` bytes owned by this rank's node, counted against its memory budget
+    /// (in a spill file when it is large and the budget is full); for collective buffers that
+    /// outlive the rank's part in the operation.
+    ///
+    /// # Errors
+    /// An I/O error when a spill file cannot be made.
+    pub fn node_buffer(&self, len: usize) -> Result<NodeBuf, Error> {
+        let (mem, _) = self.job.node_mem(self.rank);
+        Ok(mem.buffer(len)?)
+    }
+
+    /// Ends the job with `message` as this rank's failure, as if the rank had returned an
+    /// error: every other rank's blocking calls return [`Error::Aborted`].
+    pub fn fail_job(&self, message: String) {
+        self.job.fail(JobError::RankFailed {
+            rank: self.rank,
+            error: message.into(),
+        })
     }
 
     /// Enters the node's critical section: at most one rank per node holds it (BDMPI's

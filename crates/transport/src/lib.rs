@@ -15,9 +15,11 @@
 
 mod layout;
 mod payload;
+mod pool;
 
 pub use layout::{Layout, LayoutError};
 pub use payload::{AlignedBuf, Envelope, Payload};
+pub use pool::{pool_cached_bytes, set_pool_limit, POOLED_MIN};
 
 /// The engine that carries messages between nodes.
 ///
@@ -50,6 +52,20 @@ impl Backend {
             Backend::Local => "local",
             Backend::Mpi => "mpi",
         }
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Backend, String> {
+        Backend::from_name(s)
+            .ok_or_else(|| format!("unknown backend '{s}' (available: local, mpi)"))
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -2,9 +2,15 @@
 
 use std::sync::Arc;
 
+use crate::pool;
+
 /// A byte buffer whose start is aligned to 16 bytes, so it can be viewed as a slice of any
 /// primitive element type (the largest primitive alignment is 16).
-#[derive(Clone, Default)]
+///
+/// Buffers of [`pool::POOLED_MIN`](crate::pool) bytes and more come from a process-wide pool
+/// and go back to it when dropped, so large messages do not pay for fresh pages (and their
+/// faults) every time; see [`set_pool_limit`](crate::set_pool_limit).
+#[derive(Default)]
 pub struct AlignedBuf {
     words: Vec<u128>,
     len: usize,
@@ -12,21 +18,26 @@ pub struct AlignedBuf {
 
 impl AlignedBuf {
     /// A zero-filled buffer of `len` bytes.
-    ///
-    /// Buffers of 4 MiB and more are fresh anonymous mappings; they are marked for transparent
-    /// huge pages before their first use, so filling them costs one page fault per 2 MiB
-    /// instead of one per 4 KiB (large messages are received into fresh buffers).
     pub fn zeroed(len: usize) -> AlignedBuf {
-        let words = vec![0u128; len.div_ceil(16)];
-        if len >= HUGE_PAGE_MIN {
-            advise_huge_pages(&words);
-        }
+        let mut buf = AlignedBuf::for_overwrite(len);
+        buf.as_bytes_mut().fill(0);
+        buf
+    }
+
+    /// A buffer of `len` bytes with unspecified (but initialised) contents, for a caller that
+    /// overwrites every byte: a recycled buffer from the pool when one is free, else fresh
+    /// zeroed memory (whose pages the kernel provides already zeroed, without a pass over them).
+    ///
+    /// Fresh buffers of 4 MiB and more are marked for transparent huge pages before their
+    /// first use, so filling them costs one page fault per 2 MiB instead of one per 4 KiB.
+    pub fn for_overwrite(len: usize) -> AlignedBuf {
+        let words = pool::take(len.div_ceil(16));
         AlignedBuf { words, len }
     }
 
-    /// A copy of `bytes`.
+    /// A copy of `bytes`, written once (no zero-fill first).
     pub fn from_bytes(bytes: &[u8]) -> AlignedBuf {
-        let mut buf = AlignedBuf::zeroed(bytes.len());
+        let mut buf = AlignedBuf::for_overwrite(bytes.len());
         buf.as_bytes_mut().copy_from_slice(bytes);
         buf
     }
@@ -53,6 +64,23 @@ impl AlignedBuf {
         let all: &mut [u8] = words_as_bytes_mut(&mut self.words);
         &mut all[..len]
     }
+
+    /// Shortens the buffer to `len` bytes (no effect if it is not longer).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+}
+
+impl Clone for AlignedBuf {
+    fn clone(&self) -> AlignedBuf {
+        AlignedBuf::from_bytes(self.as_bytes())
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        pool::give(std::mem::take(&mut self.words));
+    }
 }
 
 fn words_as_bytes(words: &[u128]) -> &[u8] {
@@ -68,32 +96,6 @@ fn words_as_bytes_mut(words: &mut [u128]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), words.len() * 16) }
 }
 
-const HUGE_PAGE_MIN: usize = 4 << 20;
-
-#[cfg(target_os = "linux")]
-fn advise_huge_pages(words: &[u128]) {
-    const HUGE: usize = 2 << 20;
-    let start = words.as_ptr() as usize;
-    let end = start + std::mem::size_of_val(words);
-    let first = start.next_multiple_of(HUGE);
-    let last = end / HUGE * HUGE;
-    if last > first {
-        // SAFETY: [first, last) lies inside the allocation of `words`; MADV_HUGEPAGE only
-        // changes how the kernel backs those pages, never their contents. Failure (e.g. no
-        // THP support) is harmless and ignored.
-        unsafe {
-            libc::madvise(
-                first as *mut libc::c_void,
-                last - first,
-                libc::MADV_HUGEPAGE,
-            );
-        }
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn advise_huge_pages(_words: &[u128]) {}
-
 impl std::fmt::Debug for AlignedBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "AlignedBuf({} bytes)", self.len)
@@ -103,7 +105,7 @@ impl std::fmt::Debug for AlignedBuf {
 /// The bytes of one message.
 ///
 /// `Owned` buffers move from sender to receiver; `Shared` buffers are reference counted so one
-/// copy can be handed to every rank of a node (the second phase of a two-phase collective).
+/// copy can be handed to several ranks (the second phase of a two-phase collective).
 #[derive(Clone, Debug)]
 pub enum Payload {
     /// A buffer owned by this message.
@@ -126,6 +128,11 @@ impl Payload {
     /// An empty payload.
     pub fn empty() -> Payload {
         Payload::Owned(AlignedBuf::default())
+    }
+
+    /// A payload holding a copy of `bytes` (one pass, no zero-fill).
+    pub fn copy_of(bytes: &[u8]) -> Payload {
+        Payload::Owned(AlignedBuf::from_bytes(bytes))
     }
 
     /// Length in bytes.
@@ -209,6 +216,19 @@ mod tests {
         assert_eq!(b.as_bytes().as_ptr() as usize % 16, 0);
         assert_eq!(b.len(), 37);
         assert!(AlignedBuf::zeroed(0).is_empty());
+    }
+
+    #[test]
+    fn large_buffers_are_recycled_and_zeroed_on_request() {
+        let n = 3 << 20;
+        let first = AlignedBuf::from_bytes(&vec![7u8; n]);
+        let ptr = first.as_bytes().as_ptr();
+        drop(first);
+        // The pool hands the same allocation back; `zeroed` must still clear it.
+        let again = AlignedBuf::zeroed(n - 5);
+        assert_eq!(again.len(), n - 5);
+        assert!(again.as_bytes().iter().all(|&b| b == 0));
+        let _ = ptr;
     }
 
     #[test]

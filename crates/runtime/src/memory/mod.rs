@@ -1,0 +1,509 @@
+//! Storage-backed memory (SBMA) under a per-node memory budget.
+//!
+//! # Design
+//!
+//! A storage-backed allocation ([`SbVec`]) is a `MAP_SHARED` mapping of its own nameless file
+//! in the spill directory (see [`spill`]: nothing outlives the process). Residency is managed
+//! without signal handlers:
+//!
+//! * **unload**: `msync` writes modified pages to the file, `madvise(MADV_DONTNEED)` drops them
+//!   from the process, `posix_fadvise(POSIX_FADV_DONTNEED)` drops them from the page cache, so
+//!   the data then lives only in storage;
+//! * **load**: the pages are read back (aggressive: the whole allocation at its first access
+//!   after a block, with one `MADV_POPULATE_READ`; lazy: page by page as the rank touches them).
+//!
+//! Unloading never invalidates a slice: a page that is touched again is simply read back. So
+//! the policies below decide *when* memory is released and can never corrupt data.
+//!
+//! # Policies (Iverson, ch. 6)
+//!
+//! * [`Policy::Araw`] — aggressive read, aggressive write: a rank unloads all its allocations
+//!   whenever it blocks; each allocation is loaded whole at its first access afterwards.
+//! * [`Policy::Arlw`] — aggressive read, lazy write: allocations stay resident across blocking
+//!   calls until a load would exceed the node budget; then blocked ranks' allocations are
+//!   unloaded, the rank with the most resident memory first.
+//! * [`Policy::Lrlw`] — lazy read, lazy write: as ARLW, but a load reads only the pages the rank
+//!   touches.
+//!
+//! # Accounting
+//!
+//! The node tracks the bytes of loaded allocations per rank, and the bytes of messages and
+//! collective buffers it holds in memory. A load that cannot be made to fit (every resident
+//! byte belongs to running ranks) proceeds and is counted as an overcommit. Pages of a
+//! blocked rank's allocation that another rank reads inside a collective (zero-copy) are
+//! counted as I/O when the owner next unloads.
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use spillway_transport::AlignedBuf;
+
+/// When storage-backed memory is released and how it is read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Policy {
+    /// Unload everything when blocking; load whole allocations on access.
+    #[default]
+    Araw,
+    /// Keep resident until the budget needs room; load whole allocations.
+    Arlw,
+    /// Keep resident until the budget needs room; load pages as touched.
+    Lrlw,
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Policy, String> {
+        Policy::from_name(s)
+            .ok_or_else(|| format!("unknown policy '{s}' (available: araw, arlw, lrlw)"))
+    }
+}
+
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Policy {
+    /// Parses `araw`, `arlw` or `lrlw`.
+    pub fn from_name(name: &str) -> Option<Policy> {
+        match name {
+            "araw" => Some(Policy::Araw),
+            "arlw" => Some(Policy::Arlw),
+            "lrlw" => Some(Policy::Lrlw),
+            _ => None,
+        }
+    }
+
+    /// The policy's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Araw => "araw",
+            Policy::Arlw => "arlw",
+            Policy::Lrlw => "lrlw",
+        }
+    }
+}
+
+/// Memory counters of a node (or, summed, of a job).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes of storage-backed memory written to spill files (upper bound: resident bytes of
+    /// modified allocations at unload).
+    pub bytes_written: u64,
+    /// Bytes read back from spill files (pages that were not resident when loaded).
+    pub bytes_read: u64,
+    /// Allocation loads.
+    pub loads: u64,
+    /// Allocation unloads.
+    pub unloads: u64,
+    /// Loads that exceeded the budget because nothing could be evicted.
+    pub overcommits: u64,
+    /// Messages written to spill files instead of memory.
+    pub messages_spilled: u64,
+    /// Bytes of those messages.
+    pub message_bytes_spilled: u64,
+    /// Highest number of bytes of loaded allocations on the node.
+    pub peak_resident: u64,
+    /// Highest number of bytes of storage-backed allocations on the node, loaded or not (the
+    /// rank data that the budget has to hold).
+    pub peak_allocated: u64,
+}
+
+impl MemoryStats {
+    /// Adds another node's counters (peaks add up: nodes are separate machines).
+    pub fn add(&mut self, o: &MemoryStats) {
+        self.bytes_written += o.bytes_written;
+        self.bytes_read += o.bytes_read;
+        self.loads += o.loads;
+        self.unloads += o.unloads;
+        self.overcommits += o.overcommits;
+        self.messages_spilled += o.messages_spilled;
+        self.message_bytes_spilled += o.message_bytes_spilled;
+        self.peak_resident += o.peak_resident;
+        self.peak_allocated += o.peak_allocated;
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) bytes_written: AtomicU64,
+    pub(crate) bytes_read: AtomicU64,
+    pub(crate) loads: AtomicU64,
+    pub(crate) unloads: AtomicU64,
+    pub(crate) overcommits: AtomicU64,
+    pub(crate) messages_spilled: AtomicU64,
+    pub(crate) message_bytes_spilled: AtomicU64,
+    pub(crate) peak_resident: AtomicU64,
+    pub(crate) allocated: AtomicU64,
+    pub(crate) peak_allocated: AtomicU64,
+}
+
+mod sbvec;
+pub(crate) mod spill;
+
+pub use sbvec::SbVec;
+pub(crate) use sbvec::{Owner, Region};
+pub(crate) use spill::SpillStore;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct NodeMemState {
+    /// Bytes of loaded allocations (ranks' and the node's own).
+    resident: u64,
+    per_rank: Vec<u64>,
+    allocated: Vec<u64>,
+}
+
+/// The memory of one node: budget, accounting, the ranks' allocations.
+pub(crate) struct NodeMem {
+    budget: Option<u64>,
+    pub(crate) policy: Policy,
+    spill: Arc<SpillStore>,
+    state: Mutex<NodeMemState>,
+    evictable: Vec<AtomicBool>,
+    ranks: Vec<Mutex<Vec<Weak<Region>>>>,
+    pub(crate) counters: Counters,
+    /// Bytes of message payloads and collective buffers held in memory by this node.
+    pub(crate) message_bytes: AtomicU64,
+    /// Messages and node buffers at least this long spill when the budget is full.
+    message_spill_threshold: usize,
+    first_error: Mutex<Option<io::Error>>,
+}
+
+impl NodeMem {
+    pub(crate) fn new(
+        budget: Option<u64>,
+        policy: Policy,
+        spill: Arc<SpillStore>,
+        ranks: usize,
+        message_spill_threshold: usize,
+    ) -> NodeMem {
+        NodeMem {
+            budget,
+            policy,
+            spill,
+            state: Mutex::new(NodeMemState {
+                resident: 0,
+                per_rank: vec![0; ranks],
+                allocated: vec![0; ranks],
+            }),
+            evictable: (0..ranks).map(|_| AtomicBool::new(false)).collect(),
+            ranks: (0..ranks).map(|_| Mutex::new(Vec::new())).collect(),
+            counters: Counters::default(),
+            message_bytes: AtomicU64::new(0),
+            message_spill_threshold,
+            first_error: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn spill(&self) -> &SpillStore {
+        &self.spill
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        self.spill.dir()
+    }
+
+    pub(crate) fn budget(&self) -> Option<u64> {
+        self.budget
+    }
+
+    pub(crate) fn resident_of(&self, local: usize) -> u64 {
+        lock(&self.state).per_rank[local]
+    }
+
+    pub(crate) fn stats(&self) -> MemoryStats {
+        let c = &self.counters;
+        MemoryStats {
+            bytes_written: c.bytes_written.load(Ordering::Relaxed),
+            bytes_read: c.bytes_read.load(Ordering::Relaxed),
+            loads: c.loads.load(Ordering::Relaxed),
+            unloads: c.unloads.load(Ordering::Relaxed),
+            overcommits: c.overcommits.load(Ordering::Relaxed),
+            messages_spilled: c.messages_spilled.load(Ordering::Relaxed),
+            message_bytes_spilled: c.message_bytes_spilled.load(Ordering::Relaxed),
+            peak_resident: c.peak_resident.load(Ordering::Relaxed),
+            peak_allocated: c.peak_allocated.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether the budget has room for all storage-backed data of the running ranks and of rank
+    /// `local` together, plus queued messages (the admission test of dynamic running: what the
+    /// running ranks may still load counts, not only what is resident now).
+    pub(crate) fn has_room_for(&self, local: usize, running: &[u32]) -> bool {
+        let Some(budget) = self.budget else {
+            return true;
+        };
+        let st = lock(&self.state);
+        let needed: u64 = running
+            .iter()
+            .map(|&r| st.allocated[r as usize])
+            .sum::<u64>()
+            + st.allocated[local];
+        let messages = self.message_bytes.load(Ordering::Relaxed);
+        needed + messages <= budget
+    }
+
+    pub(crate) fn allocated(&self, owner: Owner, bytes: u64) {
+        let now = self.counters.allocated.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.counters
+            .peak_allocated
+            .fetch_max(now, Ordering::Relaxed);
+        if let Owner::Rank(local) = owner {
+            lock(&self.state).allocated[local] += bytes;
+        }
+    }
+
+    pub(crate) fn freed(&self, owner: Owner, bytes: u64) {
+        self.counters.allocated.fetch_sub(bytes, Ordering::Relaxed);
+        if let Owner::Rank(local) = owner {
+            lock(&self.state).allocated[local] -= bytes;
+        }
+    }
+
+    pub(crate) fn count_spilled_message(&self, bytes: u64) {
+        self.counters
+            .messages_spilled
+            .fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .message_bytes_spilled
+            .fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Whether `bytes` of message data should go to a spill file instead of memory: it is
+    /// large and the budget has no room for it beside the resident allocations and the other
+    /// messages.
+    pub(crate) fn should_spill(&self, bytes: usize) -> bool {
+        let Some(budget) = self.budget else {
+            return false;
+        };
+        if bytes < self.message_spill_threshold {
+            return false;
+        }
+        let resident = lock(&self.state).resident;
+        resident + self.message_bytes.load(Ordering::Relaxed) + bytes as u64 > budget
+    }
+
+    /// Takes the first storage error of this node, if any.
+    pub(crate) fn take_error(&self) -> Option<io::Error> {
+        lock(&self.first_error).take()
+    }
+
+    pub(crate) fn record_error(&self, e: io::Error) {
+        let mut f = lock(&self.first_error);
+        if f.is_none() {
+            *f = Some(e);
+        }
+    }
+
+    /// Reserves room for `bytes` of `owner`, evicting blocked ranks' allocations if the budget
+    /// needs it (ARLW, LRLW; under ARAW blocked ranks hold nothing).
+    pub(crate) fn reserve(&self, owner: Owner, bytes: u64) {
+        let me = match owner {
+            Owner::Rank(l) => Some(l),
+            Owner::Node => None,
+        };
+        loop {
+            let mut st = lock(&self.state);
+            let messages = self.message_bytes.load(Ordering::Relaxed);
+            let fits = self
+                .budget
+                .is_none_or(|b| st.resident + messages + bytes <= b);
+            let victim = if fits {
+                None
+            } else {
+                (0..st.per_rank.len())
+                    .filter(|&r| {
+                        Some(r) != me
+                            && st.per_rank[r] > 0
+                            && self.evictable[r].load(Ordering::Acquire)
+                    })
+                    .max_by_key(|&r| st.per_rank[r])
+            };
+            match victim {
+                None => {
+                    if !fits {
+                        self.counters.overcommits.fetch_add(1, Ordering::Relaxed);
+                    }
+                    st.resident += bytes;
+                    if let Some(l) = me {
+                        st.per_rank[l] += bytes;
+                    }
+                    self.counters
+                        .peak_resident
+                        .fetch_max(st.resident, Ordering::Relaxed);
+                    return;
+                }
+                Some(v) => {
+                    drop(st);
+                    self.unload_rank(v);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn release(&self, owner: Owner, bytes: u64) {
+        let mut st = lock(&self.state);
+        st.resident -= bytes;
+        if let Owner::Rank(l) = owner {
+            st.per_rank[l] -= bytes;
+        }
+    }
+
+    pub(crate) fn register(&self, local: usize, region: &Arc<Region>) {
+        let mut regions = lock(&self.ranks[local]);
+        regions.retain(|w| w.strong_count() > 0);
+        regions.push(Arc::downgrade(region));
+    }
+
+    /// Unloads every allocation of rank `local`.
+    pub(crate) fn unload_rank(&self, local: usize) {
+        let regions: Vec<Arc<Region>> = lock(&self.ranks[local])
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for r in regions {
+            r.unload();
+        }
+    }
+
+    /// The rank blocks: under ARAW (with a budget) it unloads; under the lazy-write policies it
+    /// becomes a candidate for eviction.
+    pub(crate) fn on_block(&self, local: usize) {
+        // Without a budget memory is not constrained: nothing is released.
+        if self.policy == Policy::Araw && self.budget.is_some() {
+            self.unload_rank(local);
+        }
+    }
+
+    /// The rank is about to give up its slot: from now on other ranks may evict its memory.
+    /// Called before the slot is handed on, so a rank started in its place finds it evictable.
+    pub(crate) fn mark_blocked(&self, local: usize) {
+        self.evictable[local].store(true, Ordering::Release);
+    }
+
+    /// The rank runs again: its allocations may no longer be evicted by others.
+    pub(crate) fn on_resume(&self, local: usize) {
+        self.evictable[local].store(false, Ordering::Release);
+    }
+
+    /// A buffer of `len` bytes owned by the node (collective buffers): heap memory counted
+    /// with the node's messages, or, when it is large and the budget has no room, a
+    /// storage-backed region whose pages the system can write out.
+    pub(crate) fn buffer(self: &Arc<Self>, len: usize) -> io::Result<NodeBuf> {
+        if self.should_spill(len) {
+            let region = Region::new(self, Owner::Node, len)?;
+            region.ensure_loaded(true);
+            self.count_spilled_message(len as u64);
+            return Ok(NodeBuf {
+                inner: NodeBufInner::Mapped(region, len),
+                node: Arc::clone(self),
+            });
+        }
+        self.message_bytes.fetch_add(len as u64, Ordering::Relaxed);
+        Ok(NodeBuf {
+            inner: NodeBufInner::Heap(AlignedBuf::for_overwrite(len)),
+            node: Arc::clone(self),
+        })
+    }
+}
+
+enum NodeBufInner {
+    Heap(AlignedBuf),
+    Mapped(Arc<Region>, usize),
+}
+
+/// A buffer owned by a node rather than a rank (the accumulator of a collective), counted
+/// against the node's memory budget while it exists. Its contents are unspecified when made.
+pub struct NodeBuf {
+    inner: NodeBufInner,
+    node: Arc<NodeMem>,
+}
+
+impl NodeBuf {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        match &self.inner {
+            NodeBufInner::Heap(b) => b.len(),
+            NodeBufInner::Mapped(_, len) => *len,
+        }
+    }
+
+    /// Whether the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes (16-byte aligned).
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.inner {
+            NodeBufInner::Heap(b) => b.as_bytes(),
+            // SAFETY: the region maps at least `len` bytes, loaded at creation and never
+            // unloaded (node-owned regions are not evictable); the borrow keeps it alive.
+            NodeBufInner::Mapped(r, len) => unsafe { std::slice::from_raw_parts(r.ptr(), *len) },
+        }
+    }
+
+    /// The bytes, mutable.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        match &mut self.inner {
+            NodeBufInner::Heap(b) => b.as_bytes_mut(),
+            // SAFETY: as in `as_bytes`; `&mut self` makes this the only live view.
+            NodeBufInner::Mapped(r, len) => unsafe {
+                std::slice::from_raw_parts_mut(r.ptr(), *len)
+            },
+        }
+    }
+}
+
+impl Drop for NodeBuf {
+    fn drop(&mut self) {
+        if let NodeBufInner::Heap(b) = &self.inner {
+            self.node
+                .message_bytes
+                .fetch_sub(b.len() as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+impl std::fmt::Debug for NodeBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NodeBuf({} bytes)", self.len())
+    }
+}
+
+/// Makes glibc's allocator give freed memory back to the system, so that the heap of blocked
+/// ranks does not stay resident: one arena shared by all rank threads (only `running` of them
+/// allocate at once) and a fixed mmap threshold of 1 MiB (large buffers are mapped and unmapped,
+/// instead of staying in per-thread arenas). Applied when a job has a memory budget.
+pub(crate) fn configure_allocator_for_budget() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning parameters; it is called before the rank
+    // threads start and has no memory-safety preconditions.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
+/// Peak resident set size of this process (VmHWM), in bytes.
+pub fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Current resident set size of this process (VmRSS), in bytes.
+pub fn current_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

@@ -1,0 +1,128 @@
+//! A node of the job as this process holds it: its scheduler, the mailboxes of its ranks, its
+//! memory, and the objects its ranks share (the ground of node-level collectives).
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::mailbox::Mailbox;
+use crate::memory::NodeMem;
+use crate::sched::Sched;
+
+pub(crate) struct Node {
+    /// Lowest global rank of the node.
+    pub(crate) first: u32,
+    pub(crate) sched: Sched,
+    pub(crate) mailboxes: Box<[Mutex<Mailbox>]>,
+    pub(crate) mem: Arc<NodeMem>,
+    pub(crate) table: NodeTable,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock means a rank panicked while holding it; every section that changes these
+    // structures is short and leaves them consistent.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+type Shared = Arc<dyn Any + Send + Sync>;
+type WeakShared = Weak<dyn Any + Send + Sync>;
+
+/// Objects shared by the ranks of one node, found by a key that the ranks agree on (typically
+/// derived from a communicator and a collective's sequence number).
+///
+/// Ranks of a node are threads of one process, so a node-level collective can go through such
+/// an object — each rank publishes its contribution, the node combines, each rank takes its
+/// part — instead of sending messages between its ranks.
+#[derive(Default)]
+pub struct NodeTable {
+    entries: Mutex<HashMap<u64, Shared>>,
+    cache: Mutex<(HashMap<u64, WeakShared>, u32)>,
+}
+
+fn downcast<T: Any + Send + Sync>(key: u64, value: Shared) -> Arc<T> {
+    value.downcast::<T>().unwrap_or_else(|_| {
+        panic!(
+            "node table key {key:#x} holds an object of another type than {}",
+            std::any::type_name::<T>()
+        )
+    })
+}
+
+impl NodeTable {
+    /// The object under `key`, made by `init` if there is none. It stays in the table until
+    /// [`remove`](Self::remove)d.
+    ///
+    /// # Panics
+    /// If `key` holds an object of another type (keys must be unique per purpose).
+    pub fn get_or_insert_with<T: Any + Send + Sync>(
+        &self,
+        key: u64,
+        init: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        let mut entries = lock(&self.entries);
+        let value = entries
+            .entry(key)
+            .or_insert_with(|| Arc::new(init()) as Shared)
+            .clone();
+        drop(entries);
+        downcast(key, value)
+    }
+
+    /// Removes the object under `key` (those holding it keep it alive).
+    pub fn remove(&self, key: u64) {
+        lock(&self.entries).remove(&key);
+    }
+
+    /// The object under `key` while anybody holds it, made by `init` otherwise: for values
+    /// that any rank can rebuild identically (e.g. the shape of a communicator), shared so that
+    /// the node keeps one copy.
+    ///
+    /// # Panics
+    /// If `key` holds an object of another type.
+    pub fn cached<T: Any + Send + Sync>(&self, key: u64, init: impl FnOnce() -> T) -> Arc<T> {
+        let mut guard = lock(&self.cache);
+        let (map, inserts) = &mut *guard;
+        if let Some(value) = map.get(&key).and_then(Weak::upgrade) {
+            drop(guard);
+            return downcast(key, value);
+        }
+        let value: Arc<T> = Arc::new(init());
+        let shared: Shared = value.clone();
+        map.insert(key, Arc::downgrade(&shared));
+        *inserts += 1;
+        if *inserts % 64 == 0 {
+            map.retain(|_, w| w.strong_count() > 0);
+        }
+        value
+    }
+}
+
+impl std::fmt::Debug for NodeTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeTable")
+            .field("entries", &lock(&self.entries).len())
+            .finish()
+    }
+}
+
+/// Ranks of one node waiting for a condition that another rank of the node makes true (see
+/// [`Rank::wait_until`](crate::Rank::wait_until) and [`Rank::wake_all`](crate::Rank::wake_all)).
+#[derive(Debug, Default)]
+pub struct WaitQueue {
+    waiters: Mutex<Vec<u32>>,
+}
+
+impl WaitQueue {
+    /// An empty queue.
+    pub fn new() -> WaitQueue {
+        WaitQueue::default()
+    }
+
+    pub(crate) fn register(&self, local: u32) {
+        lock(&self.waiters).push(local);
+    }
+
+    pub(crate) fn take(&self) -> Vec<u32> {
+        std::mem::take(&mut *lock(&self.waiters))
+    }
+}

@@ -1,0 +1,198 @@
+//! Message routing: where a sent message goes (a mailbox of this process, a spill file, or the
+//! outbox to another process) and the blocking receive operations on mailboxes.
+
+use std::sync::atomic::Ordering;
+
+use spillway_transport::Envelope;
+
+use crate::error::Error;
+use crate::job::Job;
+use crate::mailbox::{Body, MailWait, MessageInfo, Msg, Pattern, RecvId};
+use crate::net::Outgoing;
+use crate::node::lock;
+use crate::sched::{WaitInfo, WaitKind, WaitOn};
+
+impl Job {
+    /// Sends `env` to rank `dest`: into its mailbox if it is held here, else through the
+    /// outbox to the progress thread.
+    pub(crate) fn send(&self, dest: u32, env: Envelope) -> Result<(), Error> {
+        if self.is_local(dest) {
+            let msg = self.to_msg(dest, env)?;
+            self.deliver(dest, msg);
+            return Ok(());
+        }
+        let remote = self.remote.as_ref().expect("a job without remote nodes");
+        remote.push(Outgoing {
+            dest,
+            context: env.context,
+            source: env.source,
+            tag: env.tag,
+            payload: env.payload,
+        });
+        Ok(())
+    }
+
+    /// A message for local rank `dest`: in memory, or in a spill file of `dest`'s node when it
+    /// is large and the node's memory budget is full (BDMPI: large buffered messages live on
+    /// the destination node's disk).
+    pub(crate) fn to_msg(&self, dest: u32, env: Envelope) -> Result<Msg, Error> {
+        let (mem, _) = self.node_mem(dest);
+        if !mem.should_spill(env.payload.len()) {
+            return Ok(Msg::in_memory(env));
+        }
+        use std::os::unix::fs::FileExt;
+        let file = mem.spill().file()?;
+        file.write_all_at(env.payload.as_bytes(), 0)
+            .map_err(|e| Error::Io(mem.spill().error(e)))?;
+        mem.count_spilled_message(env.payload.len() as u64);
+        Ok(Msg {
+            context: env.context,
+            source: env.source,
+            tag: env.tag,
+            len: env.payload.len(),
+            body: Body::Disk(file),
+        })
+    }
+
+    /// Delivers a message to its destination's mailbox and wakes the destination if it waits
+    /// for it.
+    pub(crate) fn deliver(&self, dest: u32, msg: Msg) {
+        let (node, local) = self.node_of(dest);
+        if let Body::Mem(_) = msg.body {
+            node.mem
+                .message_bytes
+                .fetch_add(msg.len as u64, Ordering::Relaxed);
+        }
+        let wake = lock(&node.mailboxes[local]).deliver(msg);
+        if wake {
+            node.sched.wake(local);
+        }
+    }
+
+    /// Takes a completed message out of the node's accounting.
+    pub(crate) fn received(&self, rank: u32, msg: &Msg) {
+        if let Body::Mem(_) = msg.body {
+            let (node, _) = self.node_of(rank);
+            node.mem
+                .message_bytes
+                .fetch_sub(msg.len as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn post_recv(&self, rank: u32, pattern: Pattern) -> RecvId {
+        let (node, local) = self.node_of(rank);
+        lock(&node.mailboxes[local]).post(pattern)
+    }
+
+    pub(crate) fn test_recv(&self, rank: u32, id: RecvId) -> Option<Msg> {
+        let (node, local) = self.node_of(rank);
+        lock(&node.mailboxes[local]).take(id)
+    }
+
+    pub(crate) fn cancel_recv(&self, rank: u32, id: RecvId) {
+        let (node, local) = self.node_of(rank);
+        lock(&node.mailboxes[local]).cancel(id)
+    }
+
+    pub(crate) fn iprobe(&self, rank: u32, pattern: &Pattern) -> Option<MessageInfo> {
+        let (node, local) = self.node_of(rank);
+        lock(&node.mailboxes[local]).probe(pattern)
+    }
+
+    /// The waiting protocol on a mailbox: `check` runs under the mailbox lock and either
+    /// succeeds or says what to register; the rank spins briefly, then blocks until a delivery
+    /// satisfies the registration.
+    fn wait_mailbox<T>(
+        &self,
+        rank: u32,
+        kind: WaitKind,
+        mut check: impl FnMut(&mut crate::mailbox::Mailbox) -> Result<T, MailWait>,
+    ) -> Result<T, Error> {
+        let (node, local) = self.node_of(rank);
+        let mailbox = &node.mailboxes[local];
+        let mut found = None;
+        loop {
+            let wait = {
+                let mut mb = lock(mailbox);
+                match check(&mut mb) {
+                    Ok(v) => {
+                        mb.clear_waiting();
+                        return Ok(v);
+                    }
+                    Err(w) => w,
+                }
+            };
+            if self.aborted() {
+                return Err(Error::Aborted);
+            }
+            let spun = self.spin(node, local, &mut || {
+                let mut mb = lock(mailbox);
+                match check(&mut mb) {
+                    Ok(v) => {
+                        found = Some(v);
+                        true
+                    }
+                    Err(_) => false,
+                }
+            });
+            if spun {
+                return Ok(found.take().expect("spin found a value"));
+            }
+            {
+                let mut mb = lock(mailbox);
+                match check(&mut mb) {
+                    Ok(v) => {
+                        mb.clear_waiting();
+                        return Ok(v);
+                    }
+                    Err(_) => mb.set_waiting(wait),
+                }
+            }
+            let info = WaitInfo {
+                kind,
+                on: WaitOn::Mailbox,
+            };
+            self.block(node, local, info)?;
+        }
+    }
+
+    pub(crate) fn wait_recv(&self, rank: u32, id: RecvId, kind: WaitKind) -> Result<Msg, Error> {
+        self.wait_mailbox(rank, kind, |mb| mb.take(id).ok_or(MailWait::Recv(id)))
+    }
+
+    pub(crate) fn probe(
+        &self,
+        rank: u32,
+        pattern: Pattern,
+        kind: WaitKind,
+    ) -> Result<MessageInfo, Error> {
+        self.wait_mailbox(rank, kind, |mb| {
+            mb.probe(&pattern).ok_or(MailWait::Probe(pattern))
+        })
+    }
+
+    /// Waits until all (or, with `any`, one) of the posted receives `ids` have their
+    /// message; returns the index of one that has.
+    pub(crate) fn wait_group(
+        &self,
+        rank: u32,
+        ids: &[RecvId],
+        any: bool,
+        kind: WaitKind,
+    ) -> Result<usize, Error> {
+        self.wait_mailbox(rank, kind, |mb| {
+            let first = ids.iter().position(|&i| mb.is_complete(i));
+            let done = if any {
+                first
+            } else if ids.iter().all(|&i| mb.is_complete(i)) {
+                Some(0)
+            } else {
+                None
+            };
+            done.ok_or_else(|| MailWait::Group {
+                ids: ids.to_vec(),
+                any,
+            })
+        })
+    }
+}
