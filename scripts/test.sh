@@ -22,14 +22,16 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# Tests run on the release build (the same one the examples and benchmarks use): the
+# out-of-core tests move hundreds of MiB and take minutes unoptimised.
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run --workspace --profile ci --no-fail-fast
+    cargo nextest run --release --workspace --profile ci --no-fail-fast
 else
-    cargo test --workspace --no-fail-fast
+    cargo test --release --workspace --no-fail-fast
 fi
 echo "== doc tests"
-cargo test --workspace --doc --quiet
+cargo test --release --workspace --doc --quiet
 echo "== examples"
 for ex in hello pagerank kmeans; do
     cargo run --quiet --release -p spillway --example "$ex"
@@ -43,9 +45,9 @@ if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
     cargo clippy --workspace --all-targets --quiet --features spillway-cli/mpi,spillway-bench/mpi -- -D warnings
     echo "== MPI tests (mpirun -np 2 and -np 3)"
     if cargo nextest --version >/dev/null 2>&1; then
-        cargo nextest run -p spillway-cli --features mpi --test mpi --profile ci --no-fail-fast
+        cargo nextest run --release -p spillway-cli --features mpi --test mpi --profile ci --no-fail-fast
     else
-        cargo test -p spillway-cli --features mpi --test mpi --no-fail-fast
+        cargo test --release -p spillway-cli --features mpi --test mpi --no-fail-fast
     fi
 elif [ "${SPILLWAY_REQUIRE_MPI:-0}" = 1 ]; then
     echo "error: SPILLWAY_REQUIRE_MPI=1 but mpirun/mpicc were not found" >&2

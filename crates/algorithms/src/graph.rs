@@ -219,7 +219,12 @@ pub(crate) fn read_chunks(
 pub const VERTEX_STATE_BYTES: u64 = 48;
 
 fn gib(bytes: u64) -> String {
-    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+    let b = bytes as f64;
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", b / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", b / (1u64 << 20) as f64)
+    }
 }
 
 /// Free bytes of the file system holding `dir` (where storage-backed data goes).
@@ -228,45 +233,31 @@ fn free_space(dir: &Path) -> Option<u64> {
     Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
-/// Refuses a graph of `n` vertices whose state would not fit: with a memory budget, the state
-/// of the rank with the most rows must fit the budget and all of it the spill directory's
-/// file system; without one, all of it must fit the available memory. `origin` names the id
-/// and line that made `n` (read input).
+/// Refuses a graph of `n` vertices whose state would not fit: with a memory budget the state is
+/// storage-backed, so all of it must fit the spill directory's file system; without one it must
+/// fit the available memory. `origin` names the id and line that made `n` (read input).
 fn check_vertex_memory(
     comm: &Comm,
     n: u64,
-    max_rows: u64,
     origin: Option<(&Path, u64, u64)>,
 ) -> Result<(), AlgoError> {
     let rt = comm.runtime();
     let total = n.saturating_mul(VERTEX_STATE_BYTES);
-    let largest = max_rows.saturating_mul(VERTEX_STATE_BYTES);
     let problem = match rt.mem_budget() {
-        Some(budget) => {
-            if largest > budget {
-                Some(format!(
-                    "the rank with the most rows ({max_rows}) needs {} for their state, more \
-                     than the memory budget of {}",
-                    gib(largest),
-                    gib(budget)
-                ))
-            } else {
-                match free_space(rt.spill_dir()) {
-                    Some(free) if total > free => Some(format!(
-                        "the state needs {} of storage-backed memory, more than the {} free in \
-                         the spill directory {}",
-                        gib(total),
-                        gib(free),
-                        rt.spill_dir().display()
-                    )),
-                    _ => None,
-                }
-            }
-        }
+        Some(_) => match free_space(rt.spill_dir()) {
+            Some(free) if total > free => Some(format!(
+                "its state needs {} of storage-backed memory, more than the {} free in the \
+                 spill directory {}",
+                gib(total),
+                gib(free),
+                rt.spill_dir().display()
+            )),
+            _ => None,
+        },
         None => match spillway_runtime::available_memory() {
             Some(avail) if total > avail => Some(format!(
-                "the state needs {}, more than the {} of memory available (give a \
-                 --mem-budget to run out of core)",
+                "its state needs {}, more than the {} of memory available (give a \
+                 --mem-budget to keep it in storage-backed memory)",
                 gib(total),
                 gib(avail)
             )),
@@ -381,14 +372,17 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
             let mut stored: SbVec<[u32; 2]> =
                 SbVec::zeroed(comm.runtime(), (range.end - range.start) as usize)?;
             let mut buf = Vec::with_capacity(chunk / 8);
-            let out = stored.as_mut_slice();
             let mut at = range.start;
             while at < range.end {
                 let end = (at + (chunk / 8).max(1) as u64).min(range.end);
                 buf.clear();
                 spec.edges(at..end, &mut buf);
                 let base = (at - range.start) as usize;
-                for (o, &(s, d)) in out[base..].iter_mut().zip(&buf) {
+                for (o, &(s, d)) in stored
+                    .range_mut(base..base + buf.len())
+                    .iter_mut()
+                    .zip(&buf)
+                {
                     *o = [s, d];
                 }
                 at = end;
@@ -403,7 +397,11 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
 fn append_pairs(stored: &mut SbVec<[u32; 2]>, pairs: &[(u32, u32)]) -> Result<(), AlgoError> {
     let start = stored.len();
     stored.resize(start + pairs.len())?;
-    for (o, &(s, d)) in stored.as_mut_slice()[start..].iter_mut().zip(pairs) {
+    for (o, &(s, d)) in stored
+        .range_mut(start..start + pairs.len())
+        .iter_mut()
+        .zip(pairs)
+    {
         *o = [s, d];
     }
     Ok(())
@@ -433,7 +431,9 @@ fn distribute(
     origin: Option<(&Path, u64, u64)>,
 ) -> Result<DistGraph, AlgoError> {
     let p = comm.size();
-    let buckets = n.clamp(1, 1 << 20);
+    // At most 2^18 buckets (2 MiB per node, 64 per rank even at 4096 ranks): the same with
+    // and without a memory budget, so that the partition (and the results) do not depend on it.
+    let buckets = n.clamp(1, 1 << 18);
     let width = n.div_ceil(buckets);
     let buckets = n.div_ceil(width);
     // One histogram per node, whatever the number of ranks.
@@ -457,8 +457,7 @@ fn distribute(
     }
     let me = comm.rank();
     let (lo, hi) = (bounds[me], bounds[me + 1]);
-    let max_rows = bounds.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
-    check_vertex_memory(comm, n, max_rows, origin)?;
+    check_vertex_memory(comm, n, origin)?;
     // Edges this rank will own: the histogram buckets of its rows.
     let mine: u64 = (lo / width..hi.div_ceil(width).min(buckets))
         .map(|bk| hist[bk as usize])
@@ -466,60 +465,65 @@ fn distribute(
     drop(hist);
     let bounds: std::sync::Arc<[u64]> = bounds.into();
     let owner = |v: u64| bounds.partition_point(|&x| x <= v) - 1;
-    let round = (heap_allowance(comm) / 16).max(1024);
+    let round = (heap_allowance(comm) / 32).max(1024);
     let rounds = comm.allreduce(&[edges.len().div_ceil(round) as u64], Max)?[0] as usize;
     let mut staging: SbVec<[u32; 2]> = SbVec::zeroed(comm.runtime(), mine as usize)?;
     let mut filled = 0usize;
-    let mut batch: Vec<[u32; 2]> = Vec::new();
-    let mut scratch: Vec<[u32; 2]> = Vec::new();
+    // The round's edges sorted by owner, in storage-backed memory: a rank blocked in the
+    // exchange holds its outgoing edges there, not on its heap.
+    let mut send: SbVec<[u32; 2]> = SbVec::with_capacity(comm.runtime(), round)?;
     for r in 0..rounds {
+        let mut index: Vec<(usize, usize, usize)> = Vec::new();
         {
-            let local = edges.as_slice();
-            let a = (r * round).min(local.len());
-            let z = ((r + 1) * round).min(local.len());
-            batch.clear();
-            batch.extend_from_slice(&local[a..z]);
-        }
-        // Group the round's edges by owner (stable radix sort on the owner).
-        let owners: Vec<u32> = batch
-            .iter()
-            .map(|e| owner(u64::from(e[0])) as u32)
-            .collect();
-        let mut keyed: Vec<(u32, [u32; 2])> =
-            owners.into_iter().zip(batch.iter().copied()).collect();
-        let mut keyed_scratch = keyed.clone();
-        if radix::sort_by_key(&mut keyed, &mut keyed_scratch, p as u64, |e| u64::from(e.0)) {
-            keyed = keyed_scratch;
-        } else {
-            drop(keyed_scratch);
-        }
-        scratch.clear();
-        scratch.extend(keyed.iter().map(|e| e.1));
-        let mut blocks: Vec<(usize, &[[u32; 2]])> = Vec::new();
-        let mut start = 0;
-        while start < keyed.len() {
-            let q = keyed[start].0;
-            let mut end = start;
-            while end < keyed.len() && keyed[end].0 == q {
-                end += 1;
+            let a = (r * round).min(edges.len());
+            let z = ((r + 1) * round).min(edges.len());
+            // Group the round's edges by owner (stable radix sort on the owner).
+            let mut keyed: Vec<(u32, [u32; 2])> = edges
+                .range(a..z)
+                .iter()
+                .map(|&e| (owner(u64::from(e[0])) as u32, e))
+                .collect();
+            let mut scratch = keyed.clone();
+            let sorted =
+                if radix::sort_by_key(&mut keyed, &mut scratch, p as u64, |e| u64::from(e.0)) {
+                    scratch
+                } else {
+                    keyed
+                };
+            send.resize(sorted.len())?;
+            for (o, e) in send.as_mut_slice().iter_mut().zip(&sorted) {
+                *o = e.1;
             }
-            blocks.push((q as usize, &scratch[start..end]));
-            start = end;
+            let mut start = 0;
+            while start < sorted.len() {
+                let q = sorted[start].0;
+                let mut end = start;
+                while end < sorted.len() && sorted[end].0 == q {
+                    end += 1;
+                }
+                index.push((q as usize, start, end - start));
+                start = end;
+            }
         }
-        drop(keyed);
-        let (received, _) = comm.exchange(&blocks)?;
-        drop(blocks);
-        let out = staging.as_mut_slice();
-        if filled + received.len() > out.len() {
+        let received = {
+            let out = send.as_slice();
+            let blocks: Vec<(usize, &[[u32; 2]])> = index
+                .iter()
+                .map(|&(q, start, len)| (q, &out[start..start + len]))
+                .collect();
+            comm.exchange(&blocks)?.0
+        };
+        if filled + received.len() > staging.len() {
             return Err(AlgoError::Comm(spillway_comm::Error::InvalidArgument(
                 "more edges arrived than the histogram announced",
             )));
         }
-        out[filled..filled + received.len()].copy_from_slice(&received);
+        staging
+            .range_mut(filled..filled + received.len())
+            .copy_from_slice(&received);
         filled += received.len();
     }
-    drop(batch);
-    drop(scratch);
+    drop(send);
     drop(edges);
     let rows = (hi - lo) as usize;
     let mut offsets: SbVec<u64> = SbVec::zeroed(comm.runtime(), rows + 1)?;

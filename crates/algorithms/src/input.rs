@@ -902,6 +902,21 @@ pub fn parse_csv_chunk(bytes: &[u8], dim: usize) -> PointChunk {
 /// Distinguishes temporary files created by one process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Temporary output files that exist now (removed by [`remove_temporary_outputs`]).
+static TEMPORARIES: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn temporaries() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Removes every temporary output file that an [`AtomicFile`] of this process has not
+/// committed yet: for a signal handler that ends the process without unwinding.
+pub fn remove_temporary_outputs() {
+    for path in temporaries().drain(..) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 /// The directory holding `path` (`.` for a bare file name).
 fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
@@ -910,64 +925,125 @@ fn parent_dir(path: &Path) -> &Path {
     }
 }
 
+/// `path` with symbolic links followed to what they name (the link itself is never replaced):
+/// the final target, which need not exist.
+pub fn resolve_output(path: &Path) -> io::Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(&p)?;
+                p = if target.is_absolute() {
+                    target
+                } else {
+                    parent_dir(&p).join(target)
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(invalid_input(format!(
+        "'{}': too many levels of symbolic links",
+        path.display()
+    )))
+}
+
+/// How an output is written.
+#[derive(Debug)]
+enum Target {
+    /// A regular file (or a new one): through a temporary file renamed over it when complete.
+    Replace { temp: PathBuf, committed: bool },
+    /// Anything else that can be written (a character device such as `/dev/null`, a FIFO):
+    /// directly; it is never replaced.
+    Direct,
+}
+
 /// An output file that appears under its final name only when complete.
 ///
-/// Data goes to a hidden temporary file `.NAME.tmp-PID-N` in the same
-/// directory; [`AtomicFile::commit`] flushes it, syncs it to disk and
-/// renames it over the final path. Dropping an `AtomicFile` without
-/// committing it (or after a failed commit) removes the temporary file, so a
-/// failed run leaves no partial output behind.
+/// # Semantics
+/// For a regular file or a path that does not exist yet, data goes to a hidden temporary file
+/// `.NAME.tmp-PID-N` in the same directory; [`AtomicFile::commit`] flushes it, syncs it to
+/// disk and renames it over the final path. Dropping an `AtomicFile` without committing it (or
+/// after a failed commit) removes the temporary file, so a failed run leaves no partial output
+/// behind. A symbolic link is followed and its target written (the link stays). Anything else
+/// that can be written — a character device such as `/dev/null`, a FIFO — is written directly
+/// and never replaced.
 #[derive(Debug)]
 pub struct AtomicFile {
-    /// Final path.
+    /// Final path (symbolic links followed).
     path: PathBuf,
-    /// Temporary path in the same directory.
-    temp: PathBuf,
-    /// Writer to the temporary file.
+    target: Target,
+    /// Writer to the temporary file or the target.
     writer: BufWriter<File>,
-    /// Set once the temporary file has been renamed into place.
-    committed: bool,
 }
 
 impl AtomicFile {
-    /// Creates the temporary file for `path` (which must name a file, not
-    /// end in `..` or `/`). The final path is not touched until
-    /// [`commit`](Self::commit).
+    /// Opens the output `path` (which must name a file, not end in `..` or `/`). A regular
+    /// file there is not touched until [`commit`](Self::commit).
+    ///
+    /// # Errors
+    /// `path` is a directory, its directory does not exist or cannot be written, or it names
+    /// something that cannot be opened for writing.
     pub fn create(path: &Path) -> io::Result<Self> {
+        let path = resolve_output(path)?;
         let name = path
             .file_name()
-            .ok_or_else(|| invalid_input(format!("'{}' does not name a file", path.display())))?;
+            .ok_or_else(|| invalid_input(format!("'{}' does not name a file", path.display())))?
+            .to_os_string();
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_dir() => {
+                return Err(invalid_input(format!(
+                    "'{}' is a directory",
+                    path.display()
+                )))
+            }
+            Ok(m) if !m.is_file() => {
+                let file = OpenOptions::new().write(true).open(&path)?;
+                return Ok(AtomicFile {
+                    path,
+                    target: Target::Direct,
+                    writer: BufWriter::new(file),
+                });
+            }
+            _ => {}
+        }
         let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
         let mut temp_name = OsString::from(".");
-        temp_name.push(name);
+        temp_name.push(&name);
         temp_name.push(format!(".tmp-{}-{n}", std::process::id()));
-        let temp = parent_dir(path).join(temp_name);
+        let temp = parent_dir(&path).join(temp_name);
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&temp)?;
+        temporaries().push(temp.clone());
         Ok(AtomicFile {
-            path: path.to_path_buf(),
-            temp,
+            path,
+            target: Target::Replace {
+                temp,
+                committed: false,
+            },
             writer: BufWriter::new(file),
-            committed: false,
         })
     }
 
-    /// The buffered writer to the temporary file.
+    /// The buffered writer.
     pub fn writer(&mut self) -> &mut BufWriter<File> {
         &mut self.writer
     }
 
-    /// Flushes and syncs the data, renames the temporary file to the final
-    /// path (replacing any file there), then syncs the directory so the
-    /// rename is durable. On error the temporary file is removed and the
-    /// final path is left as it was.
+    /// Flushes the data; for a regular file, syncs it, renames the temporary file to the final
+    /// path (replacing any file there), then syncs the directory so the rename is durable. On
+    /// error the temporary file is removed and the final path is left as it was.
     pub fn commit(mut self) -> io::Result<()> {
         self.writer.flush()?;
+        let Target::Replace { temp, committed } = &mut self.target else {
+            return Ok(());
+        };
         self.writer.get_ref().sync_all()?;
-        std::fs::rename(&self.temp, &self.path)?;
-        self.committed = true;
+        std::fs::rename(&*temp, &self.path)?;
+        *committed = true;
+        temporaries().retain(|t| t != temp);
         // Best effort: the data is already in place under its final name.
         if let Ok(dir) = File::open(parent_dir(&self.path)) {
             let _ = dir.sync_all();
@@ -975,23 +1051,32 @@ impl AtomicFile {
         Ok(())
     }
 
-    /// The final path of the file.
+    /// The final path of the file (symbolic links followed).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The temporary file that receives the data until [`commit`](Self::commit); other
-    /// writers (ranks writing their parts in turn) may append to it.
+    /// The file that receives the data until [`commit`](Self::commit) (the temporary file, or
+    /// the target itself when it is written directly); other writers (ranks writing their
+    /// parts in turn) may append to it.
     pub fn temp_path(&self) -> &Path {
-        &self.temp
+        match &self.target {
+            Target::Replace { temp, .. } => temp,
+            Target::Direct => &self.path,
+        }
     }
 }
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if !self.committed {
+        if let Target::Replace {
+            temp,
+            committed: false,
+        } = &self.target
+        {
             // Nothing useful can be done about a failure here.
-            let _ = std::fs::remove_file(&self.temp);
+            let _ = std::fs::remove_file(temp);
+            temporaries().retain(|t| t != temp);
         }
     }
 }

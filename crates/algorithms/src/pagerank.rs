@@ -143,6 +143,9 @@ fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> {
             }
         }
     }
+    // The graph is not needed again in set-up: let it go to storage before the sort.
+    graph.offsets.unload();
+    graph.targets.unload();
     // Group the remote edges by target: a stable radix sort keeps each target's sources in
     // row order.
     let mut scratch: SbVec<[u32; 2]> = SbVec::zeroed(rt, remote_count)?;

@@ -7,11 +7,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use spillway::algorithms::generate::{BlobsSpec, RmatSpec};
 use spillway::algorithms::graph::{load_graph, GraphSource};
-use spillway::algorithms::input::{AtomicFile, InputError};
+use spillway::algorithms::input::{
+    remove_temporary_outputs, resolve_output, AtomicFile, InputError,
+};
 use spillway::algorithms::kmeans::{kmeans, Init, KMeansOptions};
 use spillway::algorithms::output::write_ordered;
 use spillway::algorithms::pagerank::{pagerank, PageRankOptions};
@@ -77,6 +79,35 @@ enum Generator {
     },
 }
 
+/// Engines between nodes.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum BackendArg {
+    /// Threads of this process (virtual nodes).
+    Local,
+    /// One process per node, started with `mpirun -np NODES` (needs `--features mpi`).
+    Mpi,
+}
+
+/// Storage-backed memory policies.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum PolicyArg {
+    /// Aggressive read, aggressive write: unload whenever a rank blocks.
+    Araw,
+    /// Aggressive read, lazy write: unload when the budget needs room.
+    Arlw,
+    /// Lazy read, lazy write: as arlw, reading pages as they are touched.
+    Lrlw,
+}
+
+/// Which runnable rank resumes first.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum ResumeArg {
+    /// The one with the most memory resident (BDMPI).
+    MostResident,
+    /// The one that became runnable first.
+    Fifo,
+}
+
 #[derive(Args, Debug, Clone)]
 struct RuntimeArgs {
     /// Total number of ranks.
@@ -87,26 +118,29 @@ struct RuntimeArgs {
     #[arg(long, default_value_t = 1)]
     nodes: u32,
     /// Ranks of one node executing at once: a number, or `dynamic` (one, plus more up to the
-    /// cores while the memory budget has room for them). Default: the cores available.
+    /// cores while the memory budget has room for them). Default: the cores available, or
+    /// `dynamic` with a memory budget.
     #[arg(long)]
     running: Option<String>,
-    /// Directory for spill files.
+    /// Directory for spill files (default: the system's temporary directory).
     #[arg(long)]
     spill_dir: Option<PathBuf>,
     /// Memory budget per node (e.g. 256M, 2G): storage-backed data and buffered messages
     /// beyond it go to the spill directory.
     #[arg(long)]
     mem_budget: Option<String>,
-    /// When storage-backed memory is released: araw, arlw or lrlw.
-    #[arg(long, default_value = "araw")]
-    policy: String,
-    /// Which runnable rank resumes first: most-resident (BDMPI) or fifo.
-    #[arg(long, default_value = "most-resident")]
-    resume: String,
-    /// Engine between nodes: local (threads of this process) or mpi (one process per node,
-    /// started with `mpirun -np NODES`; needs a build with `--features mpi`).
-    #[arg(long, default_value = "local")]
-    backend: String,
+    /// When storage-backed memory is released.
+    #[arg(long, value_enum, default_value = "araw")]
+    policy: PolicyArg,
+    /// Which runnable rank resumes first.
+    #[arg(long, value_enum, default_value = "most-resident")]
+    resume: ResumeArg,
+    /// Engine between nodes.
+    #[arg(long, value_enum, default_value = "local")]
+    backend: BackendArg,
+    /// Stack size of each rank (e.g. 256K, 4M; default 1M).
+    #[arg(long)]
+    stack_size: Option<String>,
     /// Print the final report as one JSON object on stdout, and nothing else.
     #[arg(long)]
     json: bool,
@@ -163,7 +197,8 @@ struct KMeansArgs {
     runtime: RuntimeArgs,
 }
 
-/// A failure of the command, with its exit code.
+/// A failure of the command, with its exit code: 2 for bad input or arguments (including
+/// unusable paths), 1 for a failure while running, 128 + the signal when interrupted.
 struct Failure {
     code: u8,
     message: String,
@@ -186,10 +221,10 @@ impl From<JobError> for Failure {
                 message: algo.to_string(),
             };
         }
-        let code = if matches!(e, JobError::Config(_)) {
-            2
-        } else {
-            1
+        let code = match &e {
+            JobError::Config(_) => 2,
+            JobError::Interrupted { signal } => (128 + signal).clamp(0, 255) as u8,
+            _ => 1,
         };
         Failure {
             code,
@@ -198,25 +233,53 @@ impl From<JobError> for Failure {
     }
 }
 
+/// Checks an output path before the job starts, so that an unusable one is a usage error
+/// (exit 2) and not a failure after the work is done.
+fn check_output(path: &std::path::Path) -> Result<(), Failure> {
+    let bad = |why: String| Failure::usage(format!("cannot write {}: {why}", path.display()));
+    let target = resolve_output(path).map_err(|e| bad(e.to_string()))?;
+    match std::fs::metadata(&target) {
+        Ok(m) if m.is_dir() => return Err(bad("is a directory".into())),
+        Ok(m) if !m.is_file() => {
+            // A device or FIFO is written directly: it must be writable.
+            return rustix::fs::access(&target, rustix::fs::Access::WRITE_OK)
+                .map_err(|e| bad(std::io::Error::from(e).to_string()));
+        }
+        _ => {}
+    }
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    match std::fs::metadata(&dir) {
+        Ok(m) if m.is_dir() => {
+            rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK).map_err(|e| {
+                bad(format!(
+                    "directory {}: {}",
+                    dir.display(),
+                    std::io::Error::from(e)
+                ))
+            })
+        }
+        Ok(_) => Err(bad(format!("{} is not a directory", dir.display()))),
+        Err(e) => Err(bad(format!("directory {}: {e}", dir.display()))),
+    }
+}
+
 fn config_of(rt: &RuntimeArgs) -> Result<Config, Failure> {
-    let backend = Backend::from_name(&rt.backend).ok_or_else(|| {
-        Failure::usage(format!(
-            "unknown backend '{}' (available: local, mpi)",
-            rt.backend
-        ))
-    })?;
-    let policy = Policy::from_name(&rt.policy).ok_or_else(|| {
-        Failure::usage(format!(
-            "unknown policy '{}' (available: araw, arlw, lrlw)",
-            rt.policy
-        ))
-    })?;
-    let resume = ResumePolicy::from_name(&rt.resume).ok_or_else(|| {
-        Failure::usage(format!(
-            "unknown resume policy '{}' (available: most-resident, fifo)",
-            rt.resume
-        ))
-    })?;
+    let backend = match rt.backend {
+        BackendArg::Local => Backend::Local,
+        BackendArg::Mpi => Backend::Mpi,
+    };
+    let policy = match rt.policy {
+        PolicyArg::Araw => Policy::Araw,
+        PolicyArg::Arlw => Policy::Arlw,
+        PolicyArg::Lrlw => Policy::Lrlw,
+    };
+    let resume = match rt.resume {
+        ResumeArg::MostResident => ResumePolicy::MostResident,
+        ResumeArg::Fifo => ResumePolicy::Fifo,
+    };
     let mut config = Config::new(rt.ranks)
         .nodes(rt.nodes)
         .backend(backend)
@@ -230,7 +293,19 @@ fn config_of(rt: &RuntimeArgs) -> Result<Config, Failure> {
         })?;
         config = config.mem_budget(bytes);
     }
+    if let Some(text) = &rt.stack_size {
+        let bytes = Config::parse_size(text)
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or_else(|| {
+                Failure::usage(format!(
+                    "invalid --stack-size '{text}' (expected e.g. 256K or 4M)"
+                ))
+            })?;
+        config = config.stack_size(bytes);
+    }
     match rt.running.as_deref() {
+        // Under a budget, by default the number of running ranks adapts to memory (SBMA).
+        None if rt.mem_budget.is_some() => config = config.dynamic_running(true),
         None => {}
         Some("dynamic") => config = config.dynamic_running(true),
         Some(text) => {
@@ -241,6 +316,21 @@ fn config_of(rt: &RuntimeArgs) -> Result<Config, Failure> {
         }
     }
     if let Some(dir) = &rt.spill_dir {
+        let meta = std::fs::metadata(dir)
+            .map_err(|e| Failure::usage(format!("invalid --spill-dir {}: {e}", dir.display())))?;
+        if !meta.is_dir() {
+            return Err(Failure::usage(format!(
+                "invalid --spill-dir {}: not a directory",
+                dir.display()
+            )));
+        }
+        rustix::fs::access(dir, rustix::fs::Access::WRITE_OK).map_err(|e| {
+            Failure::usage(format!(
+                "invalid --spill-dir {}: {}",
+                dir.display(),
+                std::io::Error::from(e)
+            ))
+        })?;
         config = config.spill_dir(dir);
     }
     config.layout().map_err(Failure::from)?;
@@ -272,6 +362,9 @@ fn node_io(rank: &spillway::Rank) -> u64 {
 
 fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
     let config = config_of(&args.runtime)?;
+    if let Some(out) = &args.out {
+        check_output(out)?;
+    }
     let (source, input_name) = match (&args.input, &args.generate) {
         (Some(path), _) => (GraphSource::from_path(path), path.display().to_string()),
         (None, g) => {
@@ -334,7 +427,7 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
     }
     let (n, m, max_edges, iterations, delta, sum, load, compute, times, io) =
         results.into_iter().next().expect("rank 0");
-    let mut report = Report::new("pagerank", &input_name, &config, &args.runtime.backend);
+    let mut report = Report::new("pagerank", &input_name, &config);
     report.set_run(iterations, &times, load, compute, start.elapsed(), &stats);
     report.output = args.out.as_ref().map(|p| p.display().to_string());
     report.facts = vec![
@@ -357,6 +450,9 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
 
 fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
     let config = config_of(&args.runtime)?;
+    for out in args.out.iter().chain(&args.assign) {
+        check_output(out)?;
+    }
     let init =
         Init::parse(&args.init).map_err(|e| Failure::usage(format!("invalid --init: {e}")))?;
     let (source, input_name) = match (&args.input, &args.generate) {
@@ -449,7 +545,7 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
     }
     let (n, dim, iterations, converged, load, compute, times) =
         results.into_iter().next().expect("rank 0");
-    let mut report = Report::new("kmeans", &input_name, &config, &args.runtime.backend);
+    let mut report = Report::new("kmeans", &input_name, &config);
     report.set_run(iterations, &times, load, compute, start.elapsed(), &stats);
     report.output = args.out.as_ref().map(|p| p.display().to_string());
     report.facts = vec![
@@ -462,6 +558,7 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
 }
 
 fn gen_rmat(scale: u32, edge_factor: u32, seed: u64, out: PathBuf) -> Result<(), Failure> {
+    check_output(&out)?;
     let spec =
         RmatSpec::parse(&format!("rmat:{scale}:{edge_factor}:{seed}")).map_err(Failure::usage)?;
     let fail = |e: std::io::Error| Failure {
@@ -490,8 +587,47 @@ fn gen_rmat(scale: u32, edge_factor: u32, seed: u64, out: PathBuf) -> Result<(),
     file.commit().map_err(fail)
 }
 
+/// Ends running jobs on SIGINT and SIGTERM: the job is aborted, its temporary outputs go, and
+/// the process exits with 128 + the signal. If the job does not end within a few seconds (a
+/// rank computing without calling the runtime), or a second signal comes, the process removes
+/// the temporary outputs itself and exits at once (spill files have no names: nothing of them
+/// remains).
+fn handle_signals() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        let mut first = true;
+        for signal in signals.forever() {
+            let name = if signal == SIGINT {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            };
+            if !first || spillway::interrupt(signal) == 0 {
+                // No job to end cleanly (or asked twice): go now.
+                remove_temporary_outputs();
+                let line = format!("spillway: interrupted by {name}\n");
+                let _ = std::io::stderr().write_all(line.as_bytes());
+                std::process::exit(128 + signal);
+            }
+            first = false;
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_secs(5));
+                remove_temporary_outputs();
+                let line =
+                    format!("spillway: interrupted by {name}; the job did not stop in time\n");
+                let _ = std::io::stderr().write_all(line.as_bytes());
+                std::process::exit(128 + signal);
+            });
+        }
+    });
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    handle_signals();
     let outcome = match cli.command {
         Command::Run { algorithm } => {
             let json = match &algorithm {
@@ -502,7 +638,16 @@ fn main() -> ExitCode {
                 Algorithm::Pagerank(a) => run_pagerank(a),
                 Algorithm::Kmeans(a) => run_kmeans(a),
             };
-            report.map(|r| r.print(json))
+            report.and_then(|r| {
+                r.print(json).map_err(|e| Failure {
+                    code: 1,
+                    message: if e.kind() == std::io::ErrorKind::BrokenPipe {
+                        String::new()
+                    } else {
+                        format!("cannot write the report to stdout: {e}")
+                    },
+                })
+            })
         }
         Command::Gen {
             what:
@@ -517,9 +662,11 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            // One write, so that the messages of several MPI processes do not interleave.
-            let line = format!("spillway: error: {}\n", f.message);
-            let _ = std::io::stderr().write_all(line.as_bytes());
+            if !f.message.is_empty() {
+                // One write, so that the messages of several MPI processes do not interleave.
+                let line = format!("spillway: error: {}\n", f.message);
+                let _ = std::io::stderr().write_all(line.as_bytes());
+            }
             ExitCode::from(f.code)
         }
     }

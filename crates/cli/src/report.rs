@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use std::io::Write as _;
+
 use serde::Serialize;
 use spillway::{Config, JobStats};
 
@@ -43,11 +45,11 @@ pub(crate) struct Report {
 }
 
 impl Report {
-    pub(crate) fn new(algorithm: &str, input: &str, config: &Config, backend: &str) -> Report {
+    pub(crate) fn new(algorithm: &str, input: &str, config: &Config) -> Report {
         Report {
             algorithm: algorithm.into(),
             input: input.into(),
-            backend: backend.into(),
+            backend: config.backend_kind().name().into(),
             ranks: config.ranks_total(),
             nodes: config.nodes_total(),
             running: config.running_per_node(),
@@ -113,10 +115,23 @@ impl Report {
         self.peak_rss = stats.peak_rss;
     }
 
-    pub(crate) fn print(&self, json: bool) {
+    /// Writes the report to stdout (nothing on processes other than the one holding rank 0).
+    ///
+    /// # Errors
+    /// Writing stdout failed (a closed pipe, a full disk).
+    pub(crate) fn print(&self, json: bool) -> std::io::Result<()> {
         if !self.primary {
-            return;
+            return Ok(());
         }
+        let text = self.render(json);
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        out.flush()
+    }
+
+    fn render(&self, json: bool) -> String {
+        use std::fmt::Write as _;
+        let mut o = String::new();
         if json {
             let mut value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
             if let serde_json::Value::Object(map) = &mut value {
@@ -127,47 +142,59 @@ impl Report {
                     map.insert(k.clone(), num);
                 }
             }
-            println!("{value}");
-            return;
+            let _ = writeln!(o, "{value}");
+            return o;
         }
-        println!("spillway {}: {}", self.algorithm, self.input);
-        println!(
+        let _ = writeln!(o, "spillway {}: {}", self.algorithm, self.input);
+        let _ = writeln!(
+            o,
             "  layout      {} ranks on {} node(s), {} running per node, {} backend",
             self.ranks, self.nodes, self.running, self.backend
         );
         for (k, v) in &self.facts {
             if v.fract() == 0.0 && v.abs() < 1e15 {
-                println!("  {k:<19} {}", *v as i64);
+                let _ = writeln!(o, "  {k:<19} {}", *v as i64);
             } else {
-                println!("  {k:<19} {v:.6e}");
+                let _ = writeln!(o, "  {k:<19} {v:.6e}");
             }
         }
         let n = self.iteration_seconds.len().max(1) as f64;
         let mean = self.iteration_seconds.iter().sum::<f64>() / n;
         let max = self.iteration_seconds.iter().cloned().fold(0.0, f64::max);
-        println!("  iterations  {}", self.iterations);
-        println!(
+        let _ = writeln!(o, "  iterations  {}", self.iterations);
+        let _ = writeln!(
+            o,
             "  time        load {:.3} s, compute {:.3} s, total {:.3} s",
             self.load_seconds, self.compute_seconds, self.total_seconds
         );
-        println!("  per iter    mean {:.4} s, max {:.4} s", mean, max);
+        let _ = writeln!(o, "  per iter    mean {:.4} s, max {:.4} s", mean, max);
         for (i, t) in self.iteration_seconds.iter().enumerate() {
-            println!("    iteration {:>3}  {:.4} s", i + 1, t);
+            let _ = writeln!(o, "    iteration {:>3}  {:.4} s", i + 1, t);
         }
-        println!(
+        let _ = writeln!(
+            o,
             "  messages    {} sent, {} bytes",
             self.messages_sent, self.bytes_sent
         );
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
         match self.mem_budget {
-            Some(b) => println!(
-                "  memory      budget {:.1} MiB per node, policy {}",
-                mib(b),
-                self.policy
-            ),
-            None => println!("  memory      no budget (storage-backed data stays resident)"),
+            Some(b) => {
+                let _ = writeln!(
+                    o,
+                    "  memory      budget {:.1} MiB per node, policy {}",
+                    mib(b),
+                    self.policy
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    o,
+                    "  memory      no budget (storage-backed data stays resident)"
+                );
+            }
         }
-        println!(
+        let _ = writeln!(
+            o,
             "  spill       {:.1} MiB written, {:.1} MiB read back, {} loads, {} unloads, {} overcommits",
             mib(self.spill_bytes_written),
             mib(self.spill_bytes_read),
@@ -175,21 +202,24 @@ impl Report {
             self.unloads,
             self.overcommits
         );
-        println!(
+        let _ = writeln!(
+            o,
             "  spilled     {} messages ({:.1} MiB)",
             self.messages_spilled,
             mib(self.message_bytes_spilled),
         );
-        println!(
+        let _ = writeln!(
+            o,
             "  rank data   {:.1} MiB storage-backed at peak, {:.1} MiB of it resident at peak",
             mib(self.peak_storage_backed_bytes),
             mib(self.peak_resident_bytes)
         );
         if let Some(rss) = self.peak_rss {
-            println!("  peak RSS    {:.1} MiB", mib(rss));
+            let _ = writeln!(o, "  peak RSS    {:.1} MiB", mib(rss));
         }
-        if let Some(o) = &self.output {
-            println!("  output      {o}");
+        if let Some(path) = &self.output {
+            let _ = writeln!(o, "  output      {path}");
         }
+        o
     }
 }

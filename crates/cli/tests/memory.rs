@@ -114,6 +114,65 @@ fn peak_rss_stays_within_the_budget_plus_a_fixed_overhead() {
     );
 }
 
+/// The bound at small budgets, for a generated graph and for the same graph read from an
+/// edge-list file: peak RSS within the budget plus 64 MiB, with at least four times the budget
+/// of rank data (32 ranks, the default dynamic number of running ranks).
+#[test]
+fn peak_rss_stays_within_the_budget_plus_64_mib_at_16m_and_64m_generated_and_from_a_file() {
+    const MIB: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    for (budget, scale) in [(16u64, 19u32), (64, 20)] {
+        let file = dir.path().join(format!("rmat{scale}.txt"));
+        let gen = Command::new(BIN)
+            .args([
+                "gen",
+                "rmat",
+                "--scale",
+                &scale.to_string(),
+                "--edge-factor",
+                "16",
+            ])
+            .arg("--out")
+            .arg(&file)
+            .status()
+            .unwrap();
+        assert!(gen.success());
+        let spec = format!("rmat:{scale}:16");
+        let b = format!("{budget}M");
+        let sources: [(&str, &str); 2] = [
+            ("--generate", spec.as_str()),
+            ("--input", file.to_str().unwrap()),
+        ];
+        for (flag, value) in sources {
+            let (code, stdout, stderr, rss) = run_measured(&[
+                "run",
+                "pagerank",
+                flag,
+                value,
+                "--ranks",
+                "32",
+                "--iterations",
+                "2",
+                "--mem-budget",
+                &b,
+                "--json",
+            ]);
+            assert_eq!(code, 0, "{stderr}");
+            let data = json_field(&stdout, "peak_storage_backed_bytes") as u64;
+            assert!(
+                data >= 4 * budget * MIB,
+                "{flag} {value}: rank data {} MiB is not 4x the budget of {budget} MiB",
+                data / MIB
+            );
+            assert!(
+                rss <= (budget + 64) * MIB,
+                "{flag} {value}: peak RSS {} MiB exceeds the budget of {budget} MiB + 64 MiB",
+                rss / MIB
+            );
+        }
+    }
+}
+
 fn run_ok(args: &[&str]) -> String {
     let out = Command::new(BIN)
         .args(args)

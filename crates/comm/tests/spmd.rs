@@ -589,3 +589,36 @@ fn the_link_model_switches_large_broadcasts_to_the_chain() {
     let chain = messages(Config::new(3).nodes(3).link_model(BANDWIDTH_BOUND));
     assert!(chain > 2 * 16, "{chain} messages");
 }
+
+/// Ten thousand ranks on one node (many more than cores: BDMPI's setting) run barriers,
+/// reductions and sparse exchanges correctly, in little memory per rank.
+#[test]
+fn ten_thousand_ranks_on_one_node_run_collectives_in_little_memory() {
+    let ranks = 10_000u32;
+    let before = spillway_runtime::current_rss().unwrap_or(0);
+    let out = run(&Config::new(ranks).running(2), |rank| -> TestResult<u64> {
+        let world = Comm::world(rank);
+        let (me, p) = (world.rank(), world.size());
+        world.barrier()?;
+        let total = world.allreduce(&[me as u64], Sum)?[0];
+        // Each rank sends its number to the next one.
+        let next = (me + 1) % p;
+        let (got, from) = world.exchange(&[(next, &[me as u64][..])])?;
+        if got != [((me + p - 1) % p) as u64] || from != [((me + p - 1) % p, 1)] {
+            return Err("exchange delivered the wrong data".into());
+        }
+        world.barrier()?;
+        Ok(total)
+    })
+    .unwrap();
+    let want = (ranks as u64) * (ranks as u64 - 1) / 2;
+    assert!(out.iter().all(|&t| t == want));
+    let peak = spillway_runtime::peak_rss().unwrap_or(0);
+    let per_rank = peak.saturating_sub(before) / u64::from(ranks);
+    assert!(
+        peak < 1 << 30 && per_rank < 64 << 10,
+        "peak RSS {} MiB, {} KiB per rank",
+        peak >> 20,
+        per_rank >> 10
+    );
+}

@@ -175,7 +175,11 @@ impl fmt::Display for JobError {
                     15 => "SIGTERM",
                     _ => "a signal",
                 };
-                write!(f, "interrupted by {name} ({signal})")
+                write!(
+                    f,
+                    "interrupted by {name} ({signal}): the job was stopped and its spill and \
+                     temporary files removed"
+                )
             }
         }
     }

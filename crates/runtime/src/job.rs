@@ -14,9 +14,9 @@ use crate::config::Config;
 use crate::error::{Error, JobError};
 use crate::mailbox::Mailbox;
 use crate::memory::{NodeMem, SpillStore};
-use crate::net::Remote;
 use crate::node::{lock, Node, NodeTable, WaitQueue};
 use crate::sched::{Activity, Describe, Released, Sched, WaitInfo, WaitKind, WaitOn};
+use spillway_transport::Outbox;
 
 /// Counters of one rank.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -69,7 +69,7 @@ pub(crate) struct Part {
     /// Nodes held by this process.
     pub(crate) local_nodes: Range<u32>,
     /// The outbox to the progress thread, when other processes hold other nodes.
-    pub(crate) remote: Option<Arc<Remote>>,
+    pub(crate) remote: Option<Arc<Outbox>>,
     /// The measured cost of a message between nodes.
     pub(crate) link_model: Option<LinkModel>,
 }
@@ -81,7 +81,7 @@ pub(crate) struct Job {
     pub(crate) nodes: Vec<Node>,
     pub(crate) activity: Arc<Activity>,
     /// Set when other processes hold the other nodes.
-    pub(crate) remote: Option<Arc<Remote>>,
+    pub(crate) remote: Option<Arc<Outbox>>,
     pub(crate) link_model: Option<LinkModel>,
     /// The ranks of this process.
     local: Range<u32>,
@@ -369,5 +369,55 @@ impl Job {
 
     pub(crate) fn take_failure(&self) -> Option<JobError> {
         lock(&self.failure).take()
+    }
+}
+
+/// The job as the MPI engine sees it (the narrow interface between engine and runtime).
+#[cfg(feature = "mpi")]
+impl spillway_transport::Host for Job {
+    fn is_local(&self, rank: u32) -> bool {
+        Job::is_local(self, rank)
+    }
+
+    fn deliver(&self, dest: u32, env: spillway_transport::Envelope) -> Result<(), String> {
+        let msg = self.to_msg(dest, env).map_err(|e| e.to_string())?;
+        Job::deliver(self, dest, msg);
+        Ok(())
+    }
+
+    fn fail(&self, failure: spillway_transport::Failure, announce: bool) {
+        let error = match failure {
+            spillway_transport::Failure::Remote { node, message } => {
+                JobError::Remote { node, message }
+            }
+            spillway_transport::Failure::Transport(why) => JobError::Transport(why),
+            other => JobError::Transport(format!("{other:?}")),
+        };
+        self.fail_with(error, announce)
+    }
+
+    fn aborted(&self) -> bool {
+        Job::aborted(self)
+    }
+
+    fn passive(&self) -> bool {
+        Job::passive(self)
+    }
+
+    fn local_done(&self) -> bool {
+        Job::local_done(self)
+    }
+
+    fn take_announcement(&self) -> Option<String> {
+        Job::take_announcement(self)
+    }
+
+    fn failed(&self) -> bool {
+        let storage = self.storage_failed();
+        self.has_failure() || storage
+    }
+
+    fn report_deadlock(&self, note: String) {
+        Job::report_deadlock(self, Some(note))
     }
 }

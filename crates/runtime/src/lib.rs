@@ -36,7 +36,6 @@ mod mailbox;
 mod memory;
 #[cfg(feature = "mpi")]
 pub mod mpi;
-mod net;
 mod node;
 mod rank;
 mod route;

@@ -311,6 +311,15 @@ impl Rank {
         Ok(mem.buffer(len)?)
     }
 
+    /// Tells the runtime that this rank has read `bytes`, part of another rank's buffer, in
+    /// place (inside a collective). Pages of a storage-backed allocation whose owner holds it
+    /// unloaded are dropped again, so that reading other ranks' data does not keep it
+    /// resident beyond the memory budget; anything else is left alone.
+    pub fn release_read(&self, bytes: &[u8]) {
+        let (mem, _) = self.job.node_mem(self.rank);
+        mem.release_read(bytes.as_ptr() as usize, bytes.len());
+    }
+
     /// Ends the job with `message` as this rank's failure, as if the rank had returned an
     /// error: every other rank's blocking calls return [`Error::Aborted`].
     pub fn fail_job(&self, message: String) {

@@ -8,9 +8,9 @@ use spillway_transport::Envelope;
 use crate::error::Error;
 use crate::job::Job;
 use crate::mailbox::{Body, MailWait, MessageInfo, Msg, Pattern, RecvId};
-use crate::net::Outgoing;
 use crate::node::lock;
 use crate::sched::{WaitInfo, WaitKind, WaitOn};
+use spillway_transport::Outgoing;
 
 impl Job {
     /// Sends `env` to rank `dest`: into its mailbox if it is held here, else through the

@@ -30,13 +30,14 @@
 
 pub use spillway_algorithms as algorithms;
 pub use spillway_comm::{
-    wait_all, BitAnd, BitOr, BitXor, Collectives, Comm, Logical, LogicalAnd, LogicalOr, LogicalXor,
-    Max, Min, Operation, Prod, RecvRequest, SendRequest, Source, Status, Sum, Tag, UserOp,
+    wait_all, Aggregate, BitAnd, BitOr, BitXor, Collectives, Comm, Exchanged, Logical, LogicalAnd,
+    LogicalOr, LogicalXor, Max, Min, Operation, Prod, RecvRequest, SendRequest, Source, Status,
+    Sum, Tag, UserOp,
 };
 pub use spillway_runtime::{
-    current_rss, peak_rss, run, run_with_stats, Backend, Config, CriticalGuard, DeadlockReport,
-    Error, JobError, JobStats, LinkModel, MemoryStats, Policy, Rank, RankStats, ResumePolicy,
-    SbVec, WaitState,
+    available_memory, current_rss, interrupt, peak_rss, run, run_with_stats, Backend, Config,
+    CriticalGuard, DeadlockReport, Error, JobError, JobStats, LinkModel, MemoryStats, NodeBuf,
+    Policy, Rank, RankStats, ResumePolicy, SbVec, WaitState,
 };
 
 /// The MPI backend's interoperability hook (feature `mpi`): run a spillway job on the

@@ -13,11 +13,17 @@
 //! element type without copying.
 #![deny(missing_docs, unreachable_pub)]
 
+mod host;
 mod layout;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+mod outbox;
 mod payload;
 mod pool;
 
+pub use host::{Failure, Host};
 pub use layout::{Layout, LayoutError};
+pub use outbox::{Outbox, Outgoing};
 pub use payload::{AlignedBuf, Envelope, Payload};
 pub use pool::{pool_cached_bytes, set_pool_limit, POOLED_MIN};
 

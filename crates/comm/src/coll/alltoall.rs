@@ -19,7 +19,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use spillway_runtime::WaitKind;
+use spillway_runtime::{NodeBuf, WaitKind};
 use spillway_transport::{AlignedBuf, Payload};
 
 use super::node::{lock, Entered};
@@ -36,22 +36,29 @@ fn align16(x: usize) -> usize {
 /// One block a member sends: destination rank, address and length.
 type Block = (usize, usize, usize);
 
-/// The blocks copied into one node-owned buffer, each 16-byte aligned; returns the buffer and
-/// the copied blocks.
-fn buffered_copy(blocks: &[(usize, &[u8])]) -> (Arc<AlignedBuf>, Vec<Block>) {
+/// The blocks copied into one buffer owned by the node (counted against its memory budget,
+/// written to a spill file when the budget has no room), each 16-byte aligned; returns the
+/// buffer and the copied blocks.
+fn buffered_copy(
+    rank: &spillway_runtime::Rank,
+    blocks: &[(usize, &[u8])],
+) -> Result<(NodeBuf, Vec<Block>)> {
     let total = blocks.iter().fold(0, |acc, (_, b)| align16(acc) + b.len());
-    let mut buf = AlignedBuf::for_overwrite(total);
-    let base = buf.as_bytes().as_ptr() as usize;
+    let mut buf = rank.node_buffer(total)?;
     let bytes = buf.as_bytes_mut();
+    let base = bytes.as_ptr() as usize;
     let mut out = Vec::with_capacity(blocks.len());
     let mut at = 0;
     for &(j, b) in blocks {
-        at = align16(at);
-        bytes[at..at + b.len()].copy_from_slice(b);
-        out.push((j, base + at, b.len()));
-        at += b.len();
+        let start = align16(at);
+        bytes[at..start].fill(0);
+        bytes[start..start + b.len()].copy_from_slice(b);
+        out.push((j, base + start, b.len()));
+        at = start + b.len();
     }
-    (Arc::new(buf), out)
+    // Out of memory until the receivers read it.
+    buf.unload();
+    Ok((buf, out))
 }
 
 /// The slice a block points at.
@@ -87,9 +94,12 @@ impl Comm<'_> {
         let my_i = self.inner.my_index;
         let e = Entered::join(self, tag, name, true);
         let total_out: usize = blocks.iter().map(|(_, b)| b.len()).sum();
-        let buffered = total_out <= BUFFERED_MAX;
+        // Zero-copy makes a sender wait until its receivers have read, holding what it received
+        // meanwhile: fine while all members run at once, not when they take turns.
+        let buffered =
+            total_out <= BUFFERED_MAX || shape.group_len(my_g) > self.rank.running_slots() as usize;
         let sent: Vec<Block> = if buffered {
-            let (copy, sent) = buffered_copy(blocks);
+            let (copy, sent) = buffered_copy(self.rank, blocks)?;
             *lock(&e.rv.slots[my_i].copy) = Some(copy);
             sent
         } else {
@@ -125,7 +135,9 @@ impl Comm<'_> {
         } else {
             Vec::new()
         };
-        let mut incoming: Vec<(usize, &[u8])> = std::mem::take(&mut *lock(&e.rv.inbox[my_i]))
+        let local_blocks = std::mem::take(&mut *lock(&e.rv.inbox[my_i]));
+        let local_count = local_blocks.len();
+        let mut incoming: Vec<(usize, &[u8])> = local_blocks
             .into_iter()
             .map(|(src, addr, len)| {
                 // SAFETY: the sender pushed a block that stays valid until every member is done
@@ -134,6 +146,8 @@ impl Comm<'_> {
                 (src as usize, unsafe { bytes_of(addr, len) })
             })
             .collect();
+        // Blocks read in place from other members' buffers in storage are let go again.
+        let local_reads: Vec<&[u8]> = incoming[..local_count].iter().map(|&(_, b)| b).collect();
         let result = bundles
             .iter()
             .try_for_each(|b| read_bundle(b, my_i, &mut incoming))
@@ -145,6 +159,9 @@ impl Comm<'_> {
                 }
                 Ok(())
             });
+        for b in local_reads {
+            self.rank.release_read(b);
+        }
         // Others (and the leader's packing) may read this member's buffers until everybody is
         // done; a buffered member's copy belongs to the rendezvous.
         e.mark_done();
@@ -215,7 +232,9 @@ impl Comm<'_> {
                 let start = align16(at);
                 bytes[at..start].fill(0);
                 // SAFETY: as above.
-                bytes[start..start + len].copy_from_slice(unsafe { bytes_of(addr, len) });
+                let block = unsafe { bytes_of(addr, len) };
+                bytes[start..start + len].copy_from_slice(block);
+                self.rank.release_read(block);
                 at = start + len;
             }
             self.csend(shape.leader(h), tag, Payload::Owned(buf))?;

@@ -161,6 +161,7 @@ impl Comm<'_> {
                     out
                 } else {
                     let out = sink(bytes);
+                    self.rank.release_read(bytes);
                     e.mark_done();
                     out
                 }

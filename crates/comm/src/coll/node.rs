@@ -51,7 +51,7 @@ pub(crate) struct Slot {
     pub(crate) aux: AtomicUsize,
     /// A copy of the member's data owned by the node, when the member does not wait for its
     /// readers (small all-to-alls).
-    pub(crate) copy: Mutex<Option<Arc<AlignedBuf>>>,
+    pub(crate) copy: Mutex<Option<NodeBuf>>,
 }
 
 impl Slot {
@@ -259,6 +259,7 @@ impl<'c, 'r> Entered<'c, 'r> {
     /// Every member's slot holds a pointer to `n` readable elements of `T` that stay valid and
     /// unchanged until the fold is complete, and the fold was opened for `n` elements of `T`.
     pub(crate) unsafe fn fold<T: Pod, O: Operation<T> + ?Sized>(&self, n: usize, op: &O) -> bool {
+        let release = |s: &[T]| self.comm.rank.release_read(bytemuck::cast_slice(s));
         let nblocks = self.rv.nblocks.load(Ordering::Relaxed);
         let per_block = (FOLD_BLOCK / std::mem::size_of::<T>()).max(1);
         let acc = self.rv.acc_ptr.load(Ordering::Relaxed) as *mut T;
@@ -276,9 +277,11 @@ impl<'c, 'r> Entered<'c, 'r> {
                 let out = std::slice::from_raw_parts_mut(acc.add(start), len);
                 let first = std::slice::from_raw_parts(self.rv.slots[0].ptr::<T>().add(start), len);
                 out.copy_from_slice(first);
+                release(first);
                 for slot in self.rv.slots[1..].iter() {
                     let other = std::slice::from_raw_parts(slot.ptr::<T>().add(start), len);
                     op.combine(out, other);
+                    release(other);
                 }
             }
             if self.rv.blocks_done.fetch_add(1, Ordering::AcqRel) + 1 == nblocks {

@@ -33,6 +33,7 @@
 //! blocked rank's allocation that another rank reads inside a collective (zero-copy) are
 //! counted as I/O when the owner next unloads.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -174,6 +175,9 @@ pub(crate) struct NodeMem {
     /// Messages and node buffers at least this long spill when the budget is full.
     message_spill_threshold: usize,
     first_error: Mutex<Option<io::Error>>,
+    /// The ranks' regions by start address (to recognise storage-backed memory that another
+    /// rank read in place).
+    by_addr: Mutex<BTreeMap<usize, Weak<Region>>>,
 }
 
 impl NodeMem {
@@ -199,6 +203,40 @@ impl NodeMem {
             message_bytes: AtomicU64::new(0),
             message_spill_threshold,
             first_error: Mutex::new(None),
+            by_addr: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Records where `region` is mapped (again after it moved from `old`).
+    pub(crate) fn map_address(&self, region: &Arc<Region>, old: Option<usize>) {
+        let mut map = lock(&self.by_addr);
+        if let Some(old) = old {
+            map.remove(&old);
+        }
+        map.insert(region.ptr() as usize, Arc::downgrade(region));
+    }
+
+    /// Forgets the mapping of a region at `addr`.
+    pub(crate) fn unmap_address(&self, addr: usize) {
+        lock(&self.by_addr).remove(&addr);
+    }
+
+    /// Another rank has read `[addr, addr + len)` in place (inside a collective). If it lies in
+    /// a rank's storage-backed allocation that is not loaded (its owner is blocked and holds it
+    /// in storage), the pages just faulted in are dropped again, so that reading other ranks'
+    /// data does not keep it resident. Anything else is left alone.
+    pub(crate) fn release_read(&self, addr: usize, len: usize) {
+        if len == 0 || self.budget.is_none() {
+            return;
+        }
+        let region = {
+            let map = lock(&self.by_addr);
+            map.range(..=addr)
+                .next_back()
+                .and_then(|(_, w)| w.upgrade())
+        };
+        if let Some(region) = region {
+            region.drop_pages_if_unloaded(addr, len);
         }
     }
 
@@ -399,6 +437,7 @@ impl NodeMem {
     pub(crate) fn buffer(self: &Arc<Self>, len: usize) -> io::Result<NodeBuf> {
         if self.should_spill(len) {
             let region = Region::new(self, Owner::Node, len)?;
+            self.map_address(&region, None);
             region.ensure_loaded(true);
             self.count_spilled_message(len as u64);
             return Ok(NodeBuf {
@@ -440,12 +479,14 @@ impl NodeBuf {
         self.len() == 0
     }
 
-    /// The bytes (16-byte aligned).
+    /// The bytes (16-byte aligned). A spilled buffer that was unloaded is read back page by
+    /// page as the bytes are touched.
     pub fn as_bytes(&self) -> &[u8] {
         match &self.inner {
             NodeBufInner::Heap(b) => b.as_bytes(),
-            // SAFETY: the region maps at least `len` bytes, loaded at creation and never
-            // unloaded (node-owned regions are not evictable); the borrow keeps it alive.
+            // SAFETY: the region maps at least `len` bytes of a file that holds the contents
+            // whether or not they are resident; node-owned regions never move; the borrow
+            // keeps the mapping alive.
             NodeBufInner::Mapped(r, len) => unsafe { std::slice::from_raw_parts(r.ptr(), *len) },
         }
     }
@@ -454,10 +495,25 @@ impl NodeBuf {
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
         match &mut self.inner {
             NodeBufInner::Heap(b) => b.as_bytes_mut(),
-            // SAFETY: as in `as_bytes`; `&mut self` makes this the only live view.
-            NodeBufInner::Mapped(r, len) => unsafe {
-                std::slice::from_raw_parts_mut(r.ptr(), *len)
-            },
+            NodeBufInner::Mapped(r, len) => {
+                r.ensure_loaded(true);
+                // SAFETY: as in `as_bytes`; `&mut self` makes this the only live view.
+                unsafe { std::slice::from_raw_parts_mut(r.ptr(), *len) }
+            }
+        }
+    }
+
+    /// Whether the buffer lives in a spill file (the budget had no room for it).
+    pub fn is_spilled(&self) -> bool {
+        matches!(self.inner, NodeBufInner::Mapped(..))
+    }
+
+    /// A buffer in a spill file writes its contents back and leaves memory: readers fault
+    /// the pages back in and, reading through [`Rank::release_read`](crate::Rank), drop them
+    /// again. A heap buffer stays as it is.
+    pub fn unload(&self) {
+        if let NodeBufInner::Mapped(r, _) = &self.inner {
+            r.unload();
         }
     }
 }

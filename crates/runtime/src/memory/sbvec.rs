@@ -23,6 +23,8 @@ pub(crate) enum Owner {
 
 struct RegionState {
     loaded: bool,
+    /// Bytes reserved for parts loaded by range accesses while not wholly loaded.
+    partial: u64,
     dirty: bool,
     /// Some contents live only in the file (the region was unloaded after being written).
     on_disk: bool,
@@ -99,6 +101,7 @@ impl Region {
             dirty_fast: AtomicBool::new(false),
             state: Mutex::new(RegionState {
                 loaded: false,
+                partial: 0,
                 dirty: false,
                 on_disk: false,
             }),
@@ -106,8 +109,42 @@ impl Region {
         node.allocated(owner, map_len as u64);
         if let Owner::Rank(local) = owner {
             node.register(local, &region);
+            node.map_address(&region, None);
         }
         Ok(region)
+    }
+
+    /// Drops the pages of `[addr, addr + len)` (within this mapping) from memory if the region
+    /// is not loaded: they were faulted in by a rank reading this buffer in place.
+    pub(crate) fn drop_pages_if_unloaded(&self, addr: usize, len: usize) {
+        let st = lock(&self.state);
+        let (ptr, map_len) = (self.ptr() as usize, self.map_len());
+        if st.loaded || st.partial > 0 || addr < ptr || addr + len > ptr + map_len {
+            return;
+        }
+        let start = (addr - ptr) / PAGE * PAGE;
+        let end = ((addr - ptr + len).div_ceil(PAGE) * PAGE).min(map_len);
+        // SAFETY: a page-aligned range inside our shared file mapping; the owner does not use
+        // the region while it is unloaded, and dropping pages of a shared file mapping keeps
+        // their contents in the file (they were written back when the region was unloaded).
+        unsafe {
+            libc::madvise(
+                (ptr + start) as *mut libc::c_void,
+                end - start,
+                libc::MADV_DONTNEED,
+            );
+            libc::posix_fadvise(
+                self.file.as_raw_fd(),
+                start as i64,
+                (end - start) as i64,
+                libc::POSIX_FADV_DONTNEED,
+            );
+        }
+        drop(st);
+        self.node
+            .counters
+            .bytes_read
+            .fetch_add((end - start) as u64, Ordering::Relaxed);
     }
 
     pub(crate) fn ptr(&self) -> *mut u8 {
@@ -147,7 +184,8 @@ impl Region {
             return;
         }
         let map_len = self.map_len();
-        self.node.reserve(self.owner, map_len as u64);
+        self.node.reserve(self.owner, map_len as u64 - st.partial);
+        st.partial = 0;
         self.node.counters.loads.fetch_add(1, Ordering::Relaxed);
         st.loaded = true;
         if self.node.policy != Policy::Lrlw && st.on_disk {
@@ -175,10 +213,54 @@ impl Region {
         self.loaded_fast.store(true, Ordering::Release);
     }
 
+    /// Makes bytes `[offset, offset + len)` accessible under the node budget without loading
+    /// the rest: only their pages are reserved and (under the aggressive policies) read.
+    pub(crate) fn ensure_range_loaded(&self, offset: usize, len: usize, write: bool) {
+        if self.loaded_fast.load(Ordering::Acquire)
+            && (!write || self.dirty_fast.load(Ordering::Relaxed))
+        {
+            return;
+        }
+        let mut st = lock(&self.state);
+        if write {
+            st.dirty = true;
+            self.dirty_fast.store(true, Ordering::Relaxed);
+        }
+        if st.loaded || len == 0 {
+            return;
+        }
+        let map_len = self.map_len();
+        let start = offset / PAGE * PAGE;
+        let end = (offset + len).div_ceil(PAGE) * PAGE;
+        let bytes = ((end - start) as u64).min(map_len as u64 - st.partial);
+        if st.partial + bytes >= map_len as u64 {
+            // The parts add up to the whole: load it all.
+            drop(st);
+            return self.ensure_loaded(write);
+        }
+        self.node.reserve(self.owner, bytes);
+        st.partial += bytes;
+        if self.node.policy != Policy::Lrlw && st.on_disk {
+            // SAFETY: a page-aligned range inside the mapping; MADV_POPULATE_READ only faults
+            // pages in (failure on older kernels only costs the page faults later).
+            unsafe {
+                libc::madvise(
+                    self.ptr().add(start).cast(),
+                    end - start,
+                    22, /* MADV_POPULATE_READ */
+                );
+            }
+            self.node
+                .counters
+                .bytes_read
+                .fetch_add((end - start) as u64, Ordering::Relaxed);
+        }
+    }
+
     /// Writes modified pages back and releases the memory.
     pub(crate) fn unload(&self) {
         let mut st = lock(&self.state);
-        if !st.loaded {
+        if !st.loaded && st.partial == 0 {
             return;
         }
         let (ptr, map_len) = (self.ptr(), self.map_len());
@@ -215,12 +297,18 @@ impl Region {
                 libc::POSIX_FADV_DONTNEED,
             );
         }
+        let reserved = if st.loaded {
+            map_len as u64
+        } else {
+            st.partial
+        };
         st.loaded = false;
+        st.partial = 0;
         st.dirty = false;
         self.loaded_fast.store(false, Ordering::Release);
         self.dirty_fast.store(false, Ordering::Relaxed);
         self.node.counters.unloads.fetch_add(1, Ordering::Relaxed);
-        self.node.release(self.owner, map_len as u64);
+        self.node.release(self.owner, reserved);
     }
 
     /// Drops the contents without writing them (the next access reads zeros).
@@ -248,7 +336,7 @@ impl Region {
 
     /// Grows the mapping to hold at least `bytes` bytes (the new part reads as zeros).
     /// Only the owner calls this, while it holds the only reference to the contents.
-    fn grow(&self, bytes: usize) -> io::Result<()> {
+    fn grow(self: &Arc<Self>, bytes: usize) -> io::Result<()> {
         let st = lock(&self.state);
         let old = self.map_len();
         let new = map_len_for(bytes);
@@ -267,12 +355,16 @@ impl Region {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
+        let old_ptr = self.ptr() as usize;
         self.ptr.store(ptr.cast(), Ordering::Release);
         self.map_len.store(new, Ordering::Release);
         let delta = (new - old) as u64;
         self.node.allocated(self.owner, delta);
         if st.loaded {
             self.node.reserve(self.owner, delta);
+        }
+        if let Owner::Rank(_) = self.owner {
+            self.node.map_address(self, Some(old_ptr));
         }
         Ok(())
     }
@@ -281,13 +373,16 @@ impl Region {
 impl Drop for Region {
     fn drop(&mut self) {
         let map_len = self.map_len();
+        self.node.unmap_address(self.ptr() as usize);
         self.node.freed(self.owner, map_len as u64);
-        let (loaded, on_disk) = {
+        let (loaded, partial, on_disk) = {
             let st = lock(&self.state);
-            (st.loaded, st.on_disk)
+            (st.loaded, st.partial, st.on_disk)
         };
         if loaded {
             self.node.release(self.owner, map_len as u64);
+        } else if partial > 0 {
+            self.node.release(self.owner, partial);
         } else if on_disk {
             // Read back by other ranks (collectives reading this buffer in place) since the
             // last unload.
@@ -433,6 +528,57 @@ impl<T: Pod> SbVec<T> {
         }
     }
 
+    /// Elements `range` for reading, loading only their pages (not the whole allocation, as
+    /// [`as_slice`](Self::as_slice) does under the aggressive policies): for code that walks a
+    /// large array in pieces, one piece per blocking call.
+    ///
+    /// # Panics
+    /// If `range` is out of bounds.
+    pub fn range(&self, range: std::ops::Range<usize>) -> &[T] {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "range {range:?} out of bounds of {} elements",
+            self.len
+        );
+        match &self.storage {
+            Storage::Heap(h) => &h[range],
+            Storage::Mapped(r) => {
+                let size = std::mem::size_of::<T>();
+                r.ensure_range_loaded(range.start * size, range.len() * size, false);
+                // SAFETY: as in `as_slice`, for a part of the elements.
+                unsafe {
+                    std::slice::from_raw_parts(r.ptr().cast::<T>().add(range.start), range.len())
+                }
+            }
+        }
+    }
+
+    /// Elements `range` for writing, loading only their pages (see [`range`](Self::range)).
+    ///
+    /// # Panics
+    /// If `range` is out of bounds.
+    pub fn range_mut(&mut self, range: std::ops::Range<usize>) -> &mut [T] {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "range {range:?} out of bounds of {} elements",
+            self.len
+        );
+        match &mut self.storage {
+            Storage::Heap(h) => &mut h[range],
+            Storage::Mapped(r) => {
+                let size = std::mem::size_of::<T>();
+                r.ensure_range_loaded(range.start * size, range.len() * size, true);
+                // SAFETY: as in `as_mut_slice`, for a part of the elements.
+                unsafe {
+                    std::slice::from_raw_parts_mut(
+                        r.ptr().cast::<T>().add(range.start),
+                        range.len(),
+                    )
+                }
+            }
+        }
+    }
+
     /// Makes room for at least `additional` more elements (growing geometrically).
     ///
     /// # Errors
@@ -478,7 +624,8 @@ impl<T: Pod> SbVec<T> {
         if let Storage::Heap(h) = &mut self.storage {
             h.extend_from_slice(data);
         } else {
-            self.as_mut_slice()[start..].copy_from_slice(data);
+            self.range_mut(start..start + data.len())
+                .copy_from_slice(data);
         }
         Ok(())
     }
@@ -512,7 +659,7 @@ impl<T: Pod> SbVec<T> {
         self.len = len;
         if let Storage::Mapped(_) = self.storage {
             // Contents beyond the old length may hold earlier data (after a shrink).
-            self.as_mut_slice()[start..].fill(T::zeroed());
+            self.range_mut(start..len).fill(T::zeroed());
         }
         Ok(())
     }

@@ -1,4 +1,4 @@
-//! The hand-over between ranks and the progress thread of a job that spans processes.
+//! The hand-over between ranks and the engine's progress thread of a job that spans processes.
 //!
 //! A rank never calls the network itself: a message for a rank of another process goes into
 //! this process's outbox, and the progress thread (the only thread that calls MPI) sends it.
@@ -13,33 +13,39 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use spillway_transport::Payload;
+use crate::Payload;
 
 /// A message for a rank of another process.
 #[derive(Debug)]
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(crate) struct Outgoing {
-    pub(crate) dest: u32,
-    pub(crate) context: u64,
-    pub(crate) source: u32,
-    pub(crate) tag: i32,
-    pub(crate) payload: Payload,
+pub struct Outgoing {
+    /// Global rank of the destination.
+    pub dest: u32,
+    /// Communication context.
+    pub context: u64,
+    /// Global rank of the sender.
+    pub source: u32,
+    /// Tag.
+    pub tag: i32,
+    /// The bytes.
+    pub payload: Payload,
 }
 
 /// The outbox and the counters shared by a process's ranks and its progress thread.
-#[derive(Default)]
-pub(crate) struct Remote {
+#[derive(Default, Debug)]
+pub struct Outbox {
     queue: Mutex<VecDeque<Outgoing>>,
     signal: Condvar,
     /// Set by anything the progress thread should look at soon (a failure, a finished rank).
     poke: AtomicBool,
-    pub(crate) sent: AtomicU64,
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    pub(crate) received: AtomicU64,
+    /// Messages put into the outbox.
+    pub sent: AtomicU64,
+    /// Messages from other processes delivered here.
+    pub received: AtomicU64,
 }
 
-impl Remote {
-    pub(crate) fn push(&self, msg: Outgoing) {
+impl Outbox {
+    /// Queues a message for the progress thread.
+    pub fn push(&self, msg: Outgoing) {
         self.sent.fetch_add(1, Ordering::AcqRel);
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         q.push_back(msg);
@@ -47,21 +53,19 @@ impl Remote {
     }
 
     /// Wakes the progress thread if it is waiting for work.
-    pub(crate) fn notify(&self) {
+    pub fn notify(&self) {
         self.poke.store(true, Ordering::Release);
         let _q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         self.signal.notify_one();
     }
 
     /// Takes every queued message.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    pub(crate) fn take(&self) -> VecDeque<Outgoing> {
+    pub fn take(&self) -> VecDeque<Outgoing> {
         std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     /// Waits up to `wait` for a queued message or a poke.
-    pub(crate) fn wait(&self, wait: Duration) {
+    pub fn wait(&self, wait: Duration) {
         let q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         if q.is_empty() && !self.poke.swap(false, Ordering::AcqRel) {
             drop(

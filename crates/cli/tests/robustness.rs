@@ -1,0 +1,293 @@
+//! The CLI at its edges: outputs that are devices, FIFOs or symbolic links, signals, a closed
+//! stdout, absurd arguments, and input that would need more memory than there is.
+
+use std::io::Read;
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_spillway");
+
+/// A 3-cycle: every vertex ends with rank 1/3.
+fn write_cycle(dir: &Path) -> std::path::PathBuf {
+    let g = dir.join("cycle.txt");
+    std::fs::write(&g, "0 1\n1 2\n2 0\n").unwrap();
+    g
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("start spillway")
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn outputs_to_a_device_a_fifo_and_a_symlink_write_through_and_stay_what_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = write_cycle(dir.path());
+    let g = g.to_str().unwrap();
+
+    let out = run(&["run", "pagerank", "--input", g, "--out", "/dev/null"]);
+    assert!(out.status.success(), "{out:?}");
+    let meta = std::fs::metadata("/dev/null").unwrap();
+    assert!(meta.file_type().is_char_device(), "/dev/null was replaced");
+
+    // A FIFO with a reader: the ranks are written through it, the FIFO stays.
+    let fifo = dir.path().join("ranks.fifo");
+    let rc = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(rc.success());
+    let reader_path = fifo.clone();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::fs::File::open(&reader_path)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    });
+    let out = run(&[
+        "run",
+        "pagerank",
+        "--input",
+        g,
+        "--out",
+        fifo.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let text = reader.join().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (v, line) in lines.iter().enumerate() {
+        let mut parts = line.split_whitespace();
+        assert_eq!(parts.next(), Some(v.to_string().as_str()));
+        let r: f64 = parts.next().unwrap().parse().unwrap();
+        assert!((r - 1.0 / 3.0).abs() < 1e-12, "{line}");
+    }
+    let meta = std::fs::symlink_metadata(&fifo).unwrap();
+    assert!(meta.file_type().is_fifo(), "the FIFO was replaced");
+
+    // A symbolic link: its target gets the output, the link stays a link.
+    let target = dir.path().join("real.txt");
+    let link = dir.path().join("link.txt");
+    std::os::unix::fs::symlink("real.txt", &link).unwrap();
+    let out = run(&[
+        "run",
+        "pagerank",
+        "--input",
+        g,
+        "--out",
+        link.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap().lines().count(), 3);
+    // No temporary file is left next to the outputs.
+    assert_eq!(
+        listing(dir.path()),
+        ["cycle.txt", "link.txt", "ranks.fifo", "real.txt"]
+    );
+}
+
+/// Starts an out-of-core job, sends `signal` once it runs, and checks the exit code and that
+/// neither its spill directory nor its output directory holds anything afterwards.
+fn interrupt_with(signal: i32, name: &str) {
+    let spill = tempfile::tempdir().unwrap();
+    let outdir = tempfile::tempdir().unwrap();
+    let out = outdir.path().join("ranks.txt");
+    let mut child = Command::new(BIN)
+        .args([
+            "run",
+            "pagerank",
+            "--generate",
+            "rmat:18:16",
+            "--ranks",
+            "16",
+            "--mem-budget",
+            "16M",
+            "--iterations",
+            "100000",
+            "--spill-dir",
+            spill.path().to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the job did not end after {name}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(128 + signal), "{name}: {err}");
+    assert!(err.contains(name), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line on stderr: {err}");
+    assert!(listing(spill.path()).is_empty(), "spill files left");
+    assert!(listing(outdir.path()).is_empty(), "output files left");
+}
+
+#[test]
+fn sigint_and_sigterm_end_a_job_cleanly_with_130_and_143() {
+    interrupt_with(libc::SIGINT, "SIGINT");
+    interrupt_with(libc::SIGTERM, "SIGTERM");
+}
+
+#[test]
+fn a_closed_stdout_ends_the_program_without_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = write_cycle(dir.path());
+    let mut child = Command::new(BIN)
+        .args(["run", "pagerank", "--input", g.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the reading end before the report is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // A full device is an error with a message, not a panic.
+    let full = Command::new(BIN)
+        .args(["run", "pagerank", "--input", g.to_str().unwrap()])
+        .stdout(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(1), "{err}");
+    assert!(err.contains("No space left"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Peak RSS of a child that ran `args`, with its exit code and stderr.
+fn run_rss(args: &[&str]) -> (Option<i32>, String, u64) {
+    let child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let out = child.wait_with_output().unwrap();
+    // The RSS of the last reaped child, from the kernel's accounting.
+    // SAFETY: an all-zero rusage is a valid value for getrusage to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage with a valid pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let _ = pid;
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        usage.ru_maxrss as u64 * 1024,
+    )
+}
+
+#[test]
+fn a_huge_vertex_id_is_refused_before_anything_that_large_is_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("huge.txt");
+    std::fs::write(&g, "0 1\n1 4000000000\n2 0\n").unwrap();
+    for budget in [None, Some("64M")] {
+        let mut args = vec!["run", "pagerank", "--input", g.to_str().unwrap()];
+        if let Some(b) = budget {
+            args.extend(["--mem-budget", b]);
+        }
+        let (code, err, rss) = run_rss(&args);
+        assert_eq!(code, Some(2), "{err}");
+        let at = format!("{}:2:", g.display());
+        assert!(err.contains(&at), "{err}");
+        assert!(err.contains("vertex id 4000000000"), "{err}");
+        assert!(
+            err.contains("GiB"),
+            "says how much memory it would need: {err}"
+        );
+        // Children's peak so far (this test's children only ran small jobs).
+        assert!(rss < 512 << 20, "peak RSS {} MiB", rss >> 20);
+    }
+    assert_eq!(listing(dir.path()), ["huge.txt"]);
+}
+
+#[test]
+fn absurd_arguments_and_unusable_paths_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = write_cycle(dir.path());
+    let g = g.to_str().unwrap();
+    let missing = dir.path().join("no/such/dir");
+    let missing = missing.to_str().unwrap();
+    let file_not_dir = g;
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--mem-budget", "1K"], "less than one page per rank"),
+        (
+            vec!["--mem-budget", "5T"],
+            "more than this machine's memory",
+        ),
+        (vec!["--mem-budget", "lots"], "invalid --mem-budget"),
+        (vec!["--stack-size", "4K"], "stack size"),
+        (vec!["--spill-dir", missing], "--spill-dir"),
+        (vec!["--spill-dir", file_not_dir], "not a directory"),
+        (
+            vec!["--out", dir.path().to_str().unwrap()],
+            "is a directory",
+        ),
+        (vec!["--policy", "sometimes"], "invalid value"),
+    ];
+    for (extra, reason) in cases {
+        let mut args = vec!["run", "pagerank", "--input", g];
+        args.extend(extra.iter().copied());
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(reason), "{extra:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let out = run(&[
+        "run",
+        "pagerank",
+        "--input",
+        g,
+        "--out",
+        &format!("{missing}/ranks.txt"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}

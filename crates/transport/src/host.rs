@@ -1,0 +1,53 @@
+//! The narrow interface between an engine (which carries messages between processes) and the
+//! job it serves (which the runtime implements).
+
+use crate::Envelope;
+
+/// Why an engine ends a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The job failed in another process: a rank there failed, or that process reported a
+    /// transport error.
+    Remote {
+        /// The node (process) where the failure began.
+        node: u32,
+        /// That process's description of it.
+        message: String,
+    },
+    /// The transport between nodes failed (an MPI call returned an error, a process was lost).
+    Transport(String),
+}
+
+/// What an engine needs from the job of this process.
+pub trait Host: Sync {
+    /// Whether global rank `rank` runs in this process.
+    fn is_local(&self, rank: u32) -> bool;
+
+    /// Delivers a message from another process to local rank `dest` (in memory, or spilled
+    /// under the node's memory budget); `Err` says why it could not be stored.
+    fn deliver(&self, dest: u32, env: Envelope) -> Result<(), String>;
+
+    /// Ends the job with `failure`; `announce` says whether the other processes must be told
+    /// (not when the failure came from one of them).
+    fn fail(&self, failure: Failure, announce: bool);
+
+    /// Whether the job is being aborted.
+    fn aborted(&self) -> bool;
+
+    /// Whether no rank of this process is running or runnable.
+    fn passive(&self) -> bool;
+
+    /// Whether every rank of this process has finished.
+    fn local_done(&self) -> bool;
+
+    /// The first local failure not yet announced to the other processes.
+    fn take_announcement(&self) -> Option<String>;
+
+    /// Whether this process recorded a failure (including spill storage failures).
+    fn failed(&self) -> bool;
+
+    /// Ends the job with a deadlock report of this process's ranks; `note` says that the
+    /// other processes report their own.
+    fn report_deadlock(&self, note: String);
+}

@@ -1,0 +1,497 @@
+//! The progress loop: sends the outbox, receives and delivers messages in order, handles
+//! control messages, and ends the job with the other processes.
+
+use std::collections::VecDeque;
+use std::ffi::{c_int, c_void};
+use std::time::{Duration, Instant};
+
+use mpi::ffi;
+use mpi::raw::AsRaw;
+use mpi::topology::{Communicator, SimpleCommunicator};
+
+use super::frame::{
+    framed, header, unframe, CHUNK, CONTROL_ABORT, CONTROL_DEADLOCK, CONTROL_HEARTBEAT,
+    CONTROL_TOKEN, HEADER_WORDS, INLINE, TAG_CONTROL, TAG_DATA, TAG_HEADER,
+};
+use super::liveness::Liveness;
+use super::termination::{Termination, Token};
+use super::{empty_request, empty_status, mpi_error};
+use crate::host::{Failure, Host};
+use crate::outbox::{Outbox, Outgoing};
+use crate::{AlignedBuf, Envelope, Layout, Payload};
+
+struct PendingSend {
+    requests: Vec<ffi::MPI_Request>,
+    /// The bytes the requests read, alive until they complete.
+    _keep: Payload,
+}
+
+struct PendingRecv {
+    header: [u64; HEADER_WORDS],
+    buf: AlignedBuf,
+    requests: Vec<ffi::MPI_Request>,
+}
+
+pub(super) struct Progress<'a> {
+    pub(super) host: &'a dyn Host,
+    pub(super) outbox: &'a Outbox,
+    pub(super) comm: ffi::MPI_Comm,
+    layout: &'a Layout,
+    pub(super) me: c_int,
+    pub(super) size: c_int,
+    sends: Vec<PendingSend>,
+    incoming: Vec<VecDeque<PendingRecv>>,
+    pub(super) term: Termination,
+    pub(super) live: Liveness,
+    /// The first failure announced by another process.
+    pub(super) remote_failure: Option<(u32, String)>,
+    transport_failed: bool,
+}
+
+/// Serves the job of `host` on the processes of `comm` until it has ended on every one of
+/// them: the progress thread's whole life. Every process of `comm` must call it.
+pub fn run_progress(
+    host: &dyn Host,
+    outbox: &Outbox,
+    comm: &SimpleCommunicator,
+    layout: &Layout,
+    peer_timeout: Duration,
+) {
+    Progress {
+        host,
+        outbox,
+        comm: comm.as_raw(),
+        layout,
+        me: comm.rank(),
+        size: comm.size(),
+        sends: Vec::new(),
+        incoming: (0..comm.size()).map(|_| VecDeque::new()).collect(),
+        term: Termination::new(),
+        live: Liveness::new(peer_timeout),
+        remote_failure: None,
+        transport_failed: false,
+    }
+    .run()
+}
+
+impl Progress<'_> {
+    fn transport_failure(&mut self, why: String) {
+        self.transport_failed = true;
+        self.host.fail(Failure::Transport(why), false);
+    }
+
+    fn run(mut self) {
+        let mut barrier: Option<ffi::MPI_Request> = None;
+        let mut idle = 0u32;
+        let mut idle_since = Instant::now();
+        loop {
+            let busy = match self.step() {
+                Ok(busy) => busy,
+                Err(e) => {
+                    self.transport_failure(e);
+                    break;
+                }
+            };
+            if self.live.lost.is_some() {
+                super::PEER_LOST.store(true, std::sync::atomic::Ordering::Release);
+                // The lost process will never enter the barrier: tell the others (already
+                // queued) and leave once the local ranks have ended.
+                if self.host.local_done() {
+                    let deadline = Instant::now() + Duration::from_secs(1);
+                    while !self.sends.is_empty() && Instant::now() < deadline {
+                        if self.test_sends().is_err() {
+                            break;
+                        }
+                        std::thread::yield_now();
+                    }
+                    return;
+                }
+            } else if let Some(mut request) = barrier {
+                match self.test(&mut request, "MPI_Ibarrier") {
+                    Ok(true) if self.sends.is_empty() => break,
+                    Ok(_) => barrier = Some(request),
+                    Err(e) => {
+                        self.transport_failure(e);
+                        break;
+                    }
+                }
+            } else if self.host.local_done() && self.sends.is_empty() {
+                let mut request = empty_request();
+                // SAFETY: valid communicator; `request` outlives the call and is tested until
+                // complete.
+                let code = unsafe { ffi::MPI_Ibarrier(self.comm, &mut request) };
+                if code != 0 {
+                    self.transport_failure(mpi_error("MPI_Ibarrier", code));
+                    break;
+                }
+                barrier = Some(request);
+            }
+            if busy {
+                idle = 0;
+                idle_since = Instant::now();
+            } else {
+                idle = idle.saturating_add(1);
+            }
+            self.pause(idle, idle_since.elapsed());
+        }
+        if self.transport_failed {
+            // The network cannot be trusted any more: let the local ranks end and leave.
+            while !self.host.local_done() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            return;
+        }
+        // Late messages (e.g. an announcement sent just before the barrier) are read so that
+        // nothing is left in the communicator.
+        let _ = self.step();
+        self.agree();
+    }
+
+    /// Waits before the next round. While transfers are in flight it only yields: MPI moves
+    /// large messages only while both sides call into it (Open MPI's shared-memory transport,
+    /// for one). While no rank of this process can run (they all wait, typically for messages
+    /// from other nodes) it also only yields, for up to `SPIN` after the last activity: answers
+    /// within a collective come quickly and nothing here needs the core. Otherwise it sleeps on
+    /// the outbox with a growing timeout of up to 200 us; a rank's send wakes it at once.
+    fn pause(&self, idle: u32, idle_for: Duration) {
+        const SPIN: Duration = Duration::from_millis(5);
+        if idle == 0 {
+            return;
+        }
+        let in_flight = !self.sends.is_empty() || self.incoming.iter().any(|q| !q.is_empty());
+        if idle < 64 || in_flight || (self.host.passive() && idle_for < SPIN) {
+            std::thread::yield_now();
+            return;
+        }
+        let micros = (2u64 << ((idle - 64) / 32).min(10)).min(200);
+        self.outbox.wait(Duration::from_micros(micros));
+    }
+
+    /// One round: liveness, announcements, the outbox, sends in flight, headers, data,
+    /// control messages and deadlock detection. Returns whether anything happened.
+    fn step(&mut self) -> Result<bool, String> {
+        let mut busy = self.check_liveness()?;
+        if let Some(text) = self.host.take_announcement() {
+            let lost = self.live.lost.map_or(0, |l| l as u64 + 1);
+            for p in 0..self.size {
+                if p != self.me && Some(p as u32) != self.live.lost {
+                    self.send_control(
+                        p,
+                        CONTROL_ABORT,
+                        [self.me as u64, lost, 0, 0],
+                        text.as_bytes(),
+                    )?;
+                }
+            }
+            busy = true;
+        }
+        for out in self.outbox.take() {
+            self.send_message(out)?;
+            busy = true;
+        }
+        busy |= self.test_sends()?;
+        busy |= self.receive_headers()?;
+        busy |= self.complete_receives()?;
+        busy |= self.receive_control()?;
+        busy |= self.detect_deadlock()?;
+        Ok(busy)
+    }
+
+    pub(super) fn test(&self, request: &mut ffi::MPI_Request, call: &str) -> Result<bool, String> {
+        let mut flag: c_int = 0;
+        // SAFETY: `request` is an active or null request of this process; the buffers it
+        // refers to are kept alive by the caller until it completes.
+        let code = unsafe { ffi::MPI_Test(request, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+        if code != 0 {
+            return Err(mpi_error(call, code));
+        }
+        Ok(flag != 0)
+    }
+
+    /// Starts a non-blocking send of `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// The bytes must stay valid and unchanged until the returned request completes.
+    unsafe fn isend(
+        &self,
+        ptr: *const u8,
+        len: usize,
+        dest: c_int,
+        tag: c_int,
+    ) -> Result<ffi::MPI_Request, String> {
+        let mut request = empty_request();
+        // SAFETY: the caller keeps the buffer alive; `len` fits in an int (at most CHUNK or a
+        // header plus INLINE bytes).
+        let code = unsafe {
+            ffi::MPI_Isend(
+                ptr.cast::<c_void>(),
+                len as c_int,
+                ffi::RSMPI_UINT8_T,
+                dest,
+                tag,
+                self.comm,
+                &mut request,
+            )
+        };
+        if code != 0 {
+            return Err(mpi_error("MPI_Isend", code));
+        }
+        Ok(request)
+    }
+
+    fn send_message(&mut self, out: Outgoing) -> Result<(), String> {
+        let dest = self.layout.node_of(out.dest) as c_int;
+        let head = header(&out);
+        let len = out.payload.len();
+        if len <= INLINE {
+            return self.send_framed(dest, TAG_HEADER, framed(head, out.payload.as_bytes()));
+        }
+        self.send_framed(dest, TAG_HEADER, framed(head, &[]))?;
+        let payload = out.payload;
+        let mut requests = Vec::with_capacity(len.div_ceil(CHUNK));
+        for chunk in payload.as_bytes().chunks(CHUNK) {
+            // SAFETY: the payload (owned or shared, never mutated while shared) is kept with
+            // the requests until they complete.
+            requests.push(unsafe { self.isend(chunk.as_ptr(), chunk.len(), dest, TAG_DATA)? });
+        }
+        self.sends.push(PendingSend {
+            requests,
+            _keep: payload,
+        });
+        Ok(())
+    }
+
+    pub(super) fn send_control(
+        &mut self,
+        dest: c_int,
+        kind: u64,
+        words: [u64; 4],
+        text: &[u8],
+    ) -> Result<(), String> {
+        let head = [kind, words[0], words[1], words[2], words[3]];
+        self.send_framed(dest, TAG_CONTROL, framed(head, text))
+    }
+
+    /// Sends one framed buffer, kept with its request until it completes.
+    fn send_framed(&mut self, dest: c_int, tag: c_int, buf: AlignedBuf) -> Result<(), String> {
+        // SAFETY: `buf` moves into the pending send (its heap storage does not move) and is
+        // dropped only after the request completes.
+        let request = unsafe { self.isend(buf.as_bytes().as_ptr(), buf.len(), dest, tag)? };
+        self.sends.push(PendingSend {
+            requests: vec![request],
+            _keep: Payload::Owned(buf),
+        });
+        Ok(())
+    }
+
+    fn test_sends(&mut self) -> Result<bool, String> {
+        let mut done_any = false;
+        let mut i = 0;
+        while i < self.sends.len() {
+            let mut all = true;
+            let mut requests = std::mem::take(&mut self.sends[i].requests);
+            for r in requests.iter_mut() {
+                if !self.test(r, "MPI_Test (send)")? {
+                    all = false;
+                }
+            }
+            self.sends[i].requests = requests;
+            if all {
+                self.sends.swap_remove(i);
+                done_any = true;
+            } else {
+                i += 1;
+            }
+        }
+        Ok(done_any)
+    }
+
+    /// Receives a probed message of `tag` into a new buffer; returns the source and bytes.
+    fn receive_probed(&mut self, tag: c_int) -> Result<Option<(c_int, AlignedBuf)>, String> {
+        let mut flag: c_int = 0;
+        let mut status = empty_status();
+        // SAFETY: valid communicator; the status and flag are written by the call.
+        let code = unsafe {
+            ffi::MPI_Iprobe(
+                ffi::RSMPI_ANY_SOURCE,
+                tag,
+                self.comm,
+                &mut flag,
+                &mut status,
+            )
+        };
+        if code != 0 {
+            return Err(mpi_error("MPI_Iprobe", code));
+        }
+        if flag == 0 {
+            return Ok(None);
+        }
+        let mut count: c_int = 0;
+        // SAFETY: `status` was filled by the successful probe.
+        unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) };
+        let mut buf = AlignedBuf::for_overwrite(count.max(0) as usize);
+        // SAFETY: the buffer holds `count` bytes; the probed message is received at once
+        // (only this thread receives on the communicator, so nothing else can match it).
+        let code = unsafe {
+            ffi::MPI_Recv(
+                buf.as_bytes_mut().as_mut_ptr().cast::<c_void>(),
+                count,
+                ffi::RSMPI_UINT8_T,
+                status.MPI_SOURCE,
+                tag,
+                self.comm,
+                ffi::RSMPI_STATUS_IGNORE,
+            )
+        };
+        if code != 0 {
+            return Err(mpi_error("MPI_Recv", code));
+        }
+        self.live.heard_from(status.MPI_SOURCE, self.me, self.size);
+        Ok(Some((status.MPI_SOURCE, buf)))
+    }
+
+    fn receive_headers(&mut self) -> Result<bool, String> {
+        let mut busy = false;
+        while let Some((source, buf)) = self.receive_probed(TAG_HEADER)? {
+            busy = true;
+            let (head, inline) = unframe(buf.as_bytes(), "message header", source)?;
+            let len = head[4] as usize;
+            let pending = if len <= INLINE {
+                if inline.len() != len {
+                    return Err(format!(
+                        "a message of {} bytes announced as {len} from process {source}",
+                        inline.len()
+                    ));
+                }
+                PendingRecv {
+                    header: head,
+                    buf: AlignedBuf::from_bytes(inline),
+                    requests: Vec::new(),
+                }
+            } else {
+                let mut body = AlignedBuf::for_overwrite(len);
+                let mut requests = Vec::with_capacity(len.div_ceil(CHUNK));
+                for chunk in body.as_bytes_mut().chunks_mut(CHUNK) {
+                    let mut request = empty_request();
+                    // SAFETY: the chunk belongs to `body`, which moves into the pending
+                    // receive (its heap storage does not move) and is read only after every
+                    // request completed.
+                    let code = unsafe {
+                        ffi::MPI_Irecv(
+                            chunk.as_mut_ptr().cast::<c_void>(),
+                            chunk.len() as c_int,
+                            ffi::RSMPI_UINT8_T,
+                            source,
+                            TAG_DATA,
+                            self.comm,
+                            &mut request,
+                        )
+                    };
+                    if code != 0 {
+                        return Err(mpi_error("MPI_Irecv", code));
+                    }
+                    requests.push(request);
+                }
+                PendingRecv {
+                    header: head,
+                    buf: body,
+                    requests,
+                }
+            };
+            self.incoming[source as usize].push_back(pending);
+        }
+        Ok(busy)
+    }
+
+    /// Delivers, per source process and in sending order, the messages that have arrived.
+    fn complete_receives(&mut self) -> Result<bool, String> {
+        let mut busy = false;
+        for source in 0..self.incoming.len() {
+            while let Some(front) = self.incoming[source].front_mut() {
+                let mut requests = std::mem::take(&mut front.requests);
+                let mut all = true;
+                for r in requests.iter_mut() {
+                    if !self.test(r, "MPI_Test (receive)")? {
+                        all = false;
+                    }
+                }
+                let front = self.incoming[source].front_mut().expect("front");
+                front.requests = requests;
+                if !all {
+                    break;
+                }
+                let done = self.incoming[source].pop_front().expect("front");
+                self.deliver(done);
+                busy = true;
+            }
+        }
+        Ok(busy)
+    }
+
+    fn deliver(&self, done: PendingRecv) {
+        let [context, source, dest, tag, _] = done.header;
+        let dest = dest as u32;
+        if !self.host.is_local(dest) {
+            self.host.fail(
+                Failure::Transport(format!(
+                    "received a message for rank {dest}, which is not on this node"
+                )),
+                true,
+            );
+            return;
+        }
+        let env = Envelope {
+            context,
+            source: source as u32,
+            tag: tag as u32 as i32,
+            payload: Payload::Owned(done.buf),
+        };
+        if let Err(why) = self.host.deliver(dest, env) {
+            self.host.fail(
+                Failure::Transport(format!("cannot store a message from another node: {why}")),
+                true,
+            );
+        }
+        self.outbox
+            .received
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    fn receive_control(&mut self) -> Result<bool, String> {
+        let mut busy = false;
+        while let Some((source, buf)) = self.receive_probed(TAG_CONTROL)? {
+            busy = true;
+            let (head, text) = unframe(buf.as_bytes(), "control message", source)?;
+            match head[0] {
+                CONTROL_ABORT => {
+                    let node = head[1] as u32;
+                    if head[2] > 0 && self.live.lost.is_none() {
+                        self.live.lost = Some(head[2] as u32 - 1);
+                    }
+                    let message = String::from_utf8_lossy(text).into_owned();
+                    if self.remote_failure.is_none() {
+                        self.remote_failure = Some((node, message.clone()));
+                    }
+                    self.host.fail(Failure::Remote { node, message }, false);
+                }
+                CONTROL_TOKEN => {
+                    let token = Token {
+                        wave: head[1],
+                        sent: head[2],
+                        received: head[3],
+                        all_passive: head[4] != 0,
+                    };
+                    self.on_token(token)?;
+                }
+                CONTROL_DEADLOCK => self.declare_deadlock(),
+                CONTROL_HEARTBEAT => {}
+                other => {
+                    return Err(format!(
+                        "unknown control message {other} from process {source}"
+                    ))
+                }
+            }
+        }
+        Ok(busy)
+    }
+}
