@@ -58,8 +58,8 @@ pub struct DistGraph {
     pub n: u64,
     /// Number of edges of the whole graph.
     pub total_edges: u64,
-    /// Row boundaries of every rank (`size + 1` entries).
-    pub bounds: std::sync::Arc<[u64]>,
+    /// Row boundaries of every rank (`size + 1` entries; one copy per node).
+    pub bounds: std::sync::Arc<Vec<u64>>,
     /// First vertex of this rank.
     pub lo: u64,
     /// One past the last vertex of this rank.
@@ -463,7 +463,9 @@ fn distribute(
         .map(|bk| hist[bk as usize])
         .sum();
     drop(hist);
-    let bounds: std::sync::Arc<[u64]> = bounds.into();
+    // Every rank computed the same boundaries: the node keeps one copy (a fresh key per load).
+    let key = comm.dup().context_id();
+    let bounds = comm.runtime().node_table().cached(key, || bounds);
     let owner = |v: u64| bounds.partition_point(|&x| x <= v) - 1;
     let round = (heap_allowance(comm) / 32).max(1024);
     let rounds = comm.allreduce(&[edges.len().div_ceil(round) as u64], Max)?[0] as usize;

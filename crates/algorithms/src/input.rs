@@ -156,7 +156,7 @@ fn next_line_start(file: &File, pos: u64, data_start: u64, file_len: u64) -> io:
         let n = usize::try_from(file_len - at).map_or(SCAN_BLOCK, |r| r.min(SCAN_BLOCK));
         let block = &mut buf[..n];
         file.read_exact_at(block, at)?;
-        if let Some(i) = block.iter().position(|&b| b == b'\n') {
+        if let Some(i) = memchr::memchr(b'\n', block) {
             return Ok(at + i as u64 + 1);
         }
         at += n as u64;
@@ -186,7 +186,7 @@ pub fn read_range(file: &File, start: u64, end: u64) -> io::Result<Vec<u8>> {
 ///
 /// This is exactly the number of line indices the chunk parsers use.
 pub fn count_lines(bytes: &[u8]) -> u64 {
-    let newlines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    let newlines = memchr::memchr_iter(b'\n', bytes).count() as u64;
     match bytes.last() {
         Some(&b) if b != b'\n' => newlines + 1,
         _ => newlines,
@@ -220,7 +220,7 @@ impl<'a> Iterator for ChunkLines<'a> {
         if self.rest.is_empty() {
             return None;
         }
-        let line = match self.rest.iter().position(|&b| b == b'\n') {
+        let line = match memchr::memchr(b'\n', self.rest) {
             Some(p) => {
                 let line = &self.rest[..p];
                 self.rest = &self.rest[p + 1..];

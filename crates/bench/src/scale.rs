@@ -2,8 +2,11 @@
 //! cores, BDMPI's setting), on one node with two running ranks.
 //!
 //! # Jobs
-//! * `empty`: every round is a `barrier`, an `allreduce` of one value and an `alltoallv` of
-//!   empty blocks: nothing but the runtime's own cost per collective.
+//! * `empty`: every round is a `barrier`, an `allreduce` of one value and an all-to-all of
+//!   empty blocks in its sparse form (`exchange` with nothing to send): nothing but the
+//!   runtime's own cost per collective.
+//! * `dense`: the same with the dense `alltoallv` of empty blocks, whose counts alone are `R`
+//!   per rank (`R^2` in all): it cannot grow less than quadratically.
 //! * `pagerank`: PageRank on a graph of two vertices (`0 -> 1`, `1 -> 0`), so that almost every
 //!   rank owns nothing and each iteration is the algorithm's exchange and reduction.
 //! * `barrier`: `barrier` only, at a larger rank count: memory per idle rank.
@@ -45,8 +48,10 @@ pub struct Args {
 /// Which job `scale-run` runs.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Job {
-    /// Barrier, allreduce of one value, alltoallv of empty blocks per round.
+    /// Barrier, allreduce of one value, sparse all-to-all of empty blocks per round.
     Empty,
+    /// Barrier, allreduce of one value, dense alltoallv of empty blocks per round.
+    Dense,
     /// PageRank on a two-vertex graph.
     Pagerank,
     /// Barriers only.
@@ -118,8 +123,8 @@ pub fn run_point(args: RunArgs) -> Result<(), BoxError> {
         let p = world.size();
         let mut times = Vec::with_capacity(rounds);
         match args.job {
-            Job::Empty => {
-                let counts = vec![0usize; p];
+            Job::Empty | Job::Dense => {
+                let counts = vec![0usize; if args.job == Job::Dense { p } else { 0 }];
                 for _ in 0..rounds {
                     world.barrier()?;
                     let t = Instant::now();
@@ -128,9 +133,13 @@ pub fn run_point(args: RunArgs) -> Result<(), BoxError> {
                     if s[0] != p as u64 {
                         return Err("allreduce gave a wrong sum".into());
                     }
-                    let (got, _) = world.alltoallv::<u64>(&[], &counts)?;
+                    let got = if args.job == Job::Dense {
+                        world.alltoallv::<u64>(&[], &counts)?.0
+                    } else {
+                        world.exchange::<u64>(&[])?.0
+                    };
                     if !got.is_empty() {
-                        return Err("alltoallv of empty blocks delivered data".into());
+                        return Err("an all-to-all of empty blocks delivered data".into());
                     }
                     times.push(t.elapsed());
                 }
@@ -186,6 +195,7 @@ fn run_child(job: Job, ranks: u32, args: &Args) -> Result<Point, BoxError> {
         "--job",
         match job {
             Job::Empty => "empty",
+            Job::Dense => "dense",
             Job::Pagerank => "pagerank",
             Job::Barrier => "barrier",
         },
@@ -233,7 +243,7 @@ pub fn main(args: Args) -> Result<(), BoxError> {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|");
     let mut points = Vec::new();
-    for job in [Job::Empty, Job::Pagerank] {
+    for job in [Job::Empty, Job::Dense, Job::Pagerank] {
         for &r in &ranks {
             eprintln!("scale: {job:?} at {r} ranks ...");
             points.push(run_child(job, r, &args)?);
