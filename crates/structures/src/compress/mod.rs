@@ -1,0 +1,933 @@
+//! Epsilon-bounded lossy compression of values on grids (thesis chapter 3).
+//!
+//! # Summary
+//! [`compress`] replaces the values of a grid by a few representative values, each standing
+//! for a set of points whose values lie within `epsilon` of it, and stores which set each
+//! point belongs to; [`decompress`] restores every point to its set's value. The sets come
+//! from one of five decompositions ([`Method`]): SBD1 and SBD2 cut the points sorted by value
+//! into runs; RBD1, RBD2 and RBD3 grow connected regions of the grid and store only their
+//! boundaries and seeds. The result is a self-describing file ([`read_header`]) that needs
+//! no other input to decompress, except the graph of an unstructured grid for the region
+//! methods.
+//!
+//! # Semantics
+//! - The bound: every decompressed value `x'` and its original `x` satisfy
+//!   `|x - x'| <= epsilon` in exact arithmetic, with `x'` in the output type (the input's
+//!   type) and `epsilon` the `f64` given. Representatives are chosen and checked after
+//!   rounding to the output type, so the bound also holds for any floating-point check of it.
+//!   [`check_bound`] verifies it exactly.
+//! - Set rule ([`SetRule`]): `Ball` (default) lets a set hold values up to `2 epsilon` apart
+//!   and stores a value within `epsilon` of all of them (near the midpoint); `Range` is the
+//!   thesis's definition, sets of range at most `epsilon` stored as their mean. Both meet the
+//!   same bound; `Ball` needs about half as many sets.
+//! - Sets are numbered in value order, so neighbouring points of a smooth field get equal or
+//!   adjacent ids; SQE ([`Encoding::Sqe`]) stores the ids, optionally as residuals of a
+//!   prediction from coded neighbours ([`IdPredictor`]), DE ([`Encoding::De`]) stores the
+//!   point lists of the sets as gaps. A zstd stage compresses every stream.
+//! - Rejected input: NaN or infinite values, `epsilon` not finite or not above zero, a value
+//!   count that differs from the grid's point count.
+//!
+//! # Cost
+//! Sorting is an LSD radix sort (O(n) per key byte that varies). SBD1 is then O(n); SBD2
+//! O(n + k log n) for k sets; the region methods O(n + m) for m grid edges. The zstd stage
+//! dominates at high levels.
+//!
+//! # Errors
+//! [`CompressError`], which tells bad input (non-finite values, bad epsilon, a corrupt,
+//! truncated or foreign file, a missing or different graph) from internal failures.
+
+mod container;
+mod encodings;
+mod float;
+mod grid;
+mod rbd;
+mod sbd;
+mod sort;
+
+use std::fmt;
+
+pub use encodings::IdPredictor;
+pub use grid::{Grid, PointGraph};
+
+use float::Sample;
+
+/// The zstd level used unless [`Options::level`] says otherwise.
+pub const DEFAULT_LEVEL: i32 = 19;
+
+/// Element type of the values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    /// 32-bit IEEE floats.
+    F32,
+    /// 64-bit IEEE floats.
+    F64,
+}
+
+impl Dtype {
+    /// Bytes per value.
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::F64 => 8,
+        }
+    }
+
+    /// `f32` or `f64`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F64 => "f64",
+        }
+    }
+
+    /// Parses `f32` or `f64`.
+    pub fn from_name(s: &str) -> Option<Dtype> {
+        match s {
+            "f32" => Some(Dtype::F32),
+            "f64" => Some(Dtype::F64),
+            _ => None,
+        }
+    }
+}
+
+/// How the points are decomposed into sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// Greedy runs of the sorted values, fewest sets.
+    Sbd1,
+    /// Largest runs first.
+    Sbd2,
+    /// Regions grown from the lowest unassigned value.
+    Rbd1,
+    /// Connected components of the SBD1 sets.
+    Rbd2,
+    /// Core regions with interior points, then expansion, then RBD1.
+    Rbd3,
+}
+
+impl Method {
+    /// All methods, in order.
+    pub const ALL: [Method; 5] = [
+        Method::Sbd1,
+        Method::Sbd2,
+        Method::Rbd1,
+        Method::Rbd2,
+        Method::Rbd3,
+    ];
+
+    /// The lower-case name (`sbd1` ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Sbd1 => "sbd1",
+            Method::Sbd2 => "sbd2",
+            Method::Rbd1 => "rbd1",
+            Method::Rbd2 => "rbd2",
+            Method::Rbd3 => "rbd3",
+        }
+    }
+
+    /// Parses a name of [`name`](Self::name).
+    pub fn from_name(s: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.name() == s)
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Method::Sbd1 => 1,
+            Method::Sbd2 => 2,
+            Method::Rbd1 => 3,
+            Method::Rbd2 => 4,
+            Method::Rbd3 => 5,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.code() == c)
+    }
+
+    /// Whether the method stores regions (boundaries and seeds).
+    pub fn is_region_based(self) -> bool {
+        matches!(self, Method::Rbd1 | Method::Rbd2 | Method::Rbd3)
+    }
+}
+
+/// How the set of every point is stored by the set-based methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// Scalar quantisation encoding: a set id per point.
+    Sqe,
+    /// Differential encoding: each set's points as gaps.
+    De,
+}
+
+impl Encoding {
+    /// `sqe` or `de`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Sqe => "sqe",
+            Encoding::De => "de",
+        }
+    }
+
+    /// Parses `sqe` or `de`.
+    pub fn from_name(s: &str) -> Option<Encoding> {
+        match s {
+            "sqe" => Some(Encoding::Sqe),
+            "de" => Some(Encoding::De),
+            _ => None,
+        }
+    }
+}
+
+/// Which values may share a set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SetRule {
+    /// Values within `epsilon` of one common value of the output type (a range up to
+    /// `2 epsilon`); the stored value is the one nearest the midpoint of the set.
+    Ball,
+    /// The thesis's epsilon-bounded sets: range at most `epsilon`; the stored value is the
+    /// one nearest the mean.
+    Range,
+}
+
+impl SetRule {
+    /// `ball` or `range`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SetRule::Ball => "ball",
+            SetRule::Range => "range",
+        }
+    }
+
+    /// Parses `ball` or `range`.
+    pub fn from_name(s: &str) -> Option<SetRule> {
+        match s {
+            "ball" => Some(SetRule::Ball),
+            "range" => Some(SetRule::Range),
+            _ => None,
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            SetRule::Ball => 1,
+            SetRule::Range => 2,
+        }
+    }
+}
+
+/// Settings of [`compress`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// The absolute error bound (finite, > 0).
+    pub epsilon: f64,
+    /// The decomposition.
+    pub method: Method,
+    /// Storage of the set ids for SBD1/SBD2 (the region methods always store regions).
+    pub encoding: Encoding,
+    /// Prediction of SQE ids.
+    pub predictor: IdPredictor,
+    /// Which values may share a set.
+    pub set_rule: SetRule,
+    /// zstd level (1-22).
+    pub level: i32,
+    /// SQE only: let every point take any set whose value is within `epsilon` of it,
+    /// preferring the id its predictor expects; `false` keeps the decomposition's own
+    /// partition (the thesis's).
+    pub relaxed: bool,
+    /// The decomposition is computed for the bound `set_radius * epsilon` (a fraction in
+    /// `(0, 1]`), giving more, narrower sets. With `relaxed`, points then have several
+    /// admissible sets to choose from, which lets the ids follow the predictor more often.
+    pub set_radius: f64,
+}
+
+impl Options {
+    /// SQE with Lorenzo prediction, the ball rule and [`DEFAULT_LEVEL`].
+    pub fn new(epsilon: f64, method: Method) -> Options {
+        Options {
+            epsilon,
+            method,
+            encoding: Encoding::Sqe,
+            predictor: IdPredictor::Lorenzo,
+            set_rule: SetRule::Ball,
+            level: DEFAULT_LEVEL,
+            relaxed: false,
+            set_radius: 1.0,
+        }
+    }
+}
+
+/// Values to compress.
+#[derive(Debug, Clone, Copy)]
+pub enum Values<'a> {
+    /// `f32` values.
+    F32(&'a [f32]),
+    /// `f64` values.
+    F64(&'a [f64]),
+}
+
+impl Values<'_> {
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Values::F32(v) => v.len(),
+            Values::F64(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            Values::F32(_) => Dtype::F32,
+            Values::F64(_) => Dtype::F64,
+        }
+    }
+
+    /// Smallest and largest value, ignoring NaN; `None` if there is none.
+    pub fn min_max(&self) -> Option<(f64, f64)> {
+        fn mm<T: Sample>(v: &[T]) -> Option<(f64, f64)> {
+            let mut it = v.iter().map(|x| x.to_f64()).filter(|x| !x.is_nan());
+            let first = it.next()?;
+            Some(it.fold((first, first), |(lo, hi), x| (lo.min(x), hi.max(x))))
+        }
+        match self {
+            Values::F32(v) => mm(v),
+            Values::F64(v) => mm(v),
+        }
+    }
+}
+
+/// Decompressed values, in the type they were compressed from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decoded {
+    /// `f32` values.
+    F32(Vec<f32>),
+    /// `f64` values.
+    F64(Vec<f64>),
+}
+
+impl Decoded {
+    /// Borrows the values.
+    pub fn as_values(&self) -> Values<'_> {
+        match self {
+            Decoded::F32(v) => Values::F32(v),
+            Decoded::F64(v) => Values::F64(v),
+        }
+    }
+
+    /// The values as little-endian bytes (the raw file format).
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        match self {
+            Decoded::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Decoded::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+}
+
+/// The grid a file was compressed on, as its header records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderGrid {
+    /// Extents, fastest axis first.
+    Structured(Vec<usize>),
+    /// An unstructured grid: its edge count and [`PointGraph::fingerprint`].
+    Unstructured {
+        /// Undirected edges of the graph.
+        edges: u64,
+        /// Fingerprint of the graph.
+        fingerprint: u64,
+    },
+}
+
+/// What a compressed file says about itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    /// Element type of the values.
+    pub dtype: Dtype,
+    /// Decomposition.
+    pub method: Method,
+    /// Set id storage (`None` for the region methods).
+    pub encoding: Option<Encoding>,
+    /// Prediction of SQE ids (as applied).
+    pub predictor: IdPredictor,
+    /// Set rule.
+    pub set_rule: SetRule,
+    /// The error bound.
+    pub epsilon: f64,
+    /// Number of points.
+    pub points: u64,
+    /// The grid.
+    pub grid: HeaderGrid,
+    /// Number of sets (set methods) or regions (region methods).
+    pub sets: u64,
+    /// Number of stored values.
+    pub values: u64,
+}
+
+/// Sizes of one stored stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SectionSize {
+    /// What the stream holds.
+    pub name: &'static str,
+    /// Bytes before zstd.
+    pub raw: usize,
+    /// Bytes after zstd.
+    pub stored: usize,
+}
+
+/// A compressed file and facts about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compressed {
+    /// The file's bytes.
+    pub bytes: Vec<u8>,
+    /// Size of the uncompressed values in bytes.
+    pub original_bytes: usize,
+    /// Sets (set methods) or regions (region methods).
+    pub sets: usize,
+    /// Distinct stored values.
+    pub values: usize,
+    /// Boundary points stored (region methods).
+    pub boundary_points: usize,
+    /// Seeds stored (region methods).
+    pub seeds: usize,
+    /// Size of every stream.
+    pub sections: Vec<SectionSize>,
+}
+
+impl Compressed {
+    /// Compressed size / original size.
+    pub fn ratio(&self) -> f64 {
+        self.bytes.len() as f64 / self.original_bytes.max(1) as f64
+    }
+}
+
+/// Why compression or decompression failed.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum CompressError {
+    /// A value is NaN or infinite.
+    NonFinite {
+        /// Index of the first such value.
+        index: usize,
+        /// The value.
+        value: f64,
+    },
+    /// Epsilon is not a finite number above zero.
+    InvalidEpsilon(f64),
+    /// The number of values differs from the grid's number of points.
+    ShapeMismatch {
+        /// Points of the grid.
+        grid_points: usize,
+        /// Values given.
+        values: usize,
+    },
+    /// More points than set ids can number (`u32`).
+    TooManyPoints(usize),
+    /// An option out of its range (the message says which).
+    InvalidOption(String),
+    /// The bytes do not start with the magic of a compressed file.
+    NotCompressed,
+    /// A format version this build does not read.
+    UnsupportedVersion(u8),
+    /// The file ends early.
+    Truncated,
+    /// The checksum does not match: the file was changed or cut short.
+    ChecksumMismatch,
+    /// The file is inconsistent (the reason says where).
+    Corrupt(String),
+    /// An unstructured grid's region data needs the grid graph to decompress.
+    GraphRequired,
+    /// The graph given is not the one the file was compressed on.
+    GraphMismatch(String),
+    /// A failure that is not the input's fault.
+    Internal(String),
+}
+
+impl CompressError {
+    /// Whether the input (values, settings or file) is at fault, as opposed to an internal
+    /// failure.
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, CompressError::Internal(_))
+    }
+}
+
+impl fmt::Display for CompressError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompressError::NonFinite { index, value } => write!(
+                f,
+                "value {index} is {value}: only finite values can be compressed"
+            ),
+            CompressError::InvalidEpsilon(e) => write!(
+                f,
+                "epsilon must be a finite number greater than 0, got {e}"
+            ),
+            CompressError::ShapeMismatch {
+                grid_points,
+                values,
+            } => write!(
+                f,
+                "the grid has {grid_points} points but there are {values} values"
+            ),
+            CompressError::TooManyPoints(n) => write!(
+                f,
+                "{n} points: at most {} are supported",
+                u32::MAX - 1
+            ),
+            CompressError::InvalidOption(r) => write!(f, "invalid option: {r}"),
+            CompressError::NotCompressed => {
+                write!(f, "not a spillway compressed file (bad magic bytes)")
+            }
+            CompressError::UnsupportedVersion(v) => write!(
+                f,
+                "compressed format version {v} is not supported (this build reads version {})",
+                container::VERSION
+            ),
+            CompressError::Truncated => write!(f, "the compressed file is truncated"),
+            CompressError::ChecksumMismatch => write!(
+                f,
+                "checksum mismatch: the compressed file is corrupt or truncated"
+            ),
+            CompressError::Corrupt(r) => write!(f, "corrupt compressed file: {r}"),
+            CompressError::GraphRequired => write!(
+                f,
+                "this file was compressed on an unstructured grid with a region method: \
+                 decompressing it needs the same grid graph"
+            ),
+            CompressError::GraphMismatch(r) => {
+                write!(f, "the grid graph is not the one used to compress: {r}")
+            }
+            CompressError::Internal(r) => write!(f, "internal error: {r}"),
+        }
+    }
+}
+
+impl std::error::Error for CompressError {}
+
+/// Compresses `values` on `grid` under `options`.
+///
+/// # Errors
+/// [`CompressError::InvalidEpsilon`], [`CompressError::NonFinite`] (the first bad value),
+/// [`CompressError::ShapeMismatch`], [`CompressError::TooManyPoints`].
+///
+/// # Example
+/// ```
+/// use spillway_structures::compress::{compress, decompress, check_bound, Grid, Method, Options, Values};
+///
+/// let field: Vec<f64> = (0..64 * 64).map(|p| ((p % 64) as f64 * 0.1).sin()).collect();
+/// let grid = Grid::structured(&[64, 64]);
+/// let packed = compress(Values::F64(&field), &grid, &Options::new(1e-3, Method::Sbd1))?;
+/// assert!(packed.ratio() < 0.2);
+/// let (_, restored) = decompress(&packed.bytes, None)?;
+/// assert!(check_bound(Values::F64(&field), &restored, 1e-3).is_ok());
+/// # Ok::<(), spillway_structures::compress::CompressError>(())
+/// ```
+pub fn compress(
+    values: Values<'_>,
+    grid: &Grid,
+    options: &Options,
+) -> Result<Compressed, CompressError> {
+    match values {
+        Values::F32(v) => compress_typed(v, grid, options, 4),
+        Values::F64(v) => compress_typed(v, grid, options, 8),
+    }
+}
+
+fn compress_typed<T: Sample>(
+    data: &[T],
+    grid: &Grid,
+    options: &Options,
+    dtype_code: u8,
+) -> Result<Compressed, CompressError> {
+    let eps = options.epsilon;
+    float::check_epsilon(eps).map_err(|_| CompressError::InvalidEpsilon(eps))?;
+    let n = data.len();
+    let points = grid.checked_points().unwrap_or(usize::MAX);
+    if points != n {
+        return Err(CompressError::ShapeMismatch {
+            grid_points: points,
+            values: n,
+        });
+    }
+    if n >= u32::MAX as usize {
+        return Err(CompressError::TooManyPoints(n));
+    }
+    if let Some(index) = data.iter().position(|v| !v.is_finite_value()) {
+        return Err(CompressError::NonFinite {
+            index,
+            value: data[index].to_f64(),
+        });
+    }
+    if !(options.set_radius > 0.0 && options.set_radius <= 1.0) {
+        return Err(CompressError::InvalidOption(format!(
+            "set radius must be in (0, 1], got {}",
+            options.set_radius
+        )));
+    }
+    // The bound the decomposition is built for (never above eps).
+    let set_eps = (eps * options.set_radius).min(eps);
+    if float::check_epsilon(set_eps).is_err() {
+        return Err(CompressError::InvalidEpsilon(set_eps));
+    }
+    let sorted = sort::sort_by_value(data);
+    let rule = options.set_rule;
+    let predictor = encodings::effective_predictor(grid, options.predictor);
+    let mut header = container::RawHeader {
+        dtype: dtype_code,
+        method: options.method.code(),
+        encoding: 0,
+        predictor: predictor.code(),
+        rule: rule.code(),
+        axes: 0,
+        epsilon: eps,
+        n: n as u64,
+        shape: [1; 3],
+        k: 0,
+        t: 0,
+    };
+    match grid {
+        Grid::Structured(d) => {
+            header.axes = d.len() as u8;
+            for (i, &e) in d.iter().enumerate() {
+                header.shape[i] = e as u64;
+            }
+        }
+        Grid::Unstructured(g) => {
+            header.shape = [g.num_edges() as u64, g.fingerprint(), 0];
+        }
+    }
+    let mut names: Vec<&'static str> = vec!["values"];
+    let mut streams: Vec<Vec<u8>> = Vec::new();
+    let (mut boundary_points, mut seeds) = (0, 0);
+    let (k, table): (usize, Vec<T>) = match options.method {
+        Method::Sbd1 | Method::Sbd2 => {
+            let mut sets = if options.method == Method::Sbd1 {
+                sbd::sbd1::<T>(&sorted, set_eps, rule)
+            } else {
+                sbd::sbd2::<T>(&sorted, set_eps, rule)
+            };
+            drop(sorted);
+            let k = sets.reps.len();
+            match options.encoding {
+                Encoding::Sqe => {
+                    header.encoding = 1;
+                    names.push("ids");
+                    streams.push(if options.relaxed {
+                        encodings::encode_sqe_relaxed(
+                            data,
+                            &mut sets.ids,
+                            &sets.reps,
+                            eps,
+                            grid,
+                            predictor,
+                        )
+                    } else {
+                        encodings::encode_sqe(&sets.ids, grid, predictor)
+                    });
+                }
+                Encoding::De => {
+                    header.encoding = 2;
+                    let (sizes, gaps) = encodings::encode_de(&sets.ids, k);
+                    names.extend(["set sizes", "point gaps"]);
+                    streams.push(sizes);
+                    streams.push(gaps);
+                }
+            }
+            (k, sets.reps)
+        }
+        Method::Rbd1 | Method::Rbd2 | Method::Rbd3 => {
+            header.encoding = 3;
+            let regions = match options.method {
+                Method::Rbd1 => rbd::rbd1::<T>(data, grid, &sorted, set_eps, rule),
+                Method::Rbd2 => {
+                    let sets = sbd::sbd1::<T>(&sorted, set_eps, rule);
+                    rbd::rbd2::<T>(grid, &sets)
+                }
+                _ => rbd::rbd3::<T>(data, grid, &sorted, set_eps, rule),
+            };
+            drop(sorted);
+            let s = rbd::encode_regions(grid, &regions.region, &regions.value_of);
+            boundary_points = s.stored_boundary;
+            seeds = s.stored_seeds;
+            names.extend([
+                "region values",
+                "seeds per region",
+                "boundary per region",
+                "seeds",
+                "boundary points",
+            ]);
+            streams.extend([s.value_of, s.n_seeds, s.n_boundary, s.seeds, s.boundary]);
+            (regions.value_of.len(), regions.values)
+        }
+    };
+    header.k = k as u64;
+    header.t = table.len() as u64;
+    let mut value_bytes = Vec::with_capacity(table.len() * T::BYTES);
+    for v in &table {
+        v.put_le(&mut value_bytes);
+    }
+    let mut all: Vec<&[u8]> = vec![&value_bytes];
+    all.extend(streams.iter().map(Vec::as_slice));
+    let (bytes, stored) = container::write(&header, &all, options.level)?;
+    let sections = names
+        .iter()
+        .zip(all.iter())
+        .zip(stored)
+        .map(|((&name, raw), stored)| SectionSize {
+            name,
+            raw: raw.len(),
+            stored,
+        })
+        .collect();
+    Ok(Compressed {
+        bytes,
+        original_bytes: n * T::BYTES,
+        sets: k,
+        values: table.len(),
+        boundary_points,
+        seeds,
+        sections,
+    })
+}
+
+fn corrupt(reason: impl Into<String>) -> CompressError {
+    CompressError::Corrupt(reason.into())
+}
+
+/// Reads and checks the header of a compressed file (magic, version, checksum, fields).
+///
+/// # Errors
+/// [`CompressError::NotCompressed`], [`CompressError::UnsupportedVersion`],
+/// [`CompressError::Truncated`], [`CompressError::ChecksumMismatch`],
+/// [`CompressError::Corrupt`].
+pub fn read_header(bytes: &[u8]) -> Result<Header, CompressError> {
+    let raw = container::read_header(bytes)?;
+    header_of(&raw)
+}
+
+fn header_of(raw: &container::RawHeader) -> Result<Header, CompressError> {
+    let dtype = match raw.dtype {
+        4 => Dtype::F32,
+        8 => Dtype::F64,
+        d => return Err(corrupt(format!("unknown dtype code {d}"))),
+    };
+    let method =
+        Method::from_code(raw.method).ok_or_else(|| corrupt(format!("unknown method {}", raw.method)))?;
+    let encoding = match (raw.encoding, method.is_region_based()) {
+        (1, false) => Some(Encoding::Sqe),
+        (2, false) => Some(Encoding::De),
+        (3, true) => None,
+        (e, _) => {
+            return Err(corrupt(format!(
+                "encoding {e} does not go with method {}",
+                method.name()
+            )))
+        }
+    };
+    let predictor = IdPredictor::from_code(raw.predictor)
+        .ok_or_else(|| corrupt(format!("unknown id predictor {}", raw.predictor)))?;
+    let set_rule = match raw.rule {
+        1 => SetRule::Ball,
+        2 => SetRule::Range,
+        r => return Err(corrupt(format!("unknown set rule {r}"))),
+    };
+    if float::check_epsilon(raw.epsilon).is_err() {
+        return Err(corrupt(format!("epsilon {} is not valid", raw.epsilon)));
+    }
+    let grid = match raw.axes {
+        0 => {
+            if matches!(predictor, IdPredictor::Lorenzo | IdPredictor::Interpolation) {
+                return Err(corrupt("a structured-grid predictor on an unstructured grid"));
+            }
+            HeaderGrid::Unstructured {
+                edges: raw.shape[0],
+                fingerprint: raw.shape[1],
+            }
+        }
+        a @ 1..=3 => {
+            let dims: Vec<u64> = raw.shape[..a as usize].to_vec();
+            if raw.shape[a as usize..].iter().any(|&e| e != 1) {
+                return Err(corrupt("extents beyond the grid's axes"));
+            }
+            let total = dims
+                .iter()
+                .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+                .ok_or_else(|| corrupt("grid extents overflow"))?;
+            if dims.contains(&0) || total != raw.n {
+                return Err(corrupt(format!(
+                    "grid extents {dims:?} do not hold {} points",
+                    raw.n
+                )));
+            }
+            HeaderGrid::Structured(dims.iter().map(|&d| d as usize).collect())
+        }
+        a => return Err(corrupt(format!("{a} grid axes"))),
+    };
+    if raw.n >= u64::from(u32::MAX) {
+        return Err(corrupt(format!("{} points", raw.n)));
+    }
+    if raw.k > raw.n || raw.t > raw.n || (raw.n > 0 && raw.k == 0) {
+        return Err(corrupt(format!(
+            "{} sets and {} values for {} points",
+            raw.k, raw.t, raw.n
+        )));
+    }
+    if encoding.is_some() && raw.k != raw.t {
+        return Err(corrupt("set count differs from value count"));
+    }
+    Ok(Header {
+        dtype,
+        method,
+        encoding,
+        predictor,
+        set_rule,
+        epsilon: raw.epsilon,
+        points: raw.n,
+        grid,
+        sets: raw.k,
+        values: raw.t,
+    })
+}
+
+/// Decompresses a file written by [`compress`]. `graph` is needed (and checked) only for a
+/// region method on an unstructured grid.
+///
+/// # Errors
+/// Everything [`read_header`] reports, [`CompressError::GraphRequired`],
+/// [`CompressError::GraphMismatch`], and [`CompressError::Corrupt`] for inconsistent
+/// content. Never panics on any input.
+pub fn decompress(
+    bytes: &[u8],
+    graph: Option<&PointGraph>,
+) -> Result<(Header, Decoded), CompressError> {
+    let raw = container::read_header(bytes)?;
+    let header = header_of(&raw)?;
+    let n = header.points as usize;
+    let k = header.sets as usize;
+    let t = header.values as usize;
+    let grid = match &header.grid {
+        HeaderGrid::Structured(d) => Grid::Structured(d.clone()),
+        HeaderGrid::Unstructured { edges, fingerprint } => match graph {
+            Some(g) => {
+                if g.num_points() != n || g.num_edges() as u64 != *edges {
+                    return Err(CompressError::GraphMismatch(format!(
+                        "the file has {n} points and {edges} edges, the graph {} and {}",
+                        g.num_points(),
+                        g.num_edges()
+                    )));
+                }
+                if g.fingerprint() != *fingerprint {
+                    return Err(CompressError::GraphMismatch(
+                        "same size, different edges".into(),
+                    ));
+                }
+                Grid::Unstructured(std::sync::Arc::new(g.clone()))
+            }
+            None if header.method.is_region_based() => return Err(CompressError::GraphRequired),
+            // The set methods never look at neighbours off a structured grid.
+            None => Grid::Structured(vec![n]),
+        },
+    };
+    let vsize = header.dtype.size() as u64;
+    let (nn, kk) = (n as u64, k as u64);
+    let limits: Vec<u64> = match header.encoding {
+        Some(Encoding::Sqe) => vec![t as u64 * vsize, nn * 10],
+        Some(Encoding::De) => vec![t as u64 * vsize, kk * 10, nn * 10],
+        None => vec![t as u64 * vsize, kk * 10, kk * 10, kk * 10, nn * 10, nn * 10],
+    };
+    let sections = container::read_sections(bytes, &limits)?;
+    if sections[0].len() as u64 != t as u64 * vsize {
+        return Err(corrupt("the value table is not the size the header gives"));
+    }
+    let ids = match header.encoding {
+        Some(Encoding::Sqe) => {
+            if (sections[1].len() as u64) < nn {
+                return Err(corrupt("the id stream is shorter than one byte per point"));
+            }
+            encodings::decode_sqe(&sections[1], &grid, header.predictor, n, k)
+        }
+        Some(Encoding::De) => encodings::decode_de(&sections[1], &sections[2], n, k),
+        None => rbd::decode_regions(
+            &grid,
+            n,
+            k,
+            t,
+            &sections[2],
+            &sections[3],
+            &sections[4],
+            &sections[5],
+            &sections[1],
+        ),
+    }
+    .map_err(CompressError::Corrupt)?;
+    let decoded = match header.dtype {
+        Dtype::F32 => Decoded::F32(expand::<f32>(&sections[0], &ids)),
+        Dtype::F64 => Decoded::F64(expand::<f64>(&sections[0], &ids)),
+    };
+    Ok((header, decoded))
+}
+
+/// The value of every point from the table bytes and the value index of every point.
+fn expand<T: Sample>(table: &[u8], ids: &[u32]) -> Vec<T> {
+    let values: Vec<T> = table.chunks_exact(T::BYTES).map(T::from_le).collect();
+    ids.iter().map(|&i| values[i as usize]).collect()
+}
+
+/// A point where the bound does not hold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BoundViolation {
+    /// Index of the point (the first violation, or `usize::MAX` for a length mismatch).
+    pub index: usize,
+    /// Original value.
+    pub original: f64,
+    /// Decompressed value.
+    pub decoded: f64,
+}
+
+/// Checks `|original - decoded| <= epsilon` exactly at every point and returns the largest
+/// error (as rounded `f64`).
+///
+/// # Errors
+/// The first point that breaks the bound (or a length or type mismatch, reported with index
+/// `usize::MAX`).
+pub fn check_bound(
+    original: Values<'_>,
+    decoded: &Decoded,
+    epsilon: f64,
+) -> Result<f64, BoundViolation> {
+    fn run<T: Sample>(a: &[T], b: &[T], eps: f64) -> Result<f64, BoundViolation> {
+        if a.len() != b.len() {
+            return Err(BoundViolation {
+                index: usize::MAX,
+                original: a.len() as f64,
+                decoded: b.len() as f64,
+            });
+        }
+        let mut max: f64 = 0.0;
+        for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+            let (x, y) = (x.to_f64(), y.to_f64());
+            if !(x.is_finite() && y.is_finite() && float::within(x, y, eps)) {
+                return Err(BoundViolation {
+                    index: i,
+                    original: x,
+                    decoded: y,
+                });
+            }
+            max = max.max((x - y).abs());
+        }
+        Ok(max)
+    }
+    match (original, decoded) {
+        (Values::F32(a), Decoded::F32(b)) => run(a, b, epsilon),
+        (Values::F64(a), Decoded::F64(b)) => run(a, b, epsilon),
+        _ => Err(BoundViolation {
+            index: usize::MAX,
+            original: f64::NAN,
+            decoded: f64::NAN,
+        }),
+    }
+}
