@@ -10,3 +10,5 @@
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod compress;
+pub mod dyngraph;
+mod varint;
