@@ -568,11 +568,9 @@ fn compress_typed<T: Sample>(
             options.set_radius
         )));
     }
-    // The bound the decomposition is built for (never above eps).
-    let set_eps = (eps * options.set_radius).min(eps);
-    if float::check_epsilon(set_eps).is_err() {
-        return Err(CompressError::InvalidEpsilon(set_eps));
-    }
+    // The bound the decomposition is built for: never above eps, never zero (a product that
+    // underflows becomes the smallest subnormal).
+    let set_eps = (eps * options.set_radius).max(f64::from_bits(1)).min(eps);
     let sorted = sort::sort_by_value(data);
     let rule = options.set_rule;
     let predictor = encodings::effective_predictor(grid, options.predictor);
