@@ -5,6 +5,7 @@
 //!                             [--sizes 1K,64K,1M,16M] [--reps N] [--ops allreduce,bcast,alltoall]
 //!                             [--json FILE]
 //! spillway-bench pagerank [--scale 18] [--edge-factor 16] [--ranks 8] [--nodes 1] [--iterations 10] [--reps 7]
+//! spillway-bench dyngraph [--scale 20] [--edge-factor 16] [--structures ll,bcsr,daa,diaa,dcaa] [--fold fraction:0.25] [--time-limit 600]
 //! ```
 //!
 //! Every measurement is repeated and summarised by its median and minimum ([`harness::Stats`]);
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod collectives;
+mod dyngraph;
 mod harness;
 mod pagerank;
 
@@ -24,9 +26,10 @@ use std::process::ExitCode;
 
 fn usage() -> String {
     format!(
-        "usage: spillway-bench <subcommand> [options]\n\n  {}\n\n  {}",
+        "usage: spillway-bench <subcommand> [options]\n\n  {}\n\n  {}\n\n  {}",
         collectives::USAGE,
-        pagerank::USAGE
+        pagerank::USAGE,
+        dyngraph::USAGE
     )
 }
 
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("collectives") => collectives::main(&args[1..]),
         Some("pagerank") => pagerank::main(&args[1..]),
+        Some("dyngraph") => dyngraph::main(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{}", usage());
             return ExitCode::SUCCESS;
