@@ -88,12 +88,7 @@ struct Row {
 /// Measures one structure (in a process of its own, so that the resident-set growth is its
 /// own) and prints one line `inserted insert_s bytes edges_held rss_growth deletes delete_s
 /// note...` for the parent.
-fn child(
-    s: Structure,
-    spec: &RmatSpec,
-    fold: FoldPolicy,
-    time_limit: f64,
-) -> Result<(), BoxError> {
+fn child(s: Structure, spec: &RmatSpec, fold: FoldPolicy, time_limit: f64) -> Result<(), BoxError> {
     let n = spec.num_vertices() as usize;
     let m = spec.num_edges() as usize;
     let mut edges = Vec::with_capacity(m);
@@ -184,7 +179,14 @@ fn child(
 pub fn main(args: &[String]) -> Result<(), BoxError> {
     let o = Options::parse(
         args,
-        &["scale", "edge-factor", "structures", "fold", "time-limit", "child"],
+        &[
+            "scale",
+            "edge-factor",
+            "structures",
+            "fold",
+            "time-limit",
+            "child",
+        ],
     )?;
     let scale: u32 = o.get("scale")?.unwrap_or(20);
     let edge_factor: u32 = o.get("edge-factor")?.unwrap_or(16);

@@ -16,8 +16,8 @@ use clap::Args;
 use serde_json::json;
 use spillway::algorithms::input::{parse_snap_chunk, AtomicFile, InputError};
 use spillway_structures::compress::{
-    self, CompressError, Decoded, Dtype, Encoding, Grid, HeaderGrid, IdPredictor, Method,
-    Options, PointGraph, SetRule, Values,
+    self, CompressError, Decoded, Dtype, Encoding, Grid, HeaderGrid, IdPredictor, Method, Options,
+    PointGraph, SetRule, Values,
 };
 use spillway_structures::dyngraph::{Bcsr, DynGraph, FoldPolicy, Structure};
 
@@ -172,8 +172,7 @@ fn read_edges(path: &Path) -> Result<Vec<(u32, u32)>, Failure> {
 
 fn read_graph(path: &Path, points: usize) -> Result<PointGraph, Failure> {
     let edges = read_edges(path)?;
-    PointGraph::from_edges(points, &edges)
-        .map_err(|e| usage(format!("{}: {e}", path.display())))
+    PointGraph::from_edges(points, &edges).map_err(|e| usage(format!("{}: {e}", path.display())))
 }
 
 fn human_bytes(b: usize) -> String {
@@ -197,10 +196,17 @@ pub(crate) fn compress_cmd(args: CompressArgs) -> Result<(), Failure> {
             args.method
         ))
     })?;
-    let dtype = Dtype::from_name(&args.dtype)
-        .ok_or_else(|| usage(format!("unknown --dtype '{}' (available: f32, f64)", args.dtype)))?;
+    let dtype = Dtype::from_name(&args.dtype).ok_or_else(|| {
+        usage(format!(
+            "unknown --dtype '{}' (available: f32, f64)",
+            args.dtype
+        ))
+    })?;
     let encoding = Encoding::from_name(&args.encoding).ok_or_else(|| {
-        usage(format!("unknown --encoding '{}' (available: sqe, de)", args.encoding))
+        usage(format!(
+            "unknown --encoding '{}' (available: sqe, de)",
+            args.encoding
+        ))
     })?;
     let predictor = IdPredictor::from_name(&args.predictor).ok_or_else(|| {
         usage(format!(
@@ -209,7 +215,10 @@ pub(crate) fn compress_cmd(args: CompressArgs) -> Result<(), Failure> {
         ))
     })?;
     let set_rule = SetRule::from_name(&args.set_rule).ok_or_else(|| {
-        usage(format!("unknown --set-rule '{}' (available: ball, range)", args.set_rule))
+        usage(format!(
+            "unknown --set-rule '{}' (available: ball, range)",
+            args.set_rule
+        ))
     })?;
     if !(1..=22).contains(&args.level) {
         return Err(usage(format!("--level must be 1-22, got {}", args.level)));
@@ -249,7 +258,10 @@ pub(crate) fn compress_cmd(args: CompressArgs) -> Result<(), Failure> {
             g
         }
         None => {
-            let path = args.graph.as_ref().expect("clap requires --grid or --graph");
+            let path = args
+                .graph
+                .as_ref()
+                .expect("clap requires --grid or --graph");
             Grid::Unstructured(Arc::new(read_graph(path, n)?))
         }
     };
@@ -399,8 +411,8 @@ pub(crate) fn decompress_cmd(args: DecompressArgs) -> Result<(), Failure> {
         (None, _) => None,
     };
     let t0 = Instant::now();
-    let (header, decoded) = compress::decompress(&bytes, graph.as_ref())
-        .map_err(|e| from_compress(&args.input, e))?;
+    let (header, decoded) =
+        compress::decompress(&bytes, graph.as_ref()).map_err(|e| from_compress(&args.input, e))?;
     let seconds = t0.elapsed().as_secs_f64();
     let raw = decoded.to_le_bytes();
     write_atomic(&args.output, &raw)?;
@@ -504,7 +516,9 @@ pub(crate) fn dyngraph_cmd(args: DyngraphArgs) -> Result<(), Failure> {
     let fold = parse_fold(&args.fold)?;
     if let Some(f) = args.delete_fraction {
         if !(0.0..=1.0).contains(&f) {
-            return Err(usage(format!("--delete-fraction must be in [0, 1], got {f}")));
+            return Err(usage(format!(
+                "--delete-fraction must be in [0, 1], got {f}"
+            )));
         }
     }
     let edges = read_edges(&args.input)?;
@@ -588,7 +602,10 @@ pub(crate) fn dyngraph_cmd(args: DyngraphArgs) -> Result<(), Failure> {
         let mut got = Vec::new();
         for (v, want) in reference.iter().enumerate() {
             g.neighbours_into(v as u32, &mut got);
-            if got.len() != want.len() || !got.iter().eq(want.iter()) || g.degree(v as u32) != want.len() {
+            if got.len() != want.len()
+                || !got.iter().eq(want.iter())
+                || g.degree(v as u32) != want.len()
+            {
                 return Err(runtime(format!(
                     "verification failed: {} lists {} neighbours of vertex {v}, the reference {}",
                     structure.name(),
@@ -607,7 +624,11 @@ pub(crate) fn dyngraph_cmd(args: DyngraphArgs) -> Result<(), Failure> {
         None => (None, None),
     };
     // Edges as given: arcs, or pairs of arcs when undirected (self-loops are one arc).
-    let edges_stored = if args.undirected { inserted - deleted } else { arcs };
+    let edges_stored = if args.undirected {
+        inserted - deleted
+    } else {
+        arcs
+    };
     if args.json {
         println!(
             "{}",

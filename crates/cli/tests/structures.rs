@@ -90,7 +90,10 @@ fn round_trip_through_the_binary_keeps_the_bound() {
             ]);
             assert!(o.status.success(), "{method}: {}", stderr(&o));
             let eps = json_field(&stdout(&o), "epsilon");
-            assert!((eps - rel * (hi - lo)).abs() <= 1e-12 * eps, "relative epsilon");
+            assert!(
+                (eps - rel * (hi - lo)).abs() <= 1e-12 * eps,
+                "relative epsilon"
+            );
             let ratio = json_field(&stdout(&o), "ratio");
             let size = std::fs::metadata(&packed).unwrap().len() as f64;
             assert!((ratio - size / (8 * nx * ny) as f64).abs() < 1e-12);
@@ -100,7 +103,10 @@ fn round_trip_through_the_binary_keeps_the_bound() {
             let back = read_f64(&out);
             assert_eq!(back.len(), data.len());
             for (i, (&x, &y)) in data.iter().zip(&back).enumerate() {
-                assert!((x - y).abs() <= eps, "{method} {rel}: point {i}: {x} vs {y}");
+                assert!(
+                    (x - y).abs() <= eps,
+                    "{method} {rel}: point {i}: {x} vs {y}"
+                );
             }
         }
     }
@@ -111,13 +117,30 @@ fn f32_files_stay_f32() {
     let dir = TempDir::new().unwrap();
     let data: Vec<f32> = field(30, 20).iter().map(|&x| x as f32).collect();
     let input = dir.path().join("field.f32");
-    std::fs::write(&input, data.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())
-        .unwrap();
+    std::fs::write(
+        &input,
+        data.iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
     let packed = dir.path().join("f.spz");
     let out = dir.path().join("f.out");
     let o = spillway(&[
-        "compress", "--epsilon", "0.05", "--grid", "30x20", "--dtype", "f32", "--predictor",
-        "interp", "--relaxed", "--set-radius", "0.5", p(&input), p(&packed),
+        "compress",
+        "--epsilon",
+        "0.05",
+        "--grid",
+        "30x20",
+        "--dtype",
+        "f32",
+        "--predictor",
+        "interp",
+        "--relaxed",
+        "--set-radius",
+        "0.5",
+        p(&input),
+        p(&packed),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = spillway(&["decompress", p(&packed), p(&out)]);
@@ -146,7 +169,14 @@ fn unstructured_grid_through_the_binary() {
     let packed = dir.path().join("v.spz");
     let out = dir.path().join("v.out");
     let o = spillway(&[
-        "compress", "--epsilon", "0.25", "--graph", p(&edges), "--method", "rbd2", p(&input),
+        "compress",
+        "--epsilon",
+        "0.25",
+        "--graph",
+        p(&edges),
+        "--method",
+        "rbd2",
+        p(&input),
         p(&packed),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -167,7 +197,10 @@ fn fails_cleanly(args: &[&str], names: &str, output: &Path, what: &str) {
     let o = spillway(args);
     assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains(names), "{what}: message {err:?} does not name {names}");
+    assert!(
+        err.contains(names),
+        "{what}: message {err:?} does not name {names}"
+    );
     assert!(!err.contains("panicked"), "{what}: {err}");
     assert!(!output.exists(), "{what}: left output behind");
     let dir = output.parent().unwrap();
@@ -176,7 +209,10 @@ fn fails_cleanly(args: &[&str], names: &str, output: &Path, what: &str) {
         .map(|e| e.unwrap().path())
         .filter(|p| p.file_name().unwrap().to_string_lossy().contains(".tmp-"))
         .collect();
-    assert!(leftovers.is_empty(), "{what}: temporary files {leftovers:?}");
+    assert!(
+        leftovers.is_empty(),
+        "{what}: temporary files {leftovers:?}"
+    );
 }
 
 #[test]
@@ -212,27 +248,59 @@ fn bad_input_exits_2_and_leaves_no_output() {
         run(c(&[], &f), "value 37", "non-finite value");
     }
     for eps in ["0", "-1", "nan", "inf"] {
-        let args: Vec<String> = ["compress", "--epsilon", eps, "--grid", "10x10", p(&good), p(&out)]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let args: Vec<String> = [
+            "compress",
+            "--epsilon",
+            eps,
+            "--grid",
+            "10x10",
+            p(&good),
+            p(&out),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         run(args, "epsilon", "bad epsilon");
     }
     run(c(&["--method", "sbd9"], &good), "sbd9", "unknown method");
     run(c(&["--dtype", "f16"], &good), "f16", "unknown dtype");
-    let args: Vec<String> = ["compress", "--epsilon", "0.1", "--grid", "10x0", p(&good), p(&out)]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let args: Vec<String> = [
+        "compress",
+        "--epsilon",
+        "0.1",
+        "--grid",
+        "10x0",
+        p(&good),
+        p(&out),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     run(args, "10x0", "bad grid");
     let nowhere = dir.path().join("no/such/dir/out.spz");
-    let o = spillway(&["compress", "--epsilon", "0.1", "--grid", "10x10", p(&good), p(&nowhere)]);
+    let o = spillway(&[
+        "compress",
+        "--epsilon",
+        "0.1",
+        "--grid",
+        "10x10",
+        p(&good),
+        p(&nowhere),
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("out.spz"));
 
     // Decompression of damaged files.
     let packed = dir.path().join("packed.spz");
-    let o = spillway(&["compress", "--epsilon", "0.1", "--grid", "10x10", p(&good), p(&packed)]);
+    let o = spillway(&[
+        "compress",
+        "--epsilon",
+        "0.1",
+        "--grid",
+        "10x10",
+        p(&good),
+        p(&packed),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let bytes = std::fs::read(&packed).unwrap();
     let dout = dir.path().join("restored.f64");
@@ -248,9 +316,19 @@ fn bad_input_exits_2_and_leaves_no_output() {
         ("empty", Vec::new()),
     ] {
         std::fs::write(&damaged, &content).unwrap();
-        fails_cleanly(&["decompress", p(&damaged), p(&dout)], "damaged.spz", &dout, what);
+        fails_cleanly(
+            &["decompress", p(&damaged), p(&dout)],
+            "damaged.spz",
+            &dout,
+            what,
+        );
     }
-    fails_cleanly(&["decompress", p(&missing), p(&dout)], "missing.f64", &dout, "missing");
+    fails_cleanly(
+        &["decompress", p(&missing), p(&dout)],
+        "missing.f64",
+        &dout,
+        "missing",
+    );
 
     // A failure leaves an existing output file as it was.
     std::fs::write(&dout, b"keep me").unwrap();
@@ -266,15 +344,26 @@ fn dyngraph_replays_and_verifies() {
     let mut state = 99u64;
     let mut edges = Vec::new();
     for _ in 0..3000 {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let u = (state >> 40) as u32 % 200;
-        let v = if state & 8 == 0 { u + (state >> 20) as u32 % 5 } else { (state >> 24) as u32 % 300 };
+        let v = if state & 8 == 0 {
+            u + (state >> 20) as u32 % 5
+        } else {
+            (state >> 24) as u32 % 300
+        };
         edges.push((u, v));
     }
     let input = dir.path().join("edges.txt");
     let text: String = edges.iter().map(|(u, v)| format!("{u}\t{v}\n")).collect();
     std::fs::write(&input, format!("# test stream\n{text}")).unwrap();
-    let deletes: Vec<(u32, u32)> = edges.iter().step_by(3).copied().chain([(5000, 1)]).collect();
+    let deletes: Vec<(u32, u32)> = edges
+        .iter()
+        .step_by(3)
+        .copied()
+        .chain([(5000, 1)])
+        .collect();
     let del = dir.path().join("deletes.txt");
     let text: String = deletes.iter().map(|(u, v)| format!("{u} {v}\n")).collect();
     std::fs::write(&del, text).unwrap();
@@ -296,8 +385,18 @@ fn dyngraph_replays_and_verifies() {
         let arcs: usize = lists.iter().map(BTreeSet::len).sum();
         for s in ["ll", "bcsr", "daa", "diaa", "dcaa"] {
             let mut args = vec![
-                "run", "dyngraph", "--input", p(&input), "--structure", s, "--deletes", p(&del),
-                "--verify", "--json", "--fold", "every:100",
+                "run",
+                "dyngraph",
+                "--input",
+                p(&input),
+                "--structure",
+                s,
+                "--deletes",
+                p(&del),
+                "--verify",
+                "--json",
+                "--fold",
+                "every:100",
             ];
             if undirected {
                 args.push("--undirected");
@@ -315,8 +414,17 @@ fn dyngraph_replays_and_verifies() {
     }
     // Random deletes by fraction, text output.
     let o = spillway(&[
-        "run", "dyngraph", "--input", p(&input), "--structure", "dcaa", "--delete-fraction",
-        "0.5", "--seed", "3", "--verify",
+        "run",
+        "dyngraph",
+        "--input",
+        p(&input),
+        "--structure",
+        "dcaa",
+        "--delete-fraction",
+        "0.5",
+        "--seed",
+        "3",
+        "--verify",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("deletes/s"));
@@ -328,14 +436,24 @@ fn dyngraph_bad_input_exits_2() {
     let dir = TempDir::new().unwrap();
     let input = dir.path().join("bad.txt");
     std::fs::write(&input, "1 2\n3 4 5\n").unwrap();
-    let o = spillway(&["run", "dyngraph", "--input", p(&input), "--structure", "daa"]);
+    let o = spillway(&[
+        "run",
+        "dyngraph",
+        "--input",
+        p(&input),
+        "--structure",
+        "daa",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("bad.txt:2"), "{}", stderr(&o));
     std::fs::write(&input, "1 2\n").unwrap();
     for (args, names) in [
         (vec!["--structure", "tree"], "tree"),
         (vec!["--structure", "bcsr", "--fold", "often"], "often"),
-        (vec!["--structure", "daa", "--delete-fraction", "2"], "delete-fraction"),
+        (
+            vec!["--structure", "daa", "--delete-fraction", "2"],
+            "delete-fraction",
+        ),
     ] {
         let mut a = vec!["run", "dyngraph", "--input", p(&input)];
         a.extend(args);
@@ -344,7 +462,14 @@ fn dyngraph_bad_input_exits_2() {
         assert!(stderr(&o).contains(names), "{}", stderr(&o));
     }
     let missing = dir.path().join("nope.txt");
-    let o = spillway(&["run", "dyngraph", "--input", p(&missing), "--structure", "ll"]);
+    let o = spillway(&[
+        "run",
+        "dyngraph",
+        "--input",
+        p(&missing),
+        "--structure",
+        "ll",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("nope.txt"));
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use spillway_structures::compress::{
-    compress, decompress, read_header, CompressError, Decoded, Encoding, Grid, IdPredictor,
-    Method, Options, PointGraph, SetRule, Values,
+    compress, decompress, read_header, CompressError, Decoded, Encoding, Grid, IdPredictor, Method,
+    Options, PointGraph, SetRule, Values,
 };
 
 // ------------------------------------------------------------------------------------------
@@ -228,12 +228,16 @@ fn adversarial_inputs() {
         ("ramp tight", (0..n).map(|i| i as f64 * 0.1).collect(), 1e-9),
         (
             "alternating",
-            (0..n).map(|i| if i % 2 == 0 { -1.0 } else { 1.0 }).collect(),
+            (0..n)
+                .map(|i| if i % 2 == 0 { -1.0 } else { 1.0 })
+                .collect(),
             0.999,
         ),
         (
             "alternating exact 2eps",
-            (0..n).map(|i| if i % 2 == 0 { -1.0 } else { 1.0 }).collect(),
+            (0..n)
+                .map(|i| if i % 2 == 0 { -1.0 } else { 1.0 })
+                .collect(),
             1.0,
         ),
         (
@@ -277,7 +281,9 @@ fn adversarial_inputs() {
         ),
         (
             "signed zeros",
-            (0..n).map(|i| if i % 2 == 0 { -0.0 } else { 0.0 }).collect(),
+            (0..n)
+                .map(|i| if i % 2 == 0 { -0.0 } else { 0.0 })
+                .collect(),
             1e-10,
         ),
         (
@@ -295,7 +301,14 @@ fn adversarial_inputs() {
 
 #[test]
 fn grids_of_every_shape() {
-    for dims in [vec![1], vec![37], vec![1, 9], vec![9, 1], vec![7, 5, 3], vec![2, 1, 8]] {
+    for dims in [
+        vec![1],
+        vec![37],
+        vec![1, 9],
+        vec![9, 1],
+        vec![7, 5, 3],
+        vec![2, 1, 8],
+    ] {
         let n: usize = dims.iter().product();
         let data: Vec<f64> = (0..n).map(|i| ((i * 7919) % 101) as f64 / 7.0).collect();
         both_dtypes(&data, &Grid::structured(&dims), 0.3, &format!("{dims:?}"));
@@ -364,18 +377,33 @@ fn non_finite_values_and_bad_epsilon_are_rejected() {
     for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
         let data = [1.0, 2.0, bad, 4.0];
         let e = compress(Values::F64(&data), &grid, &Options::new(0.1, Method::Sbd1)).unwrap_err();
-        assert!(matches!(e, CompressError::NonFinite { index: 2, .. }), "{e}");
+        assert!(
+            matches!(e, CompressError::NonFinite { index: 2, .. }),
+            "{e}"
+        );
         assert!(e.to_string().contains("value 2"));
         let f = [1.0f32, bad as f32, 0.0, 0.0];
         let e = compress(Values::F32(&f), &grid, &Options::new(0.1, Method::Rbd2)).unwrap_err();
-        assert!(matches!(e, CompressError::NonFinite { index: 1, .. }), "{e}");
+        assert!(
+            matches!(e, CompressError::NonFinite { index: 1, .. }),
+            "{e}"
+        );
     }
     for eps in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-        let e = compress(Values::F64(&[1.0; 4]), &grid, &Options::new(eps, Method::Sbd2))
-            .unwrap_err();
+        let e = compress(
+            Values::F64(&[1.0; 4]),
+            &grid,
+            &Options::new(eps, Method::Sbd2),
+        )
+        .unwrap_err();
         assert!(matches!(e, CompressError::InvalidEpsilon(_)), "{e}");
     }
-    let e = compress(Values::F64(&[1.0; 5]), &grid, &Options::new(1.0, Method::Sbd1)).unwrap_err();
+    let e = compress(
+        Values::F64(&[1.0; 5]),
+        &grid,
+        &Options::new(1.0, Method::Sbd1),
+    )
+    .unwrap_err();
     assert!(matches!(e, CompressError::ShapeMismatch { .. }), "{e}");
 }
 
@@ -388,7 +416,10 @@ fn corrupt_and_truncated_files_are_rejected_without_panicking() {
         let bytes = &packed.bytes;
         assert!(read_header(bytes).is_ok());
         for len in 0..bytes.len() {
-            assert!(decompress(&bytes[..len], None).is_err(), "truncated to {len}");
+            assert!(
+                decompress(&bytes[..len], None).is_err(),
+                "truncated to {len}"
+            );
         }
         for at in 0..bytes.len() {
             for flip in [0x01u8, 0x80, 0xff] {

@@ -344,7 +344,11 @@ pub(crate) fn decode_sqe(
                     return;
                 }
                 let pred = interpolate(&ids, dims, p, axis, s, c);
-                match r.next().map(|v| pred.wrapping_add(unzigzag(v))).and_then(check) {
+                match r
+                    .next()
+                    .map(|v| pred.wrapping_add(unzigzag(v)))
+                    .and_then(check)
+                {
                     Ok(v) => ids[p] = v,
                     Err(e) => failure = Some(e),
                 }
@@ -491,12 +495,7 @@ pub(crate) fn encode_de(ids: &[u32], k: usize) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// Inverse of [`encode_de`]: checks that the sets cover each of the `n` points once.
-pub(crate) fn decode_de(
-    sizes: &[u8],
-    gaps: &[u8],
-    n: usize,
-    k: usize,
-) -> Result<Vec<u32>, String> {
+pub(crate) fn decode_de(sizes: &[u8], gaps: &[u8], n: usize, k: usize) -> Result<Vec<u32>, String> {
     const NONE: u32 = u32::MAX;
     let mut ids = vec![NONE; n];
     let mut rs = VarintReader::new(sizes);
@@ -580,7 +579,15 @@ mod tests {
 
     #[test]
     fn interpolation_order_visits_every_point_once_after_its_neighbours() {
-        for dims in [vec![1], vec![9], vec![8, 1], vec![5, 7], vec![16, 3], vec![3, 4, 5], vec![1, 1, 6]] {
+        for dims in [
+            vec![1],
+            vec![9],
+            vec![8, 1],
+            vec![5, 7],
+            vec![16, 3],
+            vec![3, 4, 5],
+            vec![1, 1, 6],
+        ] {
             let grid_points: usize = dims.iter().product();
             let mut seen = vec![false; grid_points];
             let ext = axes(&dims);

@@ -462,10 +462,9 @@ impl fmt::Display for CompressError {
                 f,
                 "value {index} is {value}: only finite values can be compressed"
             ),
-            CompressError::InvalidEpsilon(e) => write!(
-                f,
-                "epsilon must be a finite number greater than 0, got {e}"
-            ),
+            CompressError::InvalidEpsilon(e) => {
+                write!(f, "epsilon must be a finite number greater than 0, got {e}")
+            }
             CompressError::ShapeMismatch {
                 grid_points,
                 values,
@@ -473,11 +472,9 @@ impl fmt::Display for CompressError {
                 f,
                 "the grid has {grid_points} points but there are {values} values"
             ),
-            CompressError::TooManyPoints(n) => write!(
-                f,
-                "{n} points: at most {} are supported",
-                u32::MAX - 1
-            ),
+            CompressError::TooManyPoints(n) => {
+                write!(f, "{n} points: at most {} are supported", u32::MAX - 1)
+            }
             CompressError::InvalidOption(r) => write!(f, "invalid option: {r}"),
             CompressError::NotCompressed => {
                 write!(f, "not a spillway compressed file (bad magic bytes)")
@@ -713,8 +710,8 @@ fn header_of(raw: &container::RawHeader) -> Result<Header, CompressError> {
         8 => Dtype::F64,
         d => return Err(corrupt(format!("unknown dtype code {d}"))),
     };
-    let method =
-        Method::from_code(raw.method).ok_or_else(|| corrupt(format!("unknown method {}", raw.method)))?;
+    let method = Method::from_code(raw.method)
+        .ok_or_else(|| corrupt(format!("unknown method {}", raw.method)))?;
     let encoding = match (raw.encoding, method.is_region_based()) {
         (1, false) => Some(Encoding::Sqe),
         (2, false) => Some(Encoding::De),
@@ -739,7 +736,9 @@ fn header_of(raw: &container::RawHeader) -> Result<Header, CompressError> {
     let grid = match raw.axes {
         0 => {
             if matches!(predictor, IdPredictor::Lorenzo | IdPredictor::Interpolation) {
-                return Err(corrupt("a structured-grid predictor on an unstructured grid"));
+                return Err(corrupt(
+                    "a structured-grid predictor on an unstructured grid",
+                ));
             }
             HeaderGrid::Unstructured {
                 edges: raw.shape[0],
@@ -835,7 +834,14 @@ pub fn decompress(
     let limits: Vec<u64> = match header.encoding {
         Some(Encoding::Sqe) => vec![t as u64 * vsize, nn * 10],
         Some(Encoding::De) => vec![t as u64 * vsize, kk * 10, nn * 10],
-        None => vec![t as u64 * vsize, kk * 10, kk * 10, kk * 10, nn * 10, nn * 10],
+        None => vec![
+            t as u64 * vsize,
+            kk * 10,
+            kk * 10,
+            kk * 10,
+            nn * 10,
+            nn * 10,
+        ],
     };
     let sections = container::read_sections(bytes, &limits)?;
     if sections[0].len() as u64 != t as u64 * vsize {

@@ -375,7 +375,8 @@ fn get_list(
             p
         } else {
             let g = r.next()?;
-            prev.saturating_add(i64::try_from(g).unwrap_or(i64::MAX)).saturating_add(1)
+            prev.saturating_add(i64::try_from(g).unwrap_or(i64::MAX))
+                .saturating_add(1)
         };
         if p < 0 || p >= n as i64 {
             return Err(format!("point {p} out of range (there are {n} points)"));

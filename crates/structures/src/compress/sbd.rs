@@ -244,7 +244,10 @@ mod tests {
         check(&data, &sets, 0.5);
         let big = sets.ids[2];
         assert!(sets.ids[2..12].iter().all(|&i| i == big));
-        assert_eq!(sets.ids[12], big, "3.4 joins the cluster (range 0.8 <= 2 eps)");
+        assert_eq!(
+            sets.ids[12], big,
+            "3.4 joins the cluster (range 0.8 <= 2 eps)"
+        );
         let sets1 = sbd1::<f64>(&s, 0.5, SetRule::Ball);
         check(&data, &sets1, 0.5);
     }

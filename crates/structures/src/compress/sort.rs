@@ -83,7 +83,11 @@ mod tests {
                 .then(a.cmp(&b))
         });
         assert_eq!(s.order, expect);
-        let f: Vec<f32> = data.iter().map(|&v| v as f32).filter(|v| v.is_finite()).collect();
+        let f: Vec<f32> = data
+            .iter()
+            .map(|&v| v as f32)
+            .filter(|v| v.is_finite())
+            .collect();
         let s = sort_by_value(&f);
         let mut expect: Vec<u32> = (0..f.len() as u32).collect();
         expect.sort_by(|&a, &b| f[a as usize].total_cmp(&f[b as usize]).then(a.cmp(&b)));

@@ -53,7 +53,10 @@ impl DynGraph for LinkedLists {
     }
 
     fn degree(&self, v: u32) -> usize {
-        self.lists.degrees.get(v as usize).map_or(0, |&d| d as usize)
+        self.lists
+            .degrees
+            .get(v as usize)
+            .map_or(0, |&d| d as usize)
     }
 
     fn neighbours_into(&self, v: u32, out: &mut Vec<u32>) {

@@ -169,7 +169,10 @@ impl fmt::Display for Structure {
 #[inline]
 #[track_caller]
 pub(crate) fn vertex_index(v: u32) -> usize {
-    assert!(v <= MAX_VERTEX, "vertex id {v} is above the largest id {MAX_VERTEX}");
+    assert!(
+        v <= MAX_VERTEX,
+        "vertex id {v} is above the largest id {MAX_VERTEX}"
+    );
     v as usize
 }
 

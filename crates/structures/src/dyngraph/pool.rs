@@ -64,8 +64,16 @@ impl Lists {
             assert!(self.fresh < NIL, "more than {} list nodes", NIL - 1);
             let i = self.fresh;
             if (i as usize) >> CHUNK_BITS == self.chunks.len() {
-                self.chunks
-                    .push(vec![Node { value: 0, next: NIL }; CHUNK].into_boxed_slice());
+                self.chunks.push(
+                    vec![
+                        Node {
+                            value: 0,
+                            next: NIL
+                        };
+                        CHUNK
+                    ]
+                    .into_boxed_slice(),
+                );
             }
             self.fresh += 1;
             i

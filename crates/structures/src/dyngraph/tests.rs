@@ -22,9 +22,7 @@ impl Reference {
     }
 
     fn delete(&mut self, u: u32, v: u32) -> bool {
-        self.lists
-            .get_mut(u as usize)
-            .is_some_and(|l| l.remove(&v))
+        self.lists.get_mut(u as usize).is_some_and(|l| l.remove(&v))
     }
 
     fn arcs(&self) -> u64 {
@@ -63,7 +61,11 @@ fn check_vertex(g: &dyn DynGraph, r: &Reference, v: u32) {
 
 fn check_all(g: &dyn DynGraph, r: &Reference) {
     assert_eq!(g.num_arcs(), r.arcs(), "{}: arc count", g.name());
-    assert!(g.num_vertices() >= r.lists.len(), "{}: vertex range", g.name());
+    assert!(
+        g.num_vertices() >= r.lists.len(),
+        "{}: vertex range",
+        g.name()
+    );
     for v in 0..g.num_vertices().max(r.lists.len()) as u32 + 2 {
         check_vertex(g, r, v);
     }
@@ -205,7 +207,9 @@ fn bcsr_fraction_policy_folds_geometrically() {
     let mut r = Reference::default();
     let mut state = 12345u64;
     for _ in 0..60_000 {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let u = (state >> 33) as u32 % 1000;
         let v = (state >> 13) as u32 % 5000;
         assert_eq!(g.insert(u, v), r.insert(u, v));
