@@ -63,6 +63,9 @@ pub(crate) struct CompressArgs {
     /// zstd level (1-22).
     #[arg(long, default_value_t = compress::DEFAULT_LEVEL)]
     level: i32,
+    /// Store the set values as raw floats instead of on a lattice of step <= epsilon/16.
+    #[arg(long)]
+    raw_values: bool,
     /// Skip decompressing the result and checking the bound at every point.
     #[arg(long)]
     no_verify: bool,
@@ -309,6 +312,7 @@ pub(crate) fn compress_cmd(args: CompressArgs) -> Result<(), Failure> {
         level: args.level,
         relaxed: args.relaxed,
         set_radius: args.set_radius,
+        lattice: !args.raw_values,
     };
     let t0 = Instant::now();
     let packed =

@@ -160,6 +160,9 @@ fn configurations(eps: f64) -> Vec<Options> {
             o.set_rule = rule;
             o.level = 1;
             out.push(o.clone());
+            let mut raw_values = o.clone();
+            raw_values.lattice = false;
+            out.push(raw_values);
             if !method.is_region_based() {
                 for predictor in [
                     IdPredictor::Raw,
@@ -192,12 +195,13 @@ fn round_trip(values: Values<'_>, grid: &Grid, eps: f64, what: &str) {
     };
     for o in configurations(eps) {
         let label = format!(
-            "{what} {} {:?} {:?} relaxed={} r={}",
+            "{what} {} {:?} {:?} relaxed={} r={} lattice={}",
             o.method.name(),
             o.set_rule,
             o.predictor,
             o.relaxed,
-            o.set_radius
+            o.set_radius,
+            o.lattice
         );
         let packed = compress(values, grid, &o).unwrap_or_else(|e| panic!("{label}: {e}"));
         let (header, decoded) =

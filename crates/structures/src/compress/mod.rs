@@ -43,6 +43,7 @@ mod grid;
 mod rbd;
 mod sbd;
 mod sort;
+mod values;
 
 use std::fmt;
 
@@ -53,6 +54,9 @@ use float::Sample;
 
 /// The zstd level used unless [`Options::level`] says otherwise.
 pub const DEFAULT_LEVEL: i32 = 19;
+
+/// Value tables shorter than this stay raw even with [`Options::lattice`].
+pub const LATTICE_MIN_VALUES: usize = 64;
 
 /// Element type of the values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -239,6 +243,12 @@ pub struct Options {
     /// `(0, 1]`), giving more, narrower sets. With `relaxed`, points then have several
     /// admissible sets to choose from, which lets the ids follow the predictor more often.
     pub set_radius: f64,
+    /// Store the representatives on a lattice of step `2^k <= epsilon / 16` (a few bytes
+    /// each instead of a full float); the sets are then built for `epsilon - 2^k` so that a
+    /// lattice point fits every set. Applies to tables of at least [`LATTICE_MIN_VALUES`]
+    /// values, and falls back to raw values where the lattice cannot be exact (epsilon tiny
+    /// relative to the values).
+    pub lattice: bool,
 }
 
 impl Options {
@@ -253,6 +263,7 @@ impl Options {
             level: DEFAULT_LEVEL,
             relaxed: false,
             set_radius: 1.0,
+            lattice: true,
         }
     }
 }
@@ -568,6 +579,12 @@ fn compress_typed<T: Sample>(
     // The bound the decomposition is built for: never above eps, never zero (a product that
     // underflows becomes the smallest subnormal).
     let set_eps = (eps * options.set_radius).max(f64::from_bits(1)).min(eps);
+    // For a lattice table the sets leave room between their extent and the bound for a
+    // lattice point. That costs a few per cent more sets, which only pays off when the table
+    // is large: below LATTICE_MIN_VALUES values it stays raw.
+    let lattice_eps = values::lattice_step(eps)
+        .filter(|_| options.lattice)
+        .map(|h| set_eps.min(eps - h).max(f64::from_bits(1)));
     let sorted = sort::sort_by_value(data);
     let rule = options.set_rule;
     let predictor = encodings::effective_predictor(grid, options.predictor);
@@ -598,15 +615,29 @@ fn compress_typed<T: Sample>(
     let mut names: Vec<&'static str> = vec!["values"];
     let mut streams: Vec<Vec<u8>> = Vec::new();
     let (mut boundary_points, mut seeds) = (0, 0);
+    let value_bytes: Vec<u8>;
     let (k, table): (usize, Vec<T>) = match options.method {
         Method::Sbd1 | Method::Sbd2 => {
-            let mut sets = if options.method == Method::Sbd1 {
-                sbd::sbd1::<T>(&sorted, set_eps, rule)
-            } else {
-                sbd::sbd2::<T>(&sorted, set_eps, rule)
+            let decompose = |e: f64| {
+                if options.method == Method::Sbd1 {
+                    sbd::sbd1::<T>(&sorted, e, rule)
+                } else {
+                    sbd::sbd2::<T>(&sorted, e, rule)
+                }
             };
+            let mut sets = decompose(set_eps);
+            let mut lattice = None;
+            if let Some(le) = lattice_eps.filter(|_| sets.reps.len() >= LATTICE_MIN_VALUES) {
+                let mut narrower = decompose(le);
+                let ids = &narrower.ids;
+                lattice = values::snap(data, |p| ids[p] as usize, &mut narrower.reps, eps);
+                if lattice.is_some() {
+                    sets = narrower;
+                }
+            }
             drop(sorted);
             let k = sets.reps.len();
+            value_bytes = values::encode(&sets.reps, lattice.as_ref());
             match options.encoding {
                 Encoding::Sqe => {
                     header.encoding = 1;
@@ -636,15 +667,31 @@ fn compress_typed<T: Sample>(
         }
         Method::Rbd1 | Method::Rbd2 | Method::Rbd3 => {
             header.encoding = 3;
-            let regions = match options.method {
-                Method::Rbd1 => rbd::rbd1::<T>(data, grid, &sorted, set_eps, rule),
+            let decompose = |e: f64| match options.method {
+                Method::Rbd1 => rbd::rbd1::<T>(data, grid, &sorted, e, rule),
                 Method::Rbd2 => {
-                    let sets = sbd::sbd1::<T>(&sorted, set_eps, rule);
+                    let sets = sbd::sbd1::<T>(&sorted, e, rule);
                     rbd::rbd2::<T>(grid, &sets)
                 }
-                _ => rbd::rbd3::<T>(data, grid, &sorted, set_eps, rule),
+                _ => rbd::rbd3::<T>(data, grid, &sorted, e, rule),
             };
+            let mut regions = decompose(set_eps);
+            let mut lattice = None;
+            if let Some(le) = lattice_eps.filter(|_| regions.values.len() >= LATTICE_MIN_VALUES) {
+                let mut narrower = decompose(le);
+                let (region, value_of) = (&narrower.region, &narrower.value_of);
+                lattice = values::snap(
+                    data,
+                    |p| value_of[region[p] as usize] as usize,
+                    &mut narrower.values,
+                    eps,
+                );
+                if lattice.is_some() {
+                    regions = narrower;
+                }
+            }
             drop(sorted);
+            value_bytes = values::encode(&regions.values, lattice.as_ref());
             let s = rbd::encode_regions(grid, &regions.region, &regions.value_of);
             boundary_points = s.stored_boundary;
             seeds = s.stored_seeds;
@@ -661,10 +708,6 @@ fn compress_typed<T: Sample>(
     };
     header.k = k as u64;
     header.t = table.len() as u64;
-    let mut value_bytes = Vec::with_capacity(table.len() * T::BYTES);
-    for v in &table {
-        v.put_le(&mut value_bytes);
-    }
     let mut all: Vec<&[u8]> = vec![&value_bytes];
     all.extend(streams.iter().map(Vec::as_slice));
     let (bytes, stored) = container::write(&header, &all, options.level)?;
@@ -831,22 +874,14 @@ pub fn decompress(
     };
     let vsize = header.dtype.size() as u64;
     let (nn, kk) = (n as u64, k as u64);
+    // The value table: a mode byte, then raw values or a varint exponent and varints.
+    let table_limit = 11 + t as u64 * vsize.max(10);
     let limits: Vec<u64> = match header.encoding {
-        Some(Encoding::Sqe) => vec![t as u64 * vsize, nn * 10],
-        Some(Encoding::De) => vec![t as u64 * vsize, kk * 10, nn * 10],
-        None => vec![
-            t as u64 * vsize,
-            kk * 10,
-            kk * 10,
-            kk * 10,
-            nn * 10,
-            nn * 10,
-        ],
+        Some(Encoding::Sqe) => vec![table_limit, nn * 10],
+        Some(Encoding::De) => vec![table_limit, kk * 10, nn * 10],
+        None => vec![table_limit, kk * 10, kk * 10, kk * 10, nn * 10, nn * 10],
     };
     let sections = container::read_sections(bytes, &limits)?;
-    if sections[0].len() as u64 != t as u64 * vsize {
-        return Err(corrupt("the value table is not the size the header gives"));
-    }
     let ids = match header.encoding {
         Some(Encoding::Sqe) => {
             if (sections[1].len() as u64) < nn {
@@ -869,16 +904,22 @@ pub fn decompress(
     }
     .map_err(CompressError::Corrupt)?;
     let decoded = match header.dtype {
-        Dtype::F32 => Decoded::F32(expand::<f32>(&sections[0], &ids)),
-        Dtype::F64 => Decoded::F64(expand::<f64>(&sections[0], &ids)),
+        Dtype::F32 => Decoded::F32(expand(
+            &values::decode::<f32>(&sections[0], t).map_err(CompressError::Corrupt)?,
+            &ids,
+        )),
+        Dtype::F64 => Decoded::F64(expand(
+            &values::decode::<f64>(&sections[0], t).map_err(CompressError::Corrupt)?,
+            &ids,
+        )),
     };
     Ok((header, decoded))
 }
 
-/// The value of every point from the table bytes and the value index of every point.
-fn expand<T: Sample>(table: &[u8], ids: &[u32]) -> Vec<T> {
-    let values: Vec<T> = table.chunks_exact(T::BYTES).map(T::from_le).collect();
-    ids.iter().map(|&i| values[i as usize]).collect()
+/// The value of every point from the table and the value index of every point (each
+/// checked below the table's length by the decoders).
+fn expand<T: Sample>(table: &[T], ids: &[u32]) -> Vec<T> {
+    ids.iter().map(|&i| table[i as usize]).collect()
 }
 
 /// A point where the bound does not hold.
