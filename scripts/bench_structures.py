@@ -71,15 +71,21 @@ def median_time(fn, reps):
 
 SPILLWAY_CONFIGS = [
     # (label, extra arguments)
-    ("spillway SBD1 (SQE, raw ids, thesis)", ["--method", "sbd1", "--predictor", "raw"]),
-    ("spillway SBD1 (SQE + Lorenzo, default)", ["--method", "sbd1"]),
-    ("spillway SBD1 (SQE + Lorenzo, zstd -3)", ["--method", "sbd1", "--level", "3"]),
     (
-        "spillway SBD1 (relaxed, interp, r=1/4)",
-        ["--method", "sbd1", "--predictor", "interp", "--relaxed", "--set-radius", "0.25"],
+        "spillway SBD1 thesis (range <= eps, SQE raw ids, raw values)",
+        ["--method", "sbd1", "--set-rule", "range", "--predictor", "raw", "--raw-values"],
     ),
-    ("spillway SBD2", ["--method", "sbd2"]),
+    ("spillway SBD1 (SQE raw ids)", ["--method", "sbd1", "--predictor", "raw"]),
+    ("spillway SBD1 (SQE + Lorenzo)", ["--method", "sbd1", "--predictor", "lorenzo"]),
+    (
+        "spillway SBD1 (SQE + Lorenzo, zstd -3)",
+        ["--method", "sbd1", "--predictor", "lorenzo", "--level", "3"],
+    ),
+    ("spillway SBD1 (default: auto)", ["--method", "sbd1"]),
+    ("spillway SBD2 (auto)", ["--method", "sbd2"]),
+    ("spillway RBD1", ["--method", "rbd1"]),
     ("spillway RBD2", ["--method", "rbd2"]),
+    ("spillway RBD3", ["--method", "rbd3"]),
 ]
 
 
@@ -140,6 +146,11 @@ def main():
                     args.spillway, raw, a.shape, eps, extra, out_dir, max(1, args.reps // 2)
                 )
                 worst = check(label, a, back, eps)
+                if "auto" in label:
+                    how = info["predictor"] + (
+                        f", relaxed r={info['set_radius']:g}" if info["relaxed"] else ""
+                    )
+                    label = f"{label} -> {how}"
                 rows.append((label, info["compressed_bytes"], ct, dt, worst))
             # zfp, fixed-accuracy mode.
             ct, buf = median_time(lambda: zfpy.compress_numpy(a, tolerance=eps), args.reps)

@@ -47,8 +47,10 @@ pub(crate) struct CompressArgs {
     /// Set id storage for sbd1/sbd2: sqe or de.
     #[arg(long, default_value = "sqe")]
     encoding: String,
-    /// SQE id prediction: raw, delta, lorenzo or interp (structured grids only for the last two).
-    #[arg(long, default_value = "lorenzo")]
+    /// SQE id prediction: raw, delta, lorenzo, interp (structured grids only for the last
+    /// two), or auto: try several predictors (with and without --relaxed) at a fast zstd
+    /// level and keep the smallest.
+    #[arg(long, default_value = "auto")]
     predictor: String,
     /// Which values may share a set: ball (within epsilon of one value) or range (the
     /// thesis: range at most epsilon).
@@ -211,12 +213,17 @@ pub(crate) fn compress_cmd(args: CompressArgs) -> Result<(), Failure> {
             args.encoding
         ))
     })?;
-    let predictor = IdPredictor::from_name(&args.predictor).ok_or_else(|| {
-        usage(format!(
-            "unknown --predictor '{}' (available: raw, delta, lorenzo, interp)",
-            args.predictor
-        ))
-    })?;
+    let search = args.predictor == "auto";
+    let predictor = if search {
+        IdPredictor::Lorenzo
+    } else {
+        IdPredictor::from_name(&args.predictor).ok_or_else(|| {
+            usage(format!(
+                "unknown --predictor '{}' (available: auto, raw, delta, lorenzo, interp)",
+                args.predictor
+            ))
+        })?
+    };
     let set_rule = SetRule::from_name(&args.set_rule).ok_or_else(|| {
         usage(format!(
             "unknown --set-rule '{}' (available: ball, range)",
@@ -313,6 +320,7 @@ pub(crate) fn compress_cmd(args: CompressArgs) -> Result<(), Failure> {
         relaxed: args.relaxed,
         set_radius: args.set_radius,
         lattice: !args.raw_values,
+        search,
     };
     let t0 = Instant::now();
     let packed =
@@ -359,6 +367,9 @@ pub(crate) fn compress_cmd(args: CompressArgs) -> Result<(), Failure> {
                 "compressed_bytes": packed.bytes.len(),
                 "ratio": packed.ratio(),
                 "sets": packed.sets,
+                "predictor": packed.predictor.name(),
+                "relaxed": packed.relaxed,
+                "set_radius": packed.set_radius,
                 "values": packed.values,
                 "boundary_points": packed.boundary_points,
                 "seeds": packed.seeds,
@@ -388,6 +399,17 @@ pub(crate) fn compress_cmd(args: CompressArgs) -> Result<(), Failure> {
             "  epsilon     {epsilon:e}; {} sets/regions, {} stored values",
             packed.sets, packed.values
         );
+        if !method.is_region_based() {
+            println!(
+                "  ids         predictor {}{}",
+                packed.predictor.name(),
+                if packed.relaxed {
+                    format!(", relaxed, set radius {}", packed.set_radius)
+                } else {
+                    String::new()
+                }
+            );
+        }
         println!("  time        {compress_seconds:.3} s ({mb_per_s:.1} MB/s)");
         match max_error {
             Some(e) => println!("  verified    max |x - x'| = {e:e} <= {epsilon:e} at every point"),

@@ -480,3 +480,30 @@ proptest! {
         both_dtypes(&data, &Grid::structured(&[nx, ny]), eps, "random");
     }
 }
+
+#[test]
+fn search_keeps_the_smallest_candidate() {
+    use spillway_structures::compress::SEARCH_CANDIDATES;
+    let (nx, ny) = (40, 30);
+    let data: Vec<f64> = (0..nx * ny)
+        .map(|p| ((p % nx) as f64 * 0.2).sin() * 10.0 + (p / nx) as f64 * 0.1)
+        .collect();
+    let grid = Grid::structured(&[nx, ny]);
+    for eps in [1.0, 0.01] {
+        let mut o = Options::new(eps, Method::Sbd1);
+        o.level = 3;
+        let mut smallest = usize::MAX;
+        for (predictor, relaxed, radius) in SEARCH_CANDIDATES {
+            let mut c = o.clone();
+            c.predictor = predictor;
+            c.relaxed = relaxed;
+            c.set_radius = radius;
+            smallest = smallest.min(compress(Values::F64(&data), &grid, &c).unwrap().bytes.len());
+        }
+        o.search = true;
+        let packed = compress(Values::F64(&data), &grid, &o).unwrap();
+        assert_eq!(packed.bytes.len(), smallest);
+        let (_, d) = decompress(&packed.bytes, None).unwrap();
+        assert_bound(Values::F64(&data), &d, eps, "search");
+    }
+}

@@ -249,7 +249,25 @@ pub struct Options {
     /// values, and falls back to raw values where the lattice cannot be exact (epsilon tiny
     /// relative to the values).
     pub lattice: bool,
+    /// SBD with SQE only: try the id encodings of [`SEARCH_CANDIDATES`] (with a fast zstd
+    /// level) in place of `predictor`, `relaxed` and `set_radius`, and keep the smallest.
+    pub search: bool,
 }
+
+/// The SQE variants [`Options::search`] tries: `(predictor, relaxed, set radius)`.
+pub const SEARCH_CANDIDATES: [(IdPredictor, bool, f64); 8] = [
+    (IdPredictor::Raw, false, 1.0),
+    (IdPredictor::Delta, false, 1.0),
+    (IdPredictor::Lorenzo, false, 1.0),
+    (IdPredictor::Interpolation, false, 1.0),
+    (IdPredictor::Delta, true, 0.5),
+    (IdPredictor::Lorenzo, true, 0.5),
+    (IdPredictor::Interpolation, true, 0.5),
+    (IdPredictor::Interpolation, true, 0.25),
+];
+
+/// zstd level of the trial runs of [`Options::search`].
+const SEARCH_LEVEL: i32 = 3;
 
 impl Options {
     /// SQE with Lorenzo prediction, the ball rule and [`DEFAULT_LEVEL`].
@@ -264,6 +282,7 @@ impl Options {
             relaxed: false,
             set_radius: 1.0,
             lattice: true,
+            search: false,
         }
     }
 }
@@ -407,6 +426,12 @@ pub struct Compressed {
     pub seeds: usize,
     /// Size of every stream.
     pub sections: Vec<SectionSize>,
+    /// The id predictor used (the one [`Options::search`] chose, if it searched).
+    pub predictor: IdPredictor,
+    /// Whether the relaxed assignment was used.
+    pub relaxed: bool,
+    /// The set radius used.
+    pub set_radius: f64,
 }
 
 impl Compressed {
@@ -539,6 +564,24 @@ pub fn compress(
     grid: &Grid,
     options: &Options,
 ) -> Result<Compressed, CompressError> {
+    if options.search && !options.method.is_region_based() && options.encoding == Encoding::Sqe {
+        let mut best: Option<(usize, Options)> = None;
+        for (predictor, relaxed, set_radius) in SEARCH_CANDIDATES {
+            let mut trial = options.clone();
+            trial.search = false;
+            trial.predictor = predictor;
+            trial.relaxed = relaxed;
+            trial.set_radius = set_radius;
+            trial.level = options.level.min(SEARCH_LEVEL);
+            let size = compress(values, grid, &trial)?.bytes.len();
+            if best.as_ref().is_none_or(|(b, _)| size < *b) {
+                trial.level = options.level;
+                best = Some((size, trial));
+            }
+        }
+        let (_, chosen) = best.expect("at least one candidate");
+        return compress(values, grid, &chosen);
+    }
     match values {
         Values::F32(v) => compress_typed(v, grid, options, 4),
         Values::F64(v) => compress_typed(v, grid, options, 8),
@@ -729,6 +772,9 @@ fn compress_typed<T: Sample>(
         boundary_points,
         seeds,
         sections,
+        predictor,
+        relaxed: options.relaxed,
+        set_radius: options.set_radius,
     })
 }
 
