@@ -411,18 +411,18 @@ pub(crate) fn encode_sqe_relaxed<T: super::float::Sample>(
     match effective_predictor(grid, predictor) {
         IdPredictor::Raw => {
             let mut prev = 0i64;
-            for p in 0..n {
-                let id = choose(p, ids[p], prev);
-                ids[p] = id;
+            for (p, slot) in ids.iter_mut().enumerate() {
+                let id = choose(p, *slot, prev);
+                *slot = id;
                 put_varint(&mut out, u64::from(id));
                 prev = i64::from(id);
             }
         }
         IdPredictor::Delta => {
             let mut prev = 0i64;
-            for p in 0..n {
-                let id = choose(p, ids[p], prev);
-                ids[p] = id;
+            for (p, slot) in ids.iter_mut().enumerate() {
+                let id = choose(p, *slot, prev);
+                *slot = id;
                 put_varint(&mut out, zigzag(i64::from(id) - prev));
                 prev = i64::from(id);
             }

@@ -672,9 +672,9 @@ mod tests {
                 rbd3::<f64>(&data, &grid, &sorted, eps, rule),
             ] {
                 assert!(connected(&grid, &regions.region));
-                for p in 0..data.len() {
+                for (p, &x) in data.iter().enumerate() {
                     let q = regions.values[regions.value_of[regions.region[p] as usize] as usize];
-                    assert!(float::within(data[p], q, eps), "point {p}");
+                    assert!(float::within(x, q, eps), "point {p}");
                 }
                 let s = encode_regions(&grid, &regions.region, &regions.value_of);
                 let got = decode_regions(
@@ -731,8 +731,6 @@ mod tests {
             &s.value_of,
         )
         .unwrap();
-        for p in 0..nx * ny {
-            assert_eq!(got[p], sets.ids[p]);
-        }
+        assert_eq!(got, sets.ids);
     }
 }

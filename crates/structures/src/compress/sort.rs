@@ -30,7 +30,7 @@ pub(crate) fn sort_by_value<T: Sample>(data: &[T]) -> Sorted {
     let mut keys_tmp = vec![0u64; n];
     let mut order_tmp = vec![0u32; n];
     for (b, h) in hist.iter().enumerate() {
-        if h.iter().any(|&c| c == n) {
+        if h.contains(&n) {
             continue; // every key has the same byte here
         }
         let mut pos = [0usize; 256];

@@ -95,7 +95,7 @@ pub(crate) fn snap<T: Sample>(
         let (top, bottom) = (top.to_f64(), bottom.to_f64());
         let m_min = (bottom / h).ceil();
         let m_max = (top / h).floor();
-        if !(m_min <= m_max) || m_min.abs() >= MAX_M || m_max.abs() >= MAX_M {
+        if m_min > m_max || m_min.is_nan() || m_min.abs() >= MAX_M || m_max.abs() >= MAX_M {
             return None;
         }
         let m = (q0 / h).round().clamp(m_min, m_max);
