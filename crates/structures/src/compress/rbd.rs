@@ -114,6 +114,12 @@ fn finish<T: Sample>(
 /// Grows RBD1 regions over the points still unassigned in `region`, taking seeds in value
 /// order: each region starts at the lowest unassigned point and floods to every unassigned
 /// neighbour whose value keeps the region feasible.
+///
+/// No priority queue is needed: the seed is the lowest unassigned value, so whether a point
+/// may join depends only on its own value (at most the seed's limit), not on the region grown
+/// so far. The region is therefore the connected component of admissible unassigned points
+/// around the seed, whatever the visiting order, and a breadth-first flood finds it in time
+/// proportional to the region and its boundary.
 fn rbd1_fill<T: Sample>(
     data: &[T],
     grid: &Grid,
