@@ -6,6 +6,7 @@
 //!                             [--json FILE]
 //! spillway-bench pagerank [--scale 18] [--edge-factor 16] [--ranks 8] [--nodes 1] [--iterations 10] [--reps 7]
 //! spillway-bench scale [--ranks 64,256,1024,4096] [--running 2] [--rounds 20] [--barrier-ranks 10000]
+//! spillway-bench dyngraph [--scale 20] [--edge-factor 16] [--structures ll,bcsr,daa,diaa,dcaa] [--fold fraction:0.25] [--time-limit 600]
 //! ```
 //!
 //! Every measurement is repeated and summarised by its median and minimum ([`harness::Stats`]);
@@ -18,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 mod collectives;
+mod dyngraph;
 mod harness;
 mod pagerank;
 mod scale;
@@ -47,6 +49,8 @@ enum Bench {
     /// One point of `scale`, run in a child process (prints one JSON line).
     #[command(hide = true)]
     ScaleRun(scale::RunArgs),
+    /// Dynamic graph structures on an R-MAT edge stream against a CSR rebuilt from scratch.
+    Dyngraph(dyngraph::Args),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
         Bench::Pagerank(a) => pagerank::main(a),
         Bench::Scale(a) => scale::main(a),
         Bench::ScaleRun(a) => scale::run_point(a),
+        Bench::Dyngraph(a) => dyngraph::main(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

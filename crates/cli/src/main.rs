@@ -1,6 +1,7 @@
 //! The `spillway` command-line tool: runs the shipped algorithms on files or generated data.
 
 mod report;
+mod structures;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -50,6 +51,10 @@ enum Command {
         #[command(subcommand)]
         what: Generator,
     },
+    /// Compress raw f32/f64 grid values with an absolute error bound.
+    Compress(structures::CompressArgs),
+    /// Restore values from a file written by `compress`.
+    Decompress(structures::DecompressArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -58,6 +63,8 @@ enum Algorithm {
     Pagerank(PageRankArgs),
     /// Lloyd K-means (Harp style: local aggregation + allreduce).
     Kmeans(KMeansArgs),
+    /// Replay an edge stream into a dynamic graph structure.
+    Dyngraph(structures::DyngraphArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -629,14 +636,21 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     handle_signals();
     let outcome = match cli.command {
+        Command::Compress(a) => structures::compress_cmd(a),
+        Command::Decompress(a) => structures::decompress_cmd(a),
+        Command::Run {
+            algorithm: Algorithm::Dyngraph(a),
+        } => structures::dyngraph_cmd(a),
         Command::Run { algorithm } => {
             let json = match &algorithm {
                 Algorithm::Pagerank(a) => a.runtime.json,
                 Algorithm::Kmeans(a) => a.runtime.json,
+                Algorithm::Dyngraph(_) => unreachable!("handled above"),
             };
             let report = match algorithm {
                 Algorithm::Pagerank(a) => run_pagerank(a),
                 Algorithm::Kmeans(a) => run_kmeans(a),
+                Algorithm::Dyngraph(_) => unreachable!("handled above"),
             };
             report.and_then(|r| {
                 r.print(json).map_err(|e| Failure {

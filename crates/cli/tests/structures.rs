@@ -1,0 +1,475 @@
+//! End-to-end tests of `spillway compress`, `spillway decompress` and `spillway run dyngraph`:
+//! round trips through the binary with the bound checked here, bad input (exit 2 and a
+//! message naming the file), and no partial output on failure.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tempfile::TempDir;
+
+fn spillway(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .args(args)
+        .output()
+        .expect("run spillway")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().expect("utf-8 temp path")
+}
+
+/// A smooth 2-D field with some noise, `nx` fastest.
+fn field(nx: usize, ny: usize) -> Vec<f64> {
+    let mut state = 7u64;
+    (0..nx * ny)
+        .map(|i| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let noise = (state >> 40) as f64 / (1u64 << 24) as f64 - 0.5;
+            let (x, y) = ((i % nx) as f64, (i / nx) as f64);
+            100.0 * (x / 9.0).sin() * (y / 7.0).cos() + 0.3 * noise
+        })
+        .collect()
+}
+
+fn write_f64(path: &Path, v: &[f64]) {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn read_f64(path: &Path) -> Vec<f64> {
+    std::fs::read(path)
+        .unwrap()
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn json_field(text: &str, key: &str) -> f64 {
+    let v: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON object");
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("field {key} in {text}"))
+}
+
+#[test]
+fn round_trip_through_the_binary_keeps_the_bound() {
+    let dir = TempDir::new().unwrap();
+    let (nx, ny) = (60, 40);
+    let data = field(nx, ny);
+    let input = dir.path().join("field.f64");
+    write_f64(&input, &data);
+    let grid = format!("{nx}x{ny}");
+    let (lo, hi) = data
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+    for method in ["sbd1", "sbd2", "rbd1", "rbd2", "rbd3"] {
+        for rel in [1e-1, 1e-3] {
+            let packed = dir.path().join(format!("{method}-{rel}.spz"));
+            let out = dir.path().join(format!("{method}-{rel}.f64"));
+            let o = spillway(&[
+                "compress",
+                "--epsilon",
+                &rel.to_string(),
+                "--relative",
+                "--grid",
+                &grid,
+                "--method",
+                method,
+                "--json",
+                p(&input),
+                p(&packed),
+            ]);
+            assert!(o.status.success(), "{method}: {}", stderr(&o));
+            let eps = json_field(&stdout(&o), "epsilon");
+            assert!(
+                (eps - rel * (hi - lo)).abs() <= 1e-12 * eps,
+                "relative epsilon"
+            );
+            let ratio = json_field(&stdout(&o), "ratio");
+            let size = std::fs::metadata(&packed).unwrap().len() as f64;
+            assert!((ratio - size / (8 * nx * ny) as f64).abs() < 1e-12);
+            let o = spillway(&["decompress", p(&packed), p(&out)]);
+            assert!(o.status.success(), "{method}: {}", stderr(&o));
+            assert!(stdout(&o).contains("ratio"));
+            let back = read_f64(&out);
+            assert_eq!(back.len(), data.len());
+            for (i, (&x, &y)) in data.iter().zip(&back).enumerate() {
+                assert!(
+                    (x - y).abs() <= eps,
+                    "{method} {rel}: point {i}: {x} vs {y}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn f32_files_stay_f32() {
+    let dir = TempDir::new().unwrap();
+    let data: Vec<f32> = field(30, 20).iter().map(|&x| x as f32).collect();
+    let input = dir.path().join("field.f32");
+    std::fs::write(
+        &input,
+        data.iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let packed = dir.path().join("f.spz");
+    let out = dir.path().join("f.out");
+    let o = spillway(&[
+        "compress",
+        "--epsilon",
+        "0.05",
+        "--grid",
+        "30x20",
+        "--dtype",
+        "f32",
+        "--predictor",
+        "interp",
+        "--relaxed",
+        "--set-radius",
+        "0.5",
+        p(&input),
+        p(&packed),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = spillway(&["decompress", p(&packed), p(&out)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let back: Vec<f32> = std::fs::read(&out)
+        .unwrap()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(back.len(), data.len());
+    for (&x, &y) in data.iter().zip(&back) {
+        assert!((f64::from(x) - f64::from(y)).abs() <= 0.05);
+    }
+}
+
+#[test]
+fn unstructured_grid_through_the_binary() {
+    let dir = TempDir::new().unwrap();
+    // A path graph 0-1-2-...-99 with the values of a ramp.
+    let data: Vec<f64> = (0..100).map(|i| i as f64 * 0.1).collect();
+    let input = dir.path().join("v.f64");
+    write_f64(&input, &data);
+    let edges = dir.path().join("mesh.txt");
+    let text: String = (0..99).map(|i| format!("{i} {}\n", i + 1)).collect();
+    std::fs::write(&edges, format!("# path\n{text}")).unwrap();
+    let packed = dir.path().join("v.spz");
+    let out = dir.path().join("v.out");
+    let o = spillway(&[
+        "compress",
+        "--epsilon",
+        "0.25",
+        "--graph",
+        p(&edges),
+        "--method",
+        "rbd2",
+        p(&input),
+        p(&packed),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = spillway(&["decompress", p(&packed), p(&out)]);
+    assert_eq!(o.status.code(), Some(2), "the graph is required");
+    assert!(stderr(&o).contains("graph"), "{}", stderr(&o));
+    assert!(!out.exists());
+    let o = spillway(&["decompress", "--graph", p(&edges), p(&packed), p(&out)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (&x, &y) in data.iter().zip(&read_f64(&out)) {
+        assert!((x - y).abs() <= 0.25);
+    }
+}
+
+/// Runs a failing command and checks the exit code, that stderr names `names`, and that
+/// `output` was not created.
+fn fails_cleanly(args: &[&str], names: &str, output: &Path, what: &str) {
+    let o = spillway(args);
+    assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(names),
+        "{what}: message {err:?} does not name {names}"
+    );
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    assert!(!output.exists(), "{what}: left output behind");
+    let dir = output.parent().unwrap();
+    let leftovers: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "{what}: temporary files {leftovers:?}"
+    );
+}
+
+#[test]
+fn bad_input_exits_2_and_leaves_no_output() {
+    let dir = TempDir::new().unwrap();
+    let good = dir.path().join("good.f64");
+    write_f64(&good, &field(10, 10));
+    let out = dir.path().join("out.spz");
+    let missing = dir.path().join("missing.f64");
+    let c = |extra: &[&str], input: &Path| {
+        let mut v = vec!["compress", "--epsilon", "0.1", "--grid", "10x10"];
+        v.extend_from_slice(extra);
+        v.push(p(input));
+        v.push(p(&out));
+        v.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>, names: &str, what: &str| {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        fails_cleanly(&refs, names, &out, what);
+    };
+    run(c(&[], &missing), "missing.f64", "missing input");
+    let short = dir.path().join("short.f64");
+    std::fs::write(&short, [0u8; 13]).unwrap();
+    run(c(&[], &short), "short.f64", "not whole values");
+    let wrong = dir.path().join("wrong.f64");
+    write_f64(&wrong, &field(10, 9));
+    run(c(&[], &wrong), "wrong.f64", "wrong point count");
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let mut v = field(10, 10);
+        v[37] = bad;
+        let f = dir.path().join("nonfinite.f64");
+        write_f64(&f, &v);
+        run(c(&[], &f), "value 37", "non-finite value");
+    }
+    for eps in ["0", "-1", "nan", "inf"] {
+        let args: Vec<String> = [
+            "compress",
+            "--epsilon",
+            eps,
+            "--grid",
+            "10x10",
+            p(&good),
+            p(&out),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        run(args, "epsilon", "bad epsilon");
+    }
+    run(c(&["--method", "sbd9"], &good), "sbd9", "unknown method");
+    run(c(&["--dtype", "f16"], &good), "f16", "unknown dtype");
+    let args: Vec<String> = [
+        "compress",
+        "--epsilon",
+        "0.1",
+        "--grid",
+        "10x0",
+        p(&good),
+        p(&out),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    run(args, "10x0", "bad grid");
+    let nowhere = dir.path().join("no/such/dir/out.spz");
+    let o = spillway(&[
+        "compress",
+        "--epsilon",
+        "0.1",
+        "--grid",
+        "10x10",
+        p(&good),
+        p(&nowhere),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("out.spz"));
+
+    // Decompression of damaged files.
+    let packed = dir.path().join("packed.spz");
+    let o = spillway(&[
+        "compress",
+        "--epsilon",
+        "0.1",
+        "--grid",
+        "10x10",
+        p(&good),
+        p(&packed),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bytes = std::fs::read(&packed).unwrap();
+    let dout = dir.path().join("restored.f64");
+    let damaged = dir.path().join("damaged.spz");
+    for (what, content) in [
+        ("truncated", bytes[..bytes.len() / 2].to_vec()),
+        ("flipped", {
+            let mut b = bytes.clone();
+            b[bytes.len() / 2] ^= 0x10;
+            b
+        }),
+        ("foreign", b"not a compressed file at all".to_vec()),
+        ("empty", Vec::new()),
+    ] {
+        std::fs::write(&damaged, &content).unwrap();
+        fails_cleanly(
+            &["decompress", p(&damaged), p(&dout)],
+            "damaged.spz",
+            &dout,
+            what,
+        );
+    }
+    fails_cleanly(
+        &["decompress", p(&missing), p(&dout)],
+        "missing.f64",
+        &dout,
+        "missing",
+    );
+
+    // A failure leaves an existing output file as it was.
+    std::fs::write(&dout, b"keep me").unwrap();
+    std::fs::write(&damaged, &bytes[..10]).unwrap();
+    let o = spillway(&["decompress", p(&damaged), p(&dout)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(std::fs::read(&dout).unwrap(), b"keep me");
+}
+
+#[test]
+fn dyngraph_replays_and_verifies() {
+    let dir = TempDir::new().unwrap();
+    let mut state = 99u64;
+    let mut edges = Vec::new();
+    for _ in 0..3000 {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let u = (state >> 40) as u32 % 200;
+        let v = if state & 8 == 0 {
+            u + (state >> 20) as u32 % 5
+        } else {
+            (state >> 24) as u32 % 300
+        };
+        edges.push((u, v));
+    }
+    let input = dir.path().join("edges.txt");
+    let text: String = edges.iter().map(|(u, v)| format!("{u}\t{v}\n")).collect();
+    std::fs::write(&input, format!("# test stream\n{text}")).unwrap();
+    let deletes: Vec<(u32, u32)> = edges
+        .iter()
+        .step_by(3)
+        .copied()
+        .chain([(5000, 1)])
+        .collect();
+    let del = dir.path().join("deletes.txt");
+    let text: String = deletes.iter().map(|(u, v)| format!("{u} {v}\n")).collect();
+    std::fs::write(&del, text).unwrap();
+    // The expected graph, computed here.
+    for undirected in [false, true] {
+        let mut lists: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); 5001];
+        for &(u, v) in &edges {
+            lists[u as usize].insert(v);
+            if undirected {
+                lists[v as usize].insert(u);
+            }
+        }
+        for &(u, v) in &deletes {
+            lists[u as usize].remove(&v);
+            if undirected {
+                lists[v as usize].remove(&u);
+            }
+        }
+        let arcs: usize = lists.iter().map(BTreeSet::len).sum();
+        for s in ["ll", "bcsr", "daa", "diaa", "dcaa"] {
+            let mut args = vec![
+                "run",
+                "dyngraph",
+                "--input",
+                p(&input),
+                "--structure",
+                s,
+                "--deletes",
+                p(&del),
+                "--verify",
+                "--json",
+                "--fold",
+                "every:100",
+            ];
+            if undirected {
+                args.push("--undirected");
+            }
+            let o = spillway(&args);
+            assert!(o.status.success(), "{s}: {}", stderr(&o));
+            let out = stdout(&o);
+            assert_eq!(json_field(&out, "arcs") as usize, arcs, "{s}");
+            assert_eq!(json_field(&out, "vertices") as usize, 5001, "{s}");
+            assert!(json_field(&out, "inserts_per_second") > 0.0);
+            assert!(json_field(&out, "bytes_per_arc") > 0.0);
+            let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+            assert_eq!(v["verified"], serde_json::Value::Bool(true));
+        }
+    }
+    // Random deletes by fraction, text output.
+    let o = spillway(&[
+        "run",
+        "dyngraph",
+        "--input",
+        p(&input),
+        "--structure",
+        "dcaa",
+        "--delete-fraction",
+        "0.5",
+        "--seed",
+        "3",
+        "--verify",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("deletes/s"));
+    assert!(stdout(&o).contains("bytes/edge"));
+}
+
+#[test]
+fn dyngraph_bad_input_exits_2() {
+    let dir = TempDir::new().unwrap();
+    let input = dir.path().join("bad.txt");
+    std::fs::write(&input, "1 2\n3 4 5\n").unwrap();
+    let o = spillway(&[
+        "run",
+        "dyngraph",
+        "--input",
+        p(&input),
+        "--structure",
+        "daa",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.txt:2"), "{}", stderr(&o));
+    std::fs::write(&input, "1 2\n").unwrap();
+    for (args, names) in [
+        (vec!["--structure", "tree"], "tree"),
+        (vec!["--structure", "bcsr", "--fold", "often"], "often"),
+        (
+            vec!["--structure", "daa", "--delete-fraction", "2"],
+            "delete-fraction",
+        ),
+    ] {
+        let mut a = vec!["run", "dyngraph", "--input", p(&input)];
+        a.extend(args);
+        let o = spillway(&a);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(names), "{}", stderr(&o));
+    }
+    let missing = dir.path().join("nope.txt");
+    let o = spillway(&[
+        "run",
+        "dyngraph",
+        "--input",
+        p(&missing),
+        "--structure",
+        "ll",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("nope.txt"));
+}
