@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use spillway_runtime::{Pattern, Rank};
 
+use crate::rendezvous::CollRing;
 use crate::{Error, Result};
 
 const WORLD_ID: u64 = 0x5350_494c_4c57_4159; // "SPILLWAY"
@@ -197,7 +198,11 @@ pub(crate) struct Inner {
     pub(crate) my_group: usize,
     pub(crate) my_index: usize,
     coll_seq: Cell<u32>,
+    /// Calls that met on the node so far (position in the rendezvous ring).
+    ring_seq: Cell<u32>,
     derived: Cell<u64>,
+    /// The node's rendezvous ring of this communicator (looked up at the first collective).
+    ring: std::cell::OnceCell<Arc<CollRing>>,
 }
 
 /// A communicator: an ordered group of ranks and a message space of its own.
@@ -221,23 +226,39 @@ impl std::fmt::Debug for Comm<'_> {
 
 impl<'r> Comm<'r> {
     pub(crate) fn with_shape(rank: &'r Rank, id: u64, shape: Arc<Shape>) -> Comm<'r> {
+        Comm {
+            rank,
+            inner: Rc::new(Comm::new_inner(rank, id, shape)),
+        }
+    }
+
+    fn new_inner(rank: &Rank, id: u64, shape: Arc<Shape>) -> Inner {
         let me = shape
             .comm_rank_of(rank.rank())
             .expect("the calling rank is a member");
         let my_group = shape.group_of(me);
         let my_index = shape.index_in_group(me);
-        Comm {
-            rank,
-            inner: Rc::new(Inner {
-                id,
-                shape,
-                me,
-                my_group,
-                my_index,
-                coll_seq: Cell::new(0),
-                derived: Cell::new(0),
-            }),
+        Inner {
+            id,
+            shape,
+            me,
+            my_group,
+            my_index,
+            coll_seq: Cell::new(0),
+            ring_seq: Cell::new(0),
+            derived: Cell::new(0),
+            ring: std::cell::OnceCell::new(),
         }
+    }
+
+    /// A predefined communicator (world, node, cyclic world): every call on a rank returns a
+    /// handle to the same communicator, as `MPI_COMM_WORLD` is one communicator however often
+    /// a program names it, so that collectives through any of the handles stay in step.
+    fn predefined(rank: &'r Rank, id: u64, shape: impl FnOnce() -> Arc<Shape>) -> Comm<'r> {
+        let inner = rank.rank_local(mix(id ^ 0x0050_5245_4445_4600), || {
+            Comm::new_inner(rank, id, shape())
+        });
+        Comm { rank, inner }
     }
 
     /// A communicator of the given global ranks, whose shape the ranks of a node share.
@@ -254,32 +275,42 @@ impl<'r> Comm<'r> {
     }
 
     /// All ranks of the job, numbered as the job numbers them (`MPI_COMM_WORLD`).
+    ///
+    /// Every call returns a handle to the same communicator (one sequence of collectives),
+    /// so it may be called wherever a handle is needed.
     pub fn world(rank: &'r Rank) -> Comm<'r> {
-        let shape = rank
-            .node_table()
-            .cached(mix(WORLD_ID ^ 0x0053_4841_5045), || Shape::world(rank));
-        Comm::with_shape(rank, WORLD_ID, shape)
+        Comm::predefined(rank, WORLD_ID, || {
+            rank.node_table()
+                .cached(mix(WORLD_ID ^ 0x0053_4841_5045), || Shape::world(rank))
+        })
     }
 
-    /// The ranks of this rank's node, in global order (BDMPI's `COMM_NODE`).
+    /// The ranks of this rank's node, in global order (BDMPI's `COMM_NODE`). Like
+    /// [`world`](Self::world), one communicator however often it is called.
     pub fn node(rank: &'r Rank) -> Comm<'r> {
         let first = rank.node_first_rank();
         let size = rank.local_size();
-        Comm::from_members(
-            rank,
-            mix(WORLD_ID ^ 0x4e4f_4445 ^ (u64::from(rank.node()) << 32)),
-            || (first..first + size).collect(),
-        )
+        let id = mix(WORLD_ID ^ 0x4e4f_4445 ^ (u64::from(rank.node()) << 32));
+        Comm::predefined(rank, id, || {
+            let layout = rank.layout().clone();
+            rank.node_table().cached(mix(id ^ 0x0053_4841_5045), || {
+                Shape::new((first..first + size).collect(), |g| layout.node_of(g))
+            })
+        })
     }
 
     /// All ranks numbered cyclically over the nodes: rank `i` is local rank `i / nodes` of
-    /// node `i % nodes` while every node has ranks left (BDMPI's `COMM_CWORLD`).
+    /// node `i % nodes` while every node has ranks left (BDMPI's `COMM_CWORLD`). Like
+    /// [`world`](Self::world), one communicator however often it is called.
     pub fn cyclic_world(rank: &'r Rank) -> Comm<'r> {
-        Comm::from_members(rank, mix(WORLD_ID ^ 0x4357_4f52_4c44), || {
-            let layout = rank.layout();
-            let mut members: Vec<u32> = (0..rank.size()).collect();
-            members.sort_by_key(|&g| (layout.local_rank(g), layout.node_of(g)));
-            members
+        let id = mix(WORLD_ID ^ 0x4357_4f52_4c44);
+        Comm::predefined(rank, id, || {
+            let layout = rank.layout().clone();
+            rank.node_table().cached(mix(id ^ 0x0053_4841_5045), || {
+                let mut members: Vec<u32> = (0..rank.size()).collect();
+                members.sort_by_key(|&g| (layout.local_rank(g), layout.node_of(g)));
+                Shape::new(members, |g| layout.node_of(g))
+            })
         })
     }
 
@@ -364,6 +395,25 @@ impl<'r> Comm<'r> {
     /// between communicators (e.g. to key objects shared by the ranks of a node).
     pub fn context_id(&self) -> u64 {
         self.inner.id
+    }
+
+    /// The rendezvous ring the members of this communicator on this node share.
+    pub(crate) fn ring(&self) -> &CollRing {
+        self.inner.ring.get_or_init(|| {
+            let size = self.local_size();
+            self.rank
+                .node_table()
+                .cached(mix(self.inner.id ^ 0x0052_494e_4700), || {
+                    CollRing::new(size)
+                })
+        })
+    }
+
+    /// The position of the next node-level rendezvous of this communicator in its ring.
+    pub(crate) fn next_ring_seq(&self) -> u32 {
+        let seq = self.inner.ring_seq.get();
+        self.inner.ring_seq.set(seq.wrapping_add(1));
+        seq
     }
 
     pub(crate) fn next_coll_tag(&self) -> i32 {

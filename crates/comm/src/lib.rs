@@ -34,6 +34,7 @@ mod coll;
 mod comm;
 mod ops;
 mod p2p;
+mod rendezvous;
 
 pub use coll::{Aggregate, Collectives, Exchanged};
 pub use comm::Comm;

@@ -261,6 +261,43 @@ fn non_commutative_ops_follow_rank_order_on_every_communicator() {
     });
 }
 
+/// Collectives that go by messages only (rank-ordered reductions on a communicator whose
+/// nodes interleave) mixed with many that meet on the node, and handles of the world made
+/// anew for each call next to a long-lived one: every handle and path must stay in step.
+#[test]
+fn message_only_collectives_and_repeated_handles_keep_collectives_in_step() {
+    on_layouts(|world| {
+        let rank = world.runtime();
+        let cyclic = Comm::cyclic_world(rank);
+        let p = world.size();
+        let me = world.rank();
+        let op = UserOp::non_commutative(matmul);
+        let mut ok = true;
+        for round in 0..12usize {
+            if round % 3 == 0 {
+                let got = cyclic.allreduce(&[mat_of(cyclic.rank())], op)?;
+                let want = (1..p).fold(mat_of(0), |a, r| matmul(&a, &mat_of(r)));
+                ok &= got == [want];
+            }
+            cyclic.barrier()?;
+            let sum = cyclic.allreduce(&[round as u64 + me as u64], Sum)?;
+            ok &= sum == [(round * p + p * (p - 1) / 2) as u64];
+            // A fresh handle of the world per call, and the long-lived one, alternately.
+            let fresh = Comm::world(rank).allreduce(&[1u32], Sum)?;
+            ok &= fresh == [p as u32];
+            let mut v = if me == round % p {
+                vec![round as u8; 3]
+            } else {
+                Vec::new()
+            };
+            world.bcast(round % p, &mut v)?;
+            ok &= v == vec![round as u8; 3];
+            ok &= Comm::node(rank).allreduce(&[1u8], Sum)? == [world.local_size() as u8];
+        }
+        check_all(world, ok, "collectives in step")
+    });
+}
+
 #[test]
 fn gathers_scatters_and_all_to_all_match_sequential() {
     on_layouts(|world| {

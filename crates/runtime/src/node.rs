@@ -59,18 +59,28 @@ impl NodeTable {
         key: u64,
         init: impl FnOnce() -> T,
     ) -> Arc<T> {
-        let mut entries = lock(&self.entries);
-        let value = entries
-            .entry(key)
-            .or_insert_with(|| Arc::new(init()) as Shared)
-            .clone();
-        drop(entries);
+        // The lock is held only for the map operations, never while `init` runs: members of
+        // a collective join at the same moment, and a holder that allocates would push the
+        // others past the mutex's spin into a futex sleep (microseconds per collective).
+        let found = lock(&self.entries).get(&key).cloned();
+        let value = match found {
+            Some(v) => v,
+            None => {
+                let made = Arc::new(init()) as Shared;
+                let mut entries = lock(&self.entries);
+                let value = entries.entry(key).or_insert(made).clone();
+                drop(entries);
+                value
+            }
+        };
         downcast(key, value)
     }
 
     /// Removes the object under `key` (those holding it keep it alive).
     pub fn remove(&self, key: u64) {
-        lock(&self.entries).remove(&key);
+        let removed = lock(&self.entries).remove(&key);
+        // Dropped here, after the lock is released.
+        drop(removed);
     }
 
     /// The object under `key` while anybody holds it, made by `init` otherwise: for values

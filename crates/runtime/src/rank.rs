@@ -24,6 +24,8 @@ pub struct Rank {
     node: u32,
     local: u32,
     stats: Cell<RankStats>,
+    /// Values kept per rank by the layers above ([`Rank::rank_local`]).
+    locals: std::cell::RefCell<std::collections::HashMap<u64, std::rc::Rc<dyn std::any::Any>>>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -37,8 +39,35 @@ impl Rank {
             node,
             local,
             stats: Cell::new(RankStats::default()),
+            locals: Default::default(),
             _not_send: PhantomData,
         }
+    }
+
+    /// The value this rank keeps under `key` until the job ends, made by `init` at the first
+    /// call: per-rank state of the layers above (e.g. the sequence numbers that every handle
+    /// of one communicator must share).
+    ///
+    /// # Panics
+    /// If `key` holds a value of another type (keys must be unique per purpose), or if `init`
+    /// itself calls `rank_local`.
+    pub fn rank_local<T: std::any::Any>(
+        &self,
+        key: u64,
+        init: impl FnOnce() -> T,
+    ) -> std::rc::Rc<T> {
+        let value = self
+            .locals
+            .borrow_mut()
+            .entry(key)
+            .or_insert_with(|| std::rc::Rc::new(init()))
+            .clone();
+        value.downcast::<T>().unwrap_or_else(|_| {
+            panic!(
+                "rank-local key {key:#x} holds a value of another type than {}",
+                std::any::type_name::<T>()
+            )
+        })
     }
 
     /// This rank's global number, `0..size()`.
@@ -318,6 +347,14 @@ impl Rank {
     pub fn release_read(&self, bytes: &[u8]) {
         let (mem, _) = self.job.node_mem(self.rank);
         mem.release_read(bytes.as_ptr() as usize, bytes.len());
+    }
+
+    /// Whether `bytes` start in a storage-backed allocation ([`SbVec`](crate::SbVec)) of this
+    /// node: such memory may be written back and dropped while its owner is blocked, so a
+    /// collective writes into it only through its owner.
+    pub fn is_storage_backed(&self, bytes: &[u8]) -> bool {
+        let (mem, _) = self.job.node_mem(self.rank);
+        mem.is_storage_backed(bytes.as_ptr() as usize)
     }
 
     /// Ends the job with `message` as this rank's failure, as if the rank had returned an

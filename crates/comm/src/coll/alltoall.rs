@@ -92,7 +92,7 @@ impl Comm<'_> {
         let me = self.rank();
         let my_g = self.inner.my_group;
         let my_i = self.inner.my_index;
-        let e = Entered::join(self, tag, name, true);
+        let e = Entered::join(self, name, true)?;
         let total_out: usize = blocks.iter().map(|(_, b)| b.len()).sum();
         // Zero-copy makes a sender wait until its receivers have read, holding what it received
         // meanwhile: fine while all members run at once, not when they take turns.
@@ -100,7 +100,7 @@ impl Comm<'_> {
             total_out <= BUFFERED_MAX || shape.group_len(my_g) > self.rank.running_slots() as usize;
         let sent: Vec<Block> = if buffered {
             let (copy, sent) = buffered_copy(self.rank, blocks)?;
-            *lock(&e.rv.slots[my_i].copy) = Some(copy);
+            *lock(&e.rv.slots()[my_i].copy) = Some(copy);
             sent
         } else {
             blocks
@@ -114,7 +114,7 @@ impl Comm<'_> {
                 continue;
             }
             if shape.group_of(j) == my_g {
-                lock(&e.rv.inbox[shape.index_in_group(j)]).push((me as u32, addr, len));
+                lock(&e.rv.inbox()[shape.index_in_group(j)]).push((me as u32, addr, len));
             } else {
                 remote.push((j, addr, len));
             }
@@ -135,7 +135,7 @@ impl Comm<'_> {
         } else {
             Vec::new()
         };
-        let local_blocks = std::mem::take(&mut *lock(&e.rv.inbox[my_i]));
+        let local_blocks = std::mem::take(&mut *lock(&e.rv.inbox()[my_i]));
         let local_count = local_blocks.len();
         let mut incoming: Vec<(usize, &[u8])> = local_blocks
             .into_iter()
@@ -191,7 +191,7 @@ impl Comm<'_> {
         // (receiver index, sender rank, address, length).
         let mut per_node: Vec<Vec<(u64, u64, usize, usize)>> = vec![Vec::new(); l];
         for i in 0..shape.group_len(my_g) {
-            let slot = &e.rv.slots[i];
+            let slot = &e.rv.slots()[i];
             let list = slot.aux.load(Ordering::Relaxed) as *const Block;
             let n = slot.len();
             let sender = shape.group_member(my_g, i) as u64;

@@ -106,7 +106,7 @@ impl Comm<'_> {
         let g = self.inner.my_group;
         (0..shape.group_len(g))
             .map(|i| {
-                let slot = &e.rv.slots[i];
+                let slot = &e.rv.slots()[i];
                 // SAFETY: guaranteed by the caller.
                 let bytes = unsafe { std::slice::from_raw_parts(slot.ptr::<u8>(), slot.len()) };
                 (shape.group_member(g, i), bytes)
@@ -126,7 +126,7 @@ impl Comm<'_> {
         let shape = self.shape();
         let root_g = shape.group_of(root);
         let my_g = self.inner.my_group;
-        let e = Entered::join(self, tag, name, true);
+        let e = Entered::join(self, name, true)?;
         e.arrive(data.as_ptr() as usize, data.len(), 0, 0);
         if my_g != root_g {
             if self.is_leader() {
@@ -168,7 +168,7 @@ impl Comm<'_> {
         let tag = self.next_coll_tag();
         let shape = self.shape();
         let my_g = self.inner.my_group;
-        let e = Entered::join(self, tag, name, true);
+        let e = Entered::join(self, name, true)?;
         e.arrive(data.as_ptr() as usize, data.len(), 0, 0);
         if self.is_leader() {
             e.wait(|| e.all_arrived())?;
@@ -215,7 +215,7 @@ impl Comm<'_> {
         let shape = self.shape();
         let root_g = shape.group_of(root);
         let my_g = self.inner.my_group;
-        let e = Entered::join(self, tag, name, false);
+        let e = Entered::join(self, name, false)?;
         if self.rank() == root {
             let parts = match parts {
                 Some(p) if p.len() == self.size() => p,

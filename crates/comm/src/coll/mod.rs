@@ -57,9 +57,10 @@ use crate::comm::Comm;
 use crate::ops::Operation;
 use crate::{Error, Result};
 
+use crate::rendezvous::INLINE_BYTES;
 use leaders::length_mismatch;
 pub use node::Aggregate;
-use node::{lock, Entered, ZERO_COPY_MIN};
+use node::{lock, Entered, IN_PLACE_MIN, ZERO_COPY_MIN};
 
 impl Comm<'_> {
     pub(crate) fn check_root(&self, root: usize) -> Result<()> {
@@ -94,7 +95,7 @@ impl Comm<'_> {
         let my_g = self.inner.my_group;
         let root_g = shape.group_of(root);
         let multi = shape.groups() > 1;
-        let e = Entered::join(self, tag, name, false);
+        let e = Entered::join(self, name, false)?;
         if my_g != root_g {
             if self.is_leader() {
                 let buf = self.leaders_bcast(root_g, None, tag, name)?;
@@ -194,30 +195,56 @@ impl Comm<'_> {
         Ok(out.into_inner())
     }
 
-    /// Reduction of `n` elements at `data` (valid until this call returns) with `op`: to the
-    /// root (`Some`), or to every member (`None`); `sink` gets the result where it is due.
-    pub(crate) fn reduce_core<T: Pod, O: Operation<T> + ?Sized>(
+    /// Reduction of the `n` elements at `src` (readable, and unchanged by anybody but the fold,
+    /// until this call returns) with `op`: to the root (`Some`), or to every member (`None`);
+    /// `sink` gets the result where it is due.
+    ///
+    /// `out`, for an all-reduce, is where this member wants the result (`n` elements, writable
+    /// until this call returns; it may be `src` itself). Large all-reduces fold straight into
+    /// the output of the node's first member when it is ordinary memory, so that member's
+    /// `sink` gets its own `out` back (the result is already there) and the others copy from
+    /// it; otherwise the fold goes to a node buffer.
+    ///
+    /// # Safety
+    /// `src` points to `n` readable elements; `out` is null or points to `n` writable elements
+    /// that nobody else touches during the call.
+    pub(crate) unsafe fn reduce_core<T: Pod, O: Operation<T> + ?Sized>(
         &self,
         root: Option<usize>,
-        data: &[T],
+        operands: Operands<T>,
         op: &O,
         name: &'static str,
         sink: &mut dyn FnMut(&[T]) -> Result<()>,
     ) -> Result<()> {
+        let Operands { src, n, out } = operands;
         check_type::<T>()?;
         if let Some(r) = root {
             self.check_root(r)?;
         }
         let shape = self.shape();
         if !op.commutative() && !shape.contiguous() {
+            // SAFETY: guaranteed by the caller; the flat path copies its input first.
+            let data = unsafe { std::slice::from_raw_parts(src, n) };
             return self.reduce_flat(root, data, op, name, sink);
         }
-        let n = data.len();
         let tag = self.next_coll_tag();
         let multi = shape.groups() > 1;
-        let e = Entered::join(self, tag, name, true);
-        if e.arrive(data.as_ptr() as usize, n, 0, 0) {
-            if e.rv.slots.iter().any(|s| s.len() != n) {
+        let e = Entered::join(self, name, true)?;
+        let bytes = n * std::mem::size_of::<T>();
+        if !multi && bytes <= INLINE_BYTES && std::mem::align_of::<T>() <= 16 {
+            // SAFETY: `src` holds `n` readable elements (caller).
+            let data = unsafe { std::slice::from_raw_parts(src, n) };
+            return self.reduce_small(&e, root, data, op, name, sink);
+        }
+        let in_place = root.is_none()
+            && !out.is_null()
+            && bytes >= IN_PLACE_MIN
+            && self.local_rank() == 0
+            // SAFETY: `out` points to `n` elements (caller); only its address is looked at.
+            && !self.rank.is_storage_backed(unsafe { std::slice::from_raw_parts(out as *const u8, bytes.min(1)) });
+        let out_addr = if in_place { out as usize } else { 0 };
+        if e.arrive(src as usize, n, out_addr, 0) {
+            if e.rv.slots().iter().any(|s| s.len() != n) {
                 return Err(self.misuse(name, "reduction operands differ in length"));
             }
             if let Err(err) = e.open_fold::<T>(n) {
@@ -266,10 +293,75 @@ impl Comm<'_> {
             let ready = if multi { 3 } else { 2 };
             e.wait(|| e.stage() >= ready)?;
             // SAFETY: the result is complete (stage `ready`) and nobody writes it any more.
-            sink(unsafe { e.acc_ref::<T>(n) })?;
+            let result = unsafe { e.acc_ref::<T>(n) };
+            let outcome = sink(result);
+            if e.folds_in_place() {
+                // The result lives in the first member's output: it stays until the others
+                // have copied it.
+                if in_place {
+                    e.wait(|| e.done() + 1 == e.rv.size)?;
+                } else {
+                    e.mark_done();
+                }
+            }
+            outcome?;
         }
         Ok(())
     }
+
+    /// A reduction of at most [`INLINE_BYTES`] on one node: every member copies its operand
+    /// into its slot and arrives; once all have arrived, each member that wants the result
+    /// combines the operands itself, in rank order. One synchronisation, no allocation.
+    fn reduce_small<T: Pod, O: Operation<T> + ?Sized>(
+        &self,
+        e: &Entered<'_, '_>,
+        root: Option<usize>,
+        data: &[T],
+        op: &O,
+        name: &'static str,
+        sink: &mut dyn FnMut(&[T]) -> Result<()>,
+    ) -> Result<()> {
+        let n = data.len();
+        let bytes = std::mem::size_of_val(data);
+        let slots = e.rv.slots();
+        // SAFETY: this member's own slot, before its arrival.
+        unsafe {
+            slots[self.local_rank()]
+                .inline
+                .write(bytemuck::cast_slice(data))
+        };
+        e.arrive(0, n, 0, 0);
+        e.wait(|| e.all_arrived())?;
+        if slots.iter().any(|s| s.len() != n) {
+            return Err(self.misuse(name, "reduction operands differ in length"));
+        }
+        if root.is_some_and(|r| r != self.rank()) {
+            return Ok(());
+        }
+        let mut acc = [0u128; INLINE_BYTES / 16];
+        let acc: &mut [T] =
+            bytemuck::cast_slice_mut(&mut bytemuck::cast_slice_mut::<u128, u8>(&mut acc)[..bytes]);
+        // SAFETY: every member has arrived.
+        acc.copy_from_slice(bytemuck::cast_slice(unsafe {
+            slots[0].inline.bytes(bytes)
+        }));
+        for slot in &slots[1..] {
+            // SAFETY: as above.
+            op.combine(
+                acc,
+                bytemuck::cast_slice(unsafe { slot.inline.bytes(bytes) }),
+            );
+        }
+        sink(acc)
+    }
+}
+
+/// The operands of [`Comm::reduce_core`]: `n` elements at `src`, and where this member wants
+/// the result of an all-reduce (`out`, or null).
+pub(crate) struct Operands<T> {
+    pub(crate) src: *const T,
+    pub(crate) n: usize,
+    pub(crate) out: *mut T,
 }
 
 /// What [`Collectives::exchange`] returns: the data that arrived, concatenated in source
@@ -365,6 +457,12 @@ pub trait Collectives {
     /// blocks received, in rank order.
     fn alltoall<T: Pod>(&self, data: &[T]) -> Result<Vec<T>>;
 
+    /// [`alltoall`](Self::alltoall) into the caller's buffer (MPI_Alltoall's meaning):
+    /// `recv`, as long as `data`, receives member `j`'s block for this rank as its block `j`.
+    /// Nothing is allocated for the result; within a node each block is copied once, from the
+    /// sender's buffer into `recv`.
+    fn alltoall_into<T: Pod>(&self, data: &[T], recv: &mut [T]) -> Result<()>;
+
     /// `counts[j]` consecutive elements go to member `j`; returns what arrived and the count
     /// from each member.
     fn alltoallv<T: Pod>(&self, data: &[T], counts: &[usize]) -> Result<(Vec<T>, Vec<usize>)>;
@@ -424,7 +522,7 @@ fn sink_exact<T: Pod>(dst: &mut [T]) -> impl FnMut(&[u8]) -> Result<()> + '_ {
 impl Collectives for Comm<'_> {
     fn barrier(&self) -> Result<()> {
         let tag = self.next_coll_tag();
-        let e = Entered::join(self, tag, "barrier", false);
+        let e = Entered::join(self, "barrier", false)?;
         let multi = self.shape().groups() > 1;
         let last = e.arrive(0, 0, 0, 0);
         if !multi {
@@ -493,36 +591,86 @@ impl Collectives for Comm<'_> {
         op: O,
     ) -> Result<Option<Vec<T>>> {
         let mut out = None;
-        self.reduce_core(Some(root), data, &op, "reduce", &mut |r| {
-            out = Some(r.to_vec());
-            Ok(())
-        })?;
+        // SAFETY: `data` is borrowed for the whole call; no output buffer.
+        unsafe {
+            self.reduce_core(
+                Some(root),
+                Operands {
+                    src: data.as_ptr(),
+                    n: data.len(),
+                    out: std::ptr::null_mut(),
+                },
+                &op,
+                "reduce",
+                &mut |r| {
+                    out = Some(r.to_vec());
+                    Ok(())
+                },
+            )
+        }?;
         Ok(out)
     }
 
     fn allreduce<T: Pod, O: Operation<T>>(&self, data: &[T], op: O) -> Result<Vec<T>> {
-        let mut out = Vec::new();
-        self.reduce_core(None, data, &op, "allreduce", &mut |r| {
-            out.extend_from_slice(r);
-            Ok(())
-        })?;
+        let n = data.len();
+        let mut out: Vec<T> = Vec::with_capacity(n);
+        let dst = out.as_mut_ptr();
+        let mut filled = false;
+        // SAFETY: `data` is borrowed for the whole call; `dst` is the spare capacity of `out`
+        // (n elements), which nothing else touches until the call returns.
+        unsafe {
+            let operands = Operands {
+                src: data.as_ptr(),
+                n,
+                out: dst,
+            };
+            self.reduce_core(None, operands, &op, "allreduce", &mut |r| {
+                if r.len() != n {
+                    return Err(length_mismatch());
+                }
+                if !std::ptr::eq(r.as_ptr(), dst) {
+                    std::ptr::copy_nonoverlapping(r.as_ptr(), dst, n);
+                }
+                filled = true;
+                Ok(())
+            })
+        }?;
+        if filled {
+            // SAFETY: the sink wrote all `n` elements (copied, or folded in place).
+            unsafe { out.set_len(n) };
+        }
         Ok(out)
     }
 
     fn allreduce_into<T: Pod, O: Operation<T>>(&self, data: &mut [T], op: O) -> Result<()> {
+        if !op.commutative() && !self.shape().contiguous() {
+            // Rank-ordered messages: the input is copied anyway.
+            let r = self.allreduce(data, op)?;
+            data.copy_from_slice(&r);
+            return Ok(());
+        }
         let n = data.len();
         let ptr = data.as_mut_ptr();
-        // SAFETY: `data` is borrowed mutably for the whole call; other members read it only
-        // during the fold, which is complete before the sink writes the result into it.
-        let input = unsafe { std::slice::from_raw_parts(ptr as *const T, n) };
-        self.reduce_core(None, input, &op, "allreduce", &mut |r| {
-            if r.len() != n {
-                return Err(length_mismatch());
-            }
-            // SAFETY: as above; `r` is the node's accumulator, which never aliases `data`.
-            unsafe { std::slice::from_raw_parts_mut(ptr, n) }.copy_from_slice(r);
-            Ok(())
-        })
+        // SAFETY: `data` is borrowed mutably for the whole call and only accessed through
+        // `ptr`: other members read it during the fold; the fold may write the result into it
+        // (then the sink gets it back and copies nothing), otherwise the sink copies the
+        // result from the node's accumulator, which does not alias it.
+        unsafe {
+            let operands = Operands {
+                src: ptr,
+                n,
+                out: ptr,
+            };
+            self.reduce_core(None, operands, &op, "allreduce", &mut |r| {
+                if r.len() != n {
+                    return Err(length_mismatch());
+                }
+                if !std::ptr::eq(r.as_ptr(), ptr) {
+                    std::ptr::copy_nonoverlapping(r.as_ptr(), ptr, n);
+                }
+                Ok(())
+            })
+        }
     }
 
     fn scan<T: Pod, O: Operation<T>>(&self, data: &[T], op: O) -> Result<Vec<T>> {
@@ -655,6 +803,42 @@ impl Collectives for Comm<'_> {
         Ok(self.alltoallv(data, &counts)?.0)
     }
 
+    fn alltoall_into<T: Pod>(&self, data: &[T], recv: &mut [T]) -> Result<()> {
+        check_type::<T>()?;
+        let p = self.size();
+        if data.len() % p != 0 || recv.len() != data.len() {
+            return Err(Error::InvalidArgument(
+                "all-to-all data must be a multiple of the communicator size and as long as the \
+                 receive buffer",
+            ));
+        }
+        let block = data.len() / p;
+        if block == 0 {
+            return self.barrier();
+        }
+        let blocks: Vec<(usize, &[u8])> = data
+            .chunks_exact(block)
+            .enumerate()
+            .map(|(j, b)| (j, bytemuck::cast_slice(b)))
+            .collect();
+        let mut arrived = 0usize;
+        let mut short = false;
+        self.alltoall_core(&blocks, "alltoall", &mut |_| {}, &mut |src, bytes| {
+            let v = view::<T>(bytes)?;
+            if v.len() != block {
+                short = true;
+                return Ok(());
+            }
+            recv[src * block..(src + 1) * block].copy_from_slice(v);
+            arrived += 1;
+            Ok(())
+        })?;
+        if short || arrived != p {
+            return Err(self.misuse("alltoall", "members passed blocks of different lengths"));
+        }
+        Ok(())
+    }
+
     fn alltoallv<T: Pod>(&self, data: &[T], counts: &[usize]) -> Result<(Vec<T>, Vec<usize>)> {
         check_type::<T>()?;
         if counts.len() != self.size() || counts.iter().sum::<usize>() != data.len() {
@@ -705,7 +889,7 @@ impl Collectives for Comm<'_> {
     ) -> Result<Aggregate<T>> {
         check_type::<T>()?;
         let tag = self.next_coll_tag();
-        let e = Entered::join(self, tag, "aggregate", false);
+        let e = Entered::join(self, "aggregate", false)?;
         if !e.accumulate(len, identity, add)? {
             return Err(self.misuse("aggregate", "ranks passed different lengths"));
         }

@@ -1,8 +1,9 @@
 //! Collectives among the ranks of one node, through shared memory.
 //!
 //! The members of a communicator on one node are threads of one process. For each collective
-//! call they meet at a *rendezvous*: a node-level object found in the node table under a key
-//! derived from the communicator and the call's sequence number. Each member publishes where
+//! call they meet at a *rendezvous*: the entry of the communicator's ring (shared by its
+//! members on the node) that the call's sequence number selects, so joining takes no lock and
+//! allocates nothing. Each member publishes where
 //! its data is (a pointer and a length: its own buffer, not a copy), and the members then read
 //! each other's buffers directly:
 //!
@@ -22,166 +23,95 @@
 //! Waiting follows the runtime's protocol ([`Rank::wait_until`]): members spin briefly while
 //! no rank of the node waits for a slot, so a collective among running ranks costs no
 //! hand-off; otherwise they park until the member that completes a phase wakes them. The last
-//! member to leave removes the rendezvous from the table.
+//! member to leave resets the entry and hands it to the call that comes a ring's length later.
 //!
 //! Operands are always combined in rank order (the published inputs are folded from the first
 //! member to the last), so results do not depend on timing or on how many ranks run.
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use bytemuck::Pod;
-use spillway_runtime::{Describe, NodeBuf, WaitKind, WaitQueue};
-use spillway_transport::AlignedBuf;
+use spillway_runtime::{Describe, NodeBuf, WaitKind};
 
-use crate::comm::{mix, Comm};
+use crate::comm::Comm;
 use crate::ops::Operation;
+use crate::rendezvous::RING;
+pub(crate) use crate::rendezvous::{lock, Rendezvous};
 use crate::Result;
 
-/// Where one member's data is.
-#[derive(Default)]
-pub(crate) struct Slot {
-    /// Address of the member's input (or send) buffer.
-    pub(crate) ptr: AtomicUsize,
-    /// Its length in elements (or bytes, as the collective says).
-    pub(crate) len: AtomicUsize,
-    /// Address of the member's output buffer, when others write into it.
-    pub(crate) out: AtomicUsize,
-    /// Address of an auxiliary array (the block table of an all-to-all).
-    pub(crate) aux: AtomicUsize,
-    /// A copy of the member's data owned by the node, when the member does not wait for its
-    /// readers (small all-to-alls).
-    pub(crate) copy: Mutex<Option<NodeBuf>>,
-}
-
-impl Slot {
-    pub(crate) fn ptr<T>(&self) -> *const T {
-        self.ptr.load(Ordering::Relaxed) as *const T
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
-    }
-}
-
-/// A block in a member's inbox: (source rank, address, length).
-pub(crate) type InboxBlock = (u32, usize, usize);
-
-/// The meeting point of one collective call on one node.
-pub(crate) struct Rendezvous {
-    key: u64,
-    /// Members of the communicator on this node.
-    pub(crate) size: usize,
-    name: &'static str,
-    pub(crate) queue: WaitQueue,
-    pub(crate) arrived: AtomicUsize,
-    departed: AtomicUsize,
-    /// Progress of the operation; what each value means is the collective's business.
-    pub(crate) stage: AtomicU32,
-    /// Members (or readers) done with the others' buffers.
-    pub(crate) done: AtomicUsize,
-    pub(crate) slots: Box<[Slot]>,
-    /// Per member: blocks other members of the node sent it (all-to-all), as (source rank,
-    /// address, length).
-    pub(crate) inbox: Box<[Mutex<Vec<InboxBlock>>]>,
-    /// The root's buffer of a broadcast or scatter.
-    pub(crate) src: Slot,
-    /// Shared fold: blocks handed out, blocks finished, number of blocks.
-    next_block: AtomicUsize,
-    blocks_done: AtomicUsize,
-    nblocks: AtomicUsize,
-    /// The fold's accumulator (address mirrored for lock-free writers of disjoint blocks).
-    acc_ptr: AtomicUsize,
-    acc: Mutex<Option<NodeBuf>>,
-    /// A buffer the node shares (a broadcast payload from another node).
-    pub(crate) shared: Mutex<Option<Arc<AlignedBuf>>>,
-    /// Buffers from other nodes (bundles of gathers and all-to-alls), by group.
-    pub(crate) bundles: Mutex<Vec<(usize, Arc<AlignedBuf>)>>,
-}
-
-impl Describe for Rendezvous {
-    fn describe(&self) -> String {
-        format!(
-            "the other ranks of its node in {} ({} of {} arrived, stage {}, {} done)",
-            self.name,
-            self.arrived.load(Ordering::Relaxed),
-            self.size,
-            self.stage.load(Ordering::Relaxed),
-            self.done.load(Ordering::Relaxed),
-        )
-    }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A member's presence at a rendezvous; leaving (dropping) counts its departure, and the last
-/// to leave removes the rendezvous from the node table.
+/// to leave resets the entry and hands it to the call `RING` later.
 pub(crate) struct Entered<'c, 'r> {
     pub(crate) rv: Arc<Rendezvous>,
     comm: &'c Comm<'r>,
     describe: Arc<dyn Describe>,
+    name: &'static str,
+    /// Which of the communicator's rendezvous calls this is.
+    seq: u32,
 }
 
 impl Drop for Entered<'_, '_> {
     fn drop(&mut self) {
         if self.rv.departed.fetch_add(1, Ordering::AcqRel) + 1 == self.rv.size {
-            self.comm.rank.node_table().remove(self.rv.key);
+            self.rv.reset(self.seq.wrapping_add(RING as u32));
+            self.comm.rank.wake_all(&self.rv.queue);
         }
     }
 }
 
 impl<'c, 'r> Entered<'c, 'r> {
-    /// Joins the rendezvous of the collective with sequence number `tag` on `comm`; `slots`
-    /// says whether members publish buffers.
+    /// Joins the rendezvous of the next collective on `comm` that meets on the node (waiting
+    /// for its turn if the ring entry is still in use by an earlier call); `slots` says whether
+    /// members publish buffers. Every member of the node joins the same calls in the same
+    /// order (collectives that go by messages only, like the rank-ordered flat reductions,
+    /// join none).
+    ///
+    /// # Errors
+    /// [`Error::Aborted`](crate::Error::Aborted) when the job ends while waiting.
     pub(crate) fn join(
         comm: &'c Comm<'r>,
-        tag: i32,
         name: &'static str,
         slots: bool,
-    ) -> Entered<'c, 'r> {
-        let key = mix(comm.id() ^ mix(tag as u32 as u64 ^ 0x5256_0000_0000));
-        let size = comm.local_size();
-        let rv = comm
-            .rank
-            .node_table()
-            .get_or_insert_with(key, || Rendezvous {
-                key,
-                size,
-                name,
-                queue: WaitQueue::new(),
-                arrived: AtomicUsize::new(0),
-                departed: AtomicUsize::new(0),
-                stage: AtomicU32::new(0),
-                done: AtomicUsize::new(0),
-                slots: if slots {
-                    (0..size).map(|_| Slot::default()).collect()
-                } else {
-                    Box::new([])
-                },
-                inbox: if slots {
-                    (0..size).map(|_| Mutex::new(Vec::new())).collect()
-                } else {
-                    Box::new([])
-                },
-                src: Slot::default(),
-                next_block: AtomicUsize::new(0),
-                blocks_done: AtomicUsize::new(0),
-                nblocks: AtomicUsize::new(0),
-                acc_ptr: AtomicUsize::new(0),
-                acc: Mutex::new(None),
-                shared: Mutex::new(None),
-                bundles: Mutex::new(Vec::new()),
-            });
+    ) -> Result<Entered<'c, 'r>> {
+        let seq = comm.next_ring_seq();
+        let ring = comm.ring();
+        let rv = Arc::clone(&ring.entries[seq as usize % RING]);
+        if rv.turn.load(Ordering::Acquire) != seq {
+            let describe: Arc<dyn Describe> = rv.clone();
+            comm.rank.wait_until(
+                &rv.queue,
+                WaitKind::Collective(name),
+                Some(&describe),
+                || rv.turn.load(Ordering::Acquire) == seq,
+            )?;
+        }
+        if slots {
+            rv.slots();
+            rv.inbox();
+            if !rv.uses_slots.load(Ordering::Relaxed) {
+                rv.uses_slots.store(true, Ordering::Relaxed);
+            }
+        }
         let describe: Arc<dyn Describe> = rv.clone();
-        Entered { rv, comm, describe }
+        Ok(Entered {
+            rv,
+            comm,
+            describe,
+            name,
+            seq,
+        })
     }
 
     /// Publishes this member's buffer and counts its arrival; returns whether it is the last
     /// of the node to arrive.
     pub(crate) fn arrive(&self, ptr: usize, len: usize, out: usize, aux: usize) -> bool {
-        if let Some(slot) = self.rv.slots.get(self.comm.local_rank()) {
+        if let Some(slot) = self
+            .rv
+            .slots
+            .get()
+            .and_then(|s| s.get(self.comm.local_rank()))
+        {
             slot.ptr.store(ptr, Ordering::Relaxed);
             slot.len.store(len, Ordering::Relaxed);
             slot.out.store(out, Ordering::Relaxed);
@@ -228,27 +158,38 @@ impl<'c, 'r> Entered<'c, 'r> {
     pub(crate) fn wait(&self, mut poll: impl FnMut() -> bool) -> Result<()> {
         self.comm.rank.wait_until(
             &self.rv.queue,
-            WaitKind::Collective(self.rv.name),
+            WaitKind::Collective(self.name),
             Some(&self.describe),
             &mut poll,
         )?;
         Ok(())
     }
 
-    /// Sets up the shared fold of `n` elements of `T` into a new node buffer (called once, by
-    /// the last member to arrive).
+    /// Sets up the shared fold of `n` elements of `T` (called once, by the last member to
+    /// arrive): into the first member's output when it published one (`out` of slot 0),
+    /// otherwise into a new node buffer.
     pub(crate) fn open_fold<T: Pod>(&self, n: usize) -> Result<()> {
-        let bytes = n * std::mem::size_of::<T>();
-        let mut buf = self.comm.rank.node_buffer(bytes)?;
-        self.rv
-            .acc_ptr
-            .store(buf.as_bytes_mut().as_mut_ptr() as usize, Ordering::Relaxed);
+        let target = self.rv.slots()[0].out.load(Ordering::Relaxed);
+        if target != 0 {
+            self.rv.acc_ptr.store(target, Ordering::Relaxed);
+        } else {
+            let bytes = n * std::mem::size_of::<T>();
+            let mut buf = self.comm.rank.node_buffer(bytes)?;
+            self.rv
+                .acc_ptr
+                .store(buf.as_bytes_mut().as_mut_ptr() as usize, Ordering::Relaxed);
+            *lock(&self.rv.acc) = Some(buf);
+        }
         let per_block = (FOLD_BLOCK / std::mem::size_of::<T>()).max(1);
         self.rv
             .nblocks
             .store(n.div_ceil(per_block).max(1), Ordering::Relaxed);
-        *lock(&self.rv.acc) = Some(buf);
         Ok(())
+    }
+
+    /// Whether the fold went into the first member's output (see [`open_fold`](Self::open_fold)).
+    pub(crate) fn folds_in_place(&self) -> bool {
+        self.rv.slots()[0].out.load(Ordering::Relaxed) != 0
     }
 
     /// Takes blocks of the shared fold and folds the members' published inputs (`n` elements
@@ -274,11 +215,18 @@ impl<'c, 'r> Entered<'c, 'r> {
             // SAFETY: blocks are disjoint ranges of the accumulator of `n` elements, each
             // handed to exactly one member by `next_block`; the caller guarantees the inputs.
             unsafe {
-                let out = std::slice::from_raw_parts_mut(acc.add(start), len);
-                let first = std::slice::from_raw_parts(self.rv.slots[0].ptr::<T>().add(start), len);
-                out.copy_from_slice(first);
-                release(first);
-                for slot in self.rv.slots[1..].iter() {
+                let slots = self.rv.slots();
+                let first = slots[0].ptr::<T>().add(start);
+                let target = acc.add(start);
+                // The first member's input may be the accumulator itself (an in-place
+                // all-reduce): then there is nothing to copy.
+                if !std::ptr::eq(first, target) {
+                    let first = std::slice::from_raw_parts(first, len);
+                    std::slice::from_raw_parts_mut(target, len).copy_from_slice(first);
+                    release(first);
+                }
+                let out = std::slice::from_raw_parts_mut(target, len);
+                for slot in slots[1..].iter() {
                     let other = std::slice::from_raw_parts(slot.ptr::<T>().add(start), len);
                     op.combine(out, other);
                     release(other);
@@ -318,7 +266,7 @@ impl<'c, 'r> Entered<'c, 'r> {
 /// The node-level result of [`Collectives::aggregate`](crate::Collectives::aggregate): one
 /// buffer shared by the members of a node, read-only.
 pub struct Aggregate<T: Pod> {
-    rv: Arc<Rendezvous>,
+    buf: Arc<NodeBuf>,
     len: usize,
     _t: std::marker::PhantomData<T>,
 }
@@ -326,11 +274,9 @@ pub struct Aggregate<T: Pod> {
 impl<T: Pod> std::ops::Deref for Aggregate<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        let acc = self.rv.acc_ptr.load(Ordering::Acquire) as *const T;
-        // SAFETY: the accumulator holds `len` elements of `T`, complete before any member
-        // got this handle, and never written again; the handle keeps the rendezvous (which
-        // owns the buffer) alive.
-        unsafe { std::slice::from_raw_parts(acc, self.len) }
+        let bytes = &self.buf.as_bytes()[..self.len * std::mem::size_of::<T>()];
+        // The buffer came from the node's allocator, which aligns to 16 bytes.
+        bytemuck::cast_slice(bytes)
     }
 }
 
@@ -377,13 +323,27 @@ impl<'c, 'r> Entered<'c, 'r> {
 
     /// A read-only handle to the completed accumulator of `len` elements.
     pub(crate) fn aggregate<T: Pod>(&self, len: usize) -> Aggregate<T> {
+        let mut result = lock(&self.rv.result);
+        let buf = match &*result {
+            Some(buf) => Arc::clone(buf),
+            None => {
+                let buf = Arc::new(lock(&self.rv.acc).take().expect("the accumulator exists"));
+                *result = Some(Arc::clone(&buf));
+                buf
+            }
+        };
         Aggregate {
-            rv: Arc::clone(&self.rv),
+            buf,
             len,
             _t: std::marker::PhantomData,
         }
     }
 }
+
+/// All-reduces of at least this many bytes fold into the first member's output instead of a
+/// node buffer (one pass less for that member, no node buffer), at the price of that member
+/// waiting for the others to copy the result.
+pub(crate) const IN_PLACE_MIN: usize = 16 << 10;
 
 /// Bytes folded per block of a shared reduction: small enough to share the work among the
 /// running members and to stay in cache, large enough to amortise taking a block.

@@ -30,11 +30,11 @@ impl Comm<'_> {
         let n = data.len();
         let tag = self.next_coll_tag();
         let mut out = vec![T::zeroed(); n];
-        let e = Entered::join(self, tag, name, true);
+        let e = Entered::join(self, name, true)?;
         e.arrive(data.as_ptr() as usize, n, out.as_mut_ptr() as usize, 0);
         if self.is_leader() {
             e.wait(|| e.all_arrived())?;
-            let slots = &e.rv.slots;
+            let slots = e.rv.slots();
             if slots.iter().any(|s| s.len() != n) {
                 return Err(self.misuse(name, "operands differ in length"));
             }

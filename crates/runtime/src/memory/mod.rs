@@ -240,6 +240,15 @@ impl NodeMem {
         }
     }
 
+    /// Whether `addr` lies in a storage-backed allocation of this node.
+    pub(crate) fn is_storage_backed(&self, addr: usize) -> bool {
+        let map = lock(&self.by_addr);
+        map.range(..=addr)
+            .next_back()
+            .and_then(|(_, w)| w.upgrade())
+            .is_some_and(|r| r.contains(addr))
+    }
+
     pub(crate) fn spill(&self) -> &SpillStore {
         &self.spill
     }

@@ -114,6 +114,12 @@ impl Region {
         Ok(region)
     }
 
+    /// Whether `addr` lies inside the mapping.
+    pub(crate) fn contains(&self, addr: usize) -> bool {
+        let ptr = self.ptr() as usize;
+        addr >= ptr && addr < ptr + self.map_len()
+    }
+
     /// Drops the pages of `[addr, addr + len)` (within this mapping) from memory if the region
     /// is not loaded: they were faulted in by a rank reading this buffer in place.
     pub(crate) fn drop_pages_if_unloaded(&self, addr: usize, len: usize) {
