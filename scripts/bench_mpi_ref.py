@@ -8,7 +8,8 @@ Run under mpirun, e.g.
 
 Method (the same as crates/bench/src/collectives.rs):
 - MPI_Bcast of a uint8 buffer of `size` bytes from rank 0; MPI_Allreduce (MPI_SUM) of
-  max(size / 8, 1) float64 values into a separate, preallocated receive buffer.
+  max(size / 8, 1) float64 values: the checked warm-up into a separate receive buffer, the
+  timed repetitions in place (MPI_IN_PLACE), as spillway times `allreduce_into`.
 - Per operation and size: one untimed warm-up call whose result is checked (rank i contributes
   i + 1, so every sum is p (p + 1) / 2; the broadcast carries the bytes i mod 251), then N
   repetitions of Barrier; start; operation; Barrier; stop, timed on rank 0.
@@ -133,10 +134,11 @@ def main():
                 comm.Allreduce(send, recv, op=MPI.SUM)
                 if not np.all(recv == expected):
                     sys.exit(f"allreduce of {size} bytes returned wrong sums")
-                recv[:] = 0.0
+                # Timed in place (MPI_IN_PLACE), as spillway times `allreduce_into`.
+                inout = send.copy()
 
-                def run_op(send=send, recv=recv):
-                    comm.Allreduce(send, recv, op=MPI.SUM)
+                def run_op(inout=inout):
+                    comm.Allreduce(MPI.IN_PLACE, inout, op=MPI.SUM)
 
                 nbytes = n * 8
             else:

@@ -87,16 +87,20 @@ enum Op {
     Allreduce,
     Bcast,
     Alltoall,
+    Pingpong,
 }
 
 impl Op {
-    const ALL: [Op; 3] = [Op::Allreduce, Op::Bcast, Op::Alltoall];
+    const ALL: [Op; 4] = [Op::Allreduce, Op::Bcast, Op::Alltoall, Op::Pingpong];
+    /// What runs without `--ops`.
+    const DEFAULT: [Op; 3] = [Op::Allreduce, Op::Bcast, Op::Alltoall];
 
     fn name(self) -> &'static str {
         match self {
             Op::Allreduce => "allreduce",
             Op::Bcast => "bcast",
             Op::Alltoall => "alltoall",
+            Op::Pingpong => "pingpong",
         }
     }
 
@@ -109,7 +113,7 @@ impl Op {
                 .into_iter()
                 .find(|op| op.name() == name)
                 .ok_or_else(|| {
-                    format!("unknown operation '{name}' (allreduce, bcast, alltoall)")
+                    format!("unknown operation '{name}' (allreduce, bcast, alltoall, pingpong)")
                 })?;
             wanted.push(op);
         }
@@ -155,12 +159,12 @@ type MpiSession = spillway::mpi::rsmpi::environment::Universe;
 #[cfg(not(feature = "mpi"))]
 type MpiSession = ();
 
-/// Initialises MPI (funneled, as the MPI backend needs) and returns this process's index and
+/// Initialises MPI (serialized, so that waiting ranks can drive the MPI engine themselves) and returns this process's index and
 /// the number of processes.
 #[cfg(feature = "mpi")]
 fn start_mpi() -> Result<(MpiSession, u32, u32), BoxError> {
     use spillway::mpi::rsmpi::{self, topology::Communicator};
-    let (universe, _level) = rsmpi::initialize_with_threading(rsmpi::Threading::Funneled)
+    let (universe, _level) = rsmpi::initialize_with_threading(rsmpi::Threading::Serialized)
         .ok_or("MPI could not be initialised")?;
     let world = universe.world();
     let (process, processes) = (world.rank() as u32, world.size() as u32);
@@ -195,7 +199,7 @@ pub fn main(args: Args) -> Result<(), BoxError> {
         .collect::<Result<Vec<_>, _>>()?;
     let ops = match &args.ops {
         Some(list) => Op::parse_list(list)?,
-        None => Op::ALL.to_vec(),
+        None => Op::DEFAULT.to_vec(),
     };
     let nodes = args.nodes;
     // MPI stays initialised until `session` is dropped at the end of this function.
@@ -531,6 +535,25 @@ fn measure_rank(
                     }
                     let times = time_op(&world, reps, || world.alltoall_into(&send, &mut recv))?;
                     (p * block, times)
+                }
+                Op::Pingpong => {
+                    // Rank 0 and the last rank send `size` bytes there and back; one
+                    // repetition is one round trip (bytes counted: both directions).
+                    let last = p - 1;
+                    let mut buf = vec![me as u8; size];
+                    let mut round = || -> Result<(), Error> {
+                        if me == 0 && last > 0 {
+                            world.send(last, 77, &buf)?;
+                            world.recv_into(last, 77, &mut buf)?;
+                        } else if me == last && last > 0 {
+                            world.recv_into(0, 77, &mut buf)?;
+                            world.send(0, 77, &buf)?;
+                        }
+                        Ok(())
+                    };
+                    round()?;
+                    let times = time_op(&world, reps, round)?;
+                    (2 * size, times)
                 }
             };
             measured.push(Measured {

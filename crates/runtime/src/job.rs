@@ -93,6 +93,9 @@ pub(crate) struct Job {
     spin: Duration,
 }
 
+/// How long a rank that drives the MPI engine while it waits spins before it blocks.
+const DRIVE_SPIN: Duration = Duration::from_millis(2);
+
 impl Job {
     pub(crate) fn new(config: &Config, layout: Layout, spill: Arc<SpillStore>, part: Part) -> Job {
         let running = config.running_per_node();
@@ -123,6 +126,7 @@ impl Job {
                         Arc::clone(&activity),
                     ),
                     mailboxes: (0..size).map(|_| Mutex::new(Mailbox::default())).collect(),
+                    mail_seq: (0..size).map(|_| Default::default()).collect(),
                     mem,
                     table: NodeTable::default(),
                 }
@@ -224,6 +228,22 @@ impl Job {
         if self.spin.is_zero() || node.sched.has_queued_for(local) {
             return false;
         }
+        // With other processes, what a rank waits for may have to come through the engine.
+        // If ranks may drive it, a spinning rank makes the progress itself; if not, spinning
+        // would only keep the progress thread from the core (e.g. when MPI binds the process
+        // to one core), so the rank blocks at once.
+        let remote = self.remote.as_deref();
+        if remote.is_some_and(|r| !r.drivable()) {
+            return false;
+        }
+        let _driving = remote.map(|r| r.start_driving());
+        // A rank that drives the engine polls the network for its process: it may go on
+        // longer (the progress thread sleeps meanwhile), as long as no rank waits for its slot.
+        let limit = if remote.is_some() {
+            self.spin.max(DRIVE_SPIN)
+        } else {
+            self.spin
+        };
         let start = Instant::now();
         loop {
             for _ in 0..32 {
@@ -232,7 +252,12 @@ impl Job {
                 }
                 std::hint::spin_loop();
             }
-            if self.aborted() || node.sched.has_queued_for(local) || start.elapsed() > self.spin {
+            if let Some(r) = remote {
+                if r.drive() && poll() {
+                    return true;
+                }
+            }
+            if self.aborted() || node.sched.has_queued_for(local) || start.elapsed() > limit {
                 return false;
             }
         }

@@ -136,7 +136,7 @@ pub(crate) fn execute<R, E, F>(
     layout: Layout,
     part: Part,
     f: F,
-    progress: impl FnOnce(&Job),
+    progress: impl FnOnce(&Arc<Job>),
 ) -> Result<(Vec<R>, JobStats), JobError>
 where
     F: Fn(&Rank) -> Result<R, E> + Sync,

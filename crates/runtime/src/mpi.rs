@@ -43,7 +43,9 @@ where
 /// of the job's ranks as threads; the calling thread makes all MPI calls for the job, on a
 /// duplicate of `comm`, so the caller's own traffic on `comm` is never disturbed. MPI must
 /// have been initialised with at least `MPI_THREAD_FUNNELED`, and with exactly that level
-/// `hook` must be called from the main thread.
+/// `hook` must be called from the main thread; with `MPI_THREAD_SERIALIZED` or more, ranks
+/// that wait also make progress themselves (lower latency), and the program must not call MPI
+/// from other threads during the hook.
 ///
 /// Returns the results of this process's ranks in rank order.
 ///
@@ -83,7 +85,7 @@ where
     R: Send,
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    engine::check_threading().map_err(JobError::Config)?;
+    let shared = engine::check_threading().map_err(JobError::Config)?;
     let size = comm.size() as u32;
     let me = comm.rank() as u32;
     if config.nodes != 1 && config.nodes != size {
@@ -118,7 +120,14 @@ where
     };
     let outbox = Arc::clone(&remote_handle);
     let outcome = execute(&config, layout.clone(), part, f, |job| {
-        engine::run_progress(job, &outbox, &comm, &layout, config.peer_timeout)
+        engine::run_progress(
+            job.clone(),
+            outbox,
+            &comm,
+            &layout,
+            config.peer_timeout,
+            shared,
+        )
     });
     // Every process agreed on success or failure at the end of the progress loop, so either
     // all or none take part in combining the counters.

@@ -14,9 +14,18 @@ pub(crate) struct Node {
     pub(crate) first: u32,
     pub(crate) sched: Sched,
     pub(crate) mailboxes: Box<[Mutex<Mailbox>]>,
+    /// Per rank: deliveries into its mailbox so far, so that a rank spinning on its mailbox
+    /// looks into it (under its lock) only when something arrived, instead of competing for
+    /// the lock with the sender.
+    pub(crate) mail_seq: Box<[MailSeq]>,
     pub(crate) mem: Arc<NodeMem>,
     pub(crate) table: NodeTable,
 }
+
+/// A delivery counter on a cache line of its own (ranks spin on their own counters).
+#[derive(Default)]
+#[repr(align(64))]
+pub(crate) struct MailSeq(pub(crate) std::sync::atomic::AtomicU64);
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A poisoned lock means a rank panicked while holding it; every section that changes these

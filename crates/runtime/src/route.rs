@@ -29,6 +29,8 @@ impl Job {
             tag: env.tag,
             payload: env.payload,
         });
+        // Send it now from this thread when ranks may drive the engine (no hand-off).
+        remote.drive();
         Ok(())
     }
 
@@ -64,6 +66,7 @@ impl Job {
                 .fetch_add(msg.len as u64, Ordering::Relaxed);
         }
         let wake = lock(&node.mailboxes[local]).deliver(msg);
+        node.mail_seq[local].0.fetch_add(1, Ordering::Release);
         if wake {
             node.sched.wake(local);
         }
@@ -110,8 +113,11 @@ impl Job {
     ) -> Result<T, Error> {
         let (node, local) = self.node_of(rank);
         let mailbox = &node.mailboxes[local];
+        let seq = &node.mail_seq[local].0;
         let mut found = None;
         loop {
+            // Read before looking: a delivery after the look changes it.
+            let mut seen = seq.load(Ordering::Acquire);
             let wait = {
                 let mut mb = lock(mailbox);
                 match check(&mut mb) {
@@ -126,6 +132,11 @@ impl Job {
                 return Err(Error::Aborted);
             }
             let spun = self.spin(node, local, &mut || {
+                let now = seq.load(Ordering::Acquire);
+                if now == seen {
+                    return false;
+                }
+                seen = now;
                 let mut mb = lock(mailbox);
                 match check(&mut mb) {
                     Ok(v) => {

@@ -20,7 +20,7 @@ pub enum Failure {
 }
 
 /// What an engine needs from the job of this process.
-pub trait Host: Sync {
+pub trait Host: Send + Sync {
     /// Whether global rank `rank` runs in this process.
     fn is_local(&self, rank: u32) -> bool;
 

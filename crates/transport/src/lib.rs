@@ -23,7 +23,7 @@ mod pool;
 
 pub use host::{Failure, Host};
 pub use layout::{Layout, LayoutError};
-pub use outbox::{Outbox, Outgoing};
+pub use outbox::{Drive, Driving, Outbox, Outgoing};
 pub use payload::{AlignedBuf, Envelope, Payload};
 pub use pool::{pool_cached_bytes, set_pool_limit, POOLED_MIN};
 

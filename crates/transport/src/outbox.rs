@@ -9,8 +9,8 @@
 //! processes, `sent - received` is the number of messages in flight anywhere.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use crate::Payload;
@@ -31,7 +31,7 @@ pub struct Outgoing {
 }
 
 /// The outbox and the counters shared by a process's ranks and its progress thread.
-#[derive(Default, Debug)]
+#[derive(Default)]
 pub struct Outbox {
     queue: Mutex<VecDeque<Outgoing>>,
     signal: Condvar,
@@ -41,9 +41,73 @@ pub struct Outbox {
     pub sent: AtomicU64,
     /// Messages from other processes delivered here.
     pub received: AtomicU64,
+    /// The engine, when ranks may make progress themselves ([`drive`](Self::drive)).
+    driver: OnceLock<Weak<dyn Drive>>,
+    /// Ranks currently waiting and driving the engine themselves.
+    drivers: AtomicUsize,
+}
+
+/// A rank's turn at driving the engine while it waits ([`Outbox::start_driving`]).
+#[derive(Debug)]
+pub struct Driving<'a>(&'a Outbox);
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        self.0.drivers.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// An engine that a waiting rank may drive: one round of progress (send what is queued,
+/// receive and deliver what arrived) on the rank's own thread.
+pub trait Drive: Send + Sync {
+    /// Makes one round of progress unless another thread is doing so; returns whether
+    /// anything happened.
+    fn drive(&self) -> bool;
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox")
+            .field("sent", &self.sent)
+            .field("received", &self.received)
+            .field("drivable", &self.drivable())
+            .finish()
+    }
 }
 
 impl Outbox {
+    /// Lets ranks drive `engine` ([`drive`](Self::drive)); set once, by the engine.
+    pub fn set_driver(&self, engine: Weak<dyn Drive>) {
+        let _ = self.driver.set(engine);
+    }
+
+    /// Whether ranks may drive the engine themselves.
+    pub fn drivable(&self) -> bool {
+        self.driver.get().is_some()
+    }
+
+    /// Counts the caller among the ranks that drive the engine while they wait, until the
+    /// returned guard is dropped: the progress thread then stays out of their way.
+    pub fn start_driving(&self) -> Driving<'_> {
+        self.drivers.fetch_add(1, Ordering::Relaxed);
+        Driving(self)
+    }
+
+    /// Whether some rank is driving the engine while it waits.
+    pub fn driven(&self) -> bool {
+        self.drivers.load(Ordering::Acquire) > 0
+    }
+
+    /// One round of the engine's progress on the calling thread, if ranks may drive it and
+    /// no other thread is doing so; returns whether anything happened. Waiting ranks call
+    /// this so that messages move without a hand-off to the progress thread.
+    pub fn drive(&self) -> bool {
+        self.driver
+            .get()
+            .and_then(Weak::upgrade)
+            .is_some_and(|engine| engine.drive())
+    }
+
     /// Queues a message for the progress thread.
     pub fn push(&self, msg: Outgoing) {
         self.sent.fetch_add(1, Ordering::AcqRel);

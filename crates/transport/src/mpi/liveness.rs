@@ -40,7 +40,7 @@ impl Liveness {
     }
 }
 
-impl Progress<'_> {
+impl Progress {
     /// Sends the heartbeat when due and checks the predecessor; returns whether anything was
     /// done.
     pub(super) fn check_liveness(&mut self) -> Result<bool, String> {

@@ -3,9 +3,12 @@
 //! # Design
 //!
 //! Each process of the communicator is one node; node `i` is MPI rank `i`. The thread that
-//! starts the job becomes the node's *progress thread* and is the only thread that calls MPI,
-//! so `MPI_THREAD_FUNNELED` suffices. The engine talks to the job only through [`Host`]
-//! (deliver, fail, passive, local done) and the [`Outbox`].
+//! starts the job becomes the node's *progress thread*. With `MPI_THREAD_FUNNELED` it is the
+//! only thread that calls MPI; with `MPI_THREAD_SERIALIZED` or more (what `run` asks for) a
+//! rank that waits may also make a round of progress itself, under the engine's mutex
+//! ([`Outbox::drive`](crate::Outbox::drive)), so that a message moves between processes
+//! without a hand-off between threads at either end. The engine talks to the job only
+//! through [`Host`] (deliver, fail, passive, local done) and the [`Outbox`].
 //!
 //! * **Sending** ([`progress`]). A rank's message for a rank of another node goes into the
 //!   outbox; the progress thread sends a header (context, source, destination, tag, length)
@@ -59,7 +62,8 @@ pub fn peer_lost() -> bool {
     PEER_LOST.load(Ordering::Acquire)
 }
 
-/// Initialises MPI with `MPI_THREAD_FUNNELED` if it is not yet initialised; it is then
+/// Initialises MPI with `MPI_THREAD_SERIALIZED` (any thread may call MPI, one at a time, so
+/// that waiting ranks can make progress themselves) if it is not yet initialised; it is then
 /// finalised when the process exits (unless a process was lost).
 ///
 /// # Errors
@@ -68,7 +72,8 @@ pub fn ensure_initialized() -> Result<(), String> {
     if mpi::is_initialized() {
         return Ok(());
     }
-    let Some((universe, _level)) = mpi::initialize_with_threading(mpi::Threading::Funneled) else {
+    let Some((universe, _level)) = mpi::initialize_with_threading(mpi::Threading::Serialized)
+    else {
         return Err("MPI could not be initialised".into());
     };
     // MPI can be initialised once per process and later jobs reuse it: keep it for the
@@ -93,11 +98,12 @@ pub fn ensure_initialized() -> Result<(), String> {
 }
 
 /// Checks that MPI is initialised with a thread level that lets ranks run on threads while
-/// this thread makes the MPI calls.
+/// this thread makes the MPI calls. Returns whether other threads may call MPI too (one at a
+/// time: `MPI_THREAD_SERIALIZED` or more), so that waiting ranks can drive the engine.
 ///
 /// # Errors
 /// A message saying what is wrong.
-pub fn check_threading() -> Result<(), String> {
+pub fn check_threading() -> Result<bool, String> {
     if !mpi::is_initialized() {
         return Err("MPI is not initialised: call mpi::initialize_with_threading first".into());
     }
@@ -116,10 +122,10 @@ pub fn check_threading() -> Result<(), String> {
                         .into(),
                 )
             } else {
-                Ok(())
+                Ok(false)
             }
         }
-        _ => Ok(()),
+        _ => Ok(true),
     }
 }
 

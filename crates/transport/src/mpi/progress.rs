@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use mpi::ffi;
@@ -17,7 +18,7 @@ use super::liveness::Liveness;
 use super::termination::{Termination, Token};
 use super::{empty_request, empty_status, mpi_error};
 use crate::host::{Failure, Host};
-use crate::outbox::{Outbox, Outgoing};
+use crate::outbox::{Drive, Outbox, Outgoing};
 use crate::{AlignedBuf, Envelope, Layout, Payload};
 
 struct PendingSend {
@@ -32,11 +33,11 @@ struct PendingRecv {
     requests: Vec<ffi::MPI_Request>,
 }
 
-pub(super) struct Progress<'a> {
-    pub(super) host: &'a dyn Host,
-    pub(super) outbox: &'a Outbox,
+pub(super) struct Progress {
+    pub(super) host: Arc<dyn Host>,
+    pub(super) outbox: Arc<Outbox>,
     pub(super) comm: ffi::MPI_Comm,
-    layout: &'a Layout,
+    layout: Layout,
     pub(super) me: c_int,
     pub(super) size: c_int,
     sends: Vec<PendingSend>,
@@ -46,85 +47,106 @@ pub(super) struct Progress<'a> {
     /// The first failure announced by another process.
     pub(super) remote_failure: Option<(u32, String)>,
     transport_failed: bool,
+    /// The end-of-job barrier, once entered.
+    barrier: Option<ffi::MPI_Request>,
+    /// Set by the progress thread when it leaves its loop: nobody else calls MPI then.
+    closed: bool,
+}
+
+// SAFETY: the raw MPI handles (communicator, requests) are process-wide objects, not tied to
+// a thread. A `Progress` is used by one thread at a time: the progress thread alone when MPI
+// provides only MPI_THREAD_FUNNELED, or whichever thread holds the engine's mutex when it
+// provides MPI_THREAD_SERIALIZED or more, which is exactly what that level allows.
+unsafe impl Send for Progress {}
+
+/// The progress engine of one process: its state behind a mutex, so that besides the progress
+/// thread a rank that waits can make progress itself (when MPI allows calls from any thread,
+/// one at a time), without handing messages over between threads.
+pub(super) struct Engine {
+    state: Mutex<Progress>,
+}
+
+impl Drive for Engine {
+    fn drive(&self) -> bool {
+        let Ok(mut p) = self.state.try_lock() else {
+            // Another thread is making progress right now. It may be the progress thread,
+            // preempted on this core while it holds the engine: let it finish.
+            std::thread::yield_now();
+            return false;
+        };
+        if p.closed || p.transport_failed {
+            return false;
+        }
+        match p.fast_step() {
+            Ok(busy) => busy,
+            Err(e) => {
+                p.transport_failure(e);
+                true
+            }
+        }
+    }
 }
 
 /// Serves the job of `host` on the processes of `comm` until it has ended on every one of
 /// them: the progress thread's whole life. Every process of `comm` must call it.
+///
+/// With `shared`, the job's ranks may make progress themselves while they wait (through
+/// [`Outbox::drive`]); this needs MPI initialised with `MPI_THREAD_SERIALIZED` or more.
 pub fn run_progress(
-    host: &dyn Host,
-    outbox: &Outbox,
+    host: Arc<dyn Host>,
+    outbox: Arc<Outbox>,
     comm: &SimpleCommunicator,
     layout: &Layout,
     peer_timeout: Duration,
+    shared: bool,
 ) {
-    Progress {
-        host,
-        outbox,
-        comm: comm.as_raw(),
-        layout,
-        me: comm.rank(),
-        size: comm.size(),
-        sends: Vec::new(),
-        incoming: (0..comm.size()).map(|_| VecDeque::new()).collect(),
-        term: Termination::new(),
-        live: Liveness::new(peer_timeout),
-        remote_failure: None,
-        transport_failed: false,
+    let engine = Arc::new(Engine {
+        state: Mutex::new(Progress {
+            host,
+            outbox: Arc::clone(&outbox),
+            comm: comm.as_raw(),
+            layout: layout.clone(),
+            me: comm.rank(),
+            size: comm.size(),
+            sends: Vec::new(),
+            incoming: (0..comm.size()).map(|_| VecDeque::new()).collect(),
+            term: Termination::new(),
+            live: Liveness::new(peer_timeout),
+            remote_failure: None,
+            transport_failed: false,
+            barrier: None,
+            closed: false,
+        }),
+    });
+    if shared {
+        let driver: Arc<dyn Drive> = engine.clone();
+        outbox.set_driver(Arc::downgrade(&driver));
     }
-    .run()
+    engine.run();
 }
 
-impl Progress<'_> {
-    fn transport_failure(&mut self, why: String) {
-        self.transport_failed = true;
-        self.host.fail(Failure::Transport(why), false);
+impl Engine {
+    fn lock(&self) -> MutexGuard<'_, Progress> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn run(mut self) {
-        let mut barrier: Option<ffi::MPI_Request> = None;
+    fn run(&self) {
         let mut idle = 0u32;
         let mut idle_since = Instant::now();
         loop {
-            let busy = match self.step() {
+            let mut p = self.lock();
+            if p.transport_failed {
+                break;
+            }
+            let busy = match p.step() {
                 Ok(busy) => busy,
                 Err(e) => {
-                    self.transport_failure(e);
+                    p.transport_failure(e);
                     break;
                 }
             };
-            if self.live.lost.is_some() {
-                super::PEER_LOST.store(true, std::sync::atomic::Ordering::Release);
-                // The lost process will never enter the barrier: tell the others (already
-                // queued) and leave once the local ranks have ended.
-                if self.host.local_done() {
-                    let deadline = Instant::now() + Duration::from_secs(1);
-                    while !self.sends.is_empty() && Instant::now() < deadline {
-                        if self.test_sends().is_err() {
-                            break;
-                        }
-                        std::thread::yield_now();
-                    }
-                    return;
-                }
-            } else if let Some(mut request) = barrier {
-                match self.test(&mut request, "MPI_Ibarrier") {
-                    Ok(true) if self.sends.is_empty() => break,
-                    Ok(_) => barrier = Some(request),
-                    Err(e) => {
-                        self.transport_failure(e);
-                        break;
-                    }
-                }
-            } else if self.host.local_done() && self.sends.is_empty() {
-                let mut request = empty_request();
-                // SAFETY: valid communicator; `request` outlives the call and is tested until
-                // complete.
-                let code = unsafe { ffi::MPI_Ibarrier(self.comm, &mut request) };
-                if code != 0 {
-                    self.transport_failure(mpi_error("MPI_Ibarrier", code));
-                    break;
-                }
-                barrier = Some(request);
+            if p.finish_round() {
+                break;
             }
             if busy {
                 idle = 0;
@@ -132,43 +154,113 @@ impl Progress<'_> {
             } else {
                 idle = idle.saturating_add(1);
             }
-            self.pause(idle, idle_since.elapsed());
+            let wait = p.pause(idle, idle_since.elapsed());
+            let outbox = Arc::clone(&p.outbox);
+            drop(p);
+            match wait {
+                Pause::None => {}
+                Pause::Yield => std::thread::yield_now(),
+                Pause::Sleep(d) => outbox.wait(d),
+            }
         }
-        if self.transport_failed {
+        let mut p = self.lock();
+        p.closed = true;
+        if p.transport_failed {
             // The network cannot be trusted any more: let the local ranks end and leave.
-            while !self.host.local_done() {
+            while !p.host.local_done() {
                 std::thread::sleep(Duration::from_millis(1));
             }
             return;
         }
+        if p.live.lost.is_some() {
+            return;
+        }
         // Late messages (e.g. an announcement sent just before the barrier) are read so that
         // nothing is left in the communicator.
-        let _ = self.step();
-        self.agree();
+        let _ = p.step();
+        p.agree();
+    }
+}
+
+/// What the progress thread does between two rounds.
+enum Pause {
+    None,
+    Yield,
+    Sleep(Duration),
+}
+
+impl Progress {
+    fn transport_failure(&mut self, why: String) {
+        self.transport_failed = true;
+        self.host.fail(Failure::Transport(why), false);
     }
 
-    /// Waits before the next round. While transfers are in flight it only yields: MPI moves
-    /// large messages only while both sides call into it (Open MPI's shared-memory transport,
-    /// for one). While no rank of this process can run (they all wait, typically for messages
-    /// from other nodes) it also only yields, for up to `SPIN` after the last activity: answers
-    /// within a collective come quickly and nothing here needs the core. Otherwise it sleeps on
-    /// the outbox with a growing timeout of up to 200 us; a rank's send wakes it at once.
-    fn pause(&self, idle: u32, idle_for: Duration) {
+    /// The end-of-job protocol after a round; returns whether the loop is over.
+    fn finish_round(&mut self) -> bool {
+        if self.live.lost.is_some() {
+            super::PEER_LOST.store(true, std::sync::atomic::Ordering::Release);
+            // The lost process will never enter the barrier: tell the others (already
+            // queued) and leave once the local ranks have ended.
+            if self.host.local_done() {
+                let deadline = Instant::now() + Duration::from_secs(1);
+                while !self.sends.is_empty() && Instant::now() < deadline {
+                    if self.test_sends().is_err() {
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+                return true;
+            }
+        } else if let Some(mut request) = self.barrier.take() {
+            match self.test(&mut request, "MPI_Ibarrier") {
+                Ok(true) if self.sends.is_empty() => return true,
+                Ok(_) => self.barrier = Some(request),
+                Err(e) => {
+                    self.transport_failure(e);
+                    return true;
+                }
+            }
+        } else if self.host.local_done() && self.sends.is_empty() {
+            let mut request = empty_request();
+            // SAFETY: valid communicator; `request` outlives the call and is tested until
+            // complete.
+            let code = unsafe { ffi::MPI_Ibarrier(self.comm, &mut request) };
+            if code != 0 {
+                self.transport_failure(mpi_error("MPI_Ibarrier", code));
+                return true;
+            }
+            self.barrier = Some(request);
+        }
+        false
+    }
+
+    /// How to wait before the next round. While transfers are in flight it only yields: MPI
+    /// moves large messages only while both sides call into it (Open MPI's shared-memory
+    /// transport, for one). While no rank of this process can run (they all wait, typically
+    /// for messages from other nodes) it also only yields, for up to `SPIN` after the last
+    /// activity: answers within a collective come quickly and nothing here needs the core.
+    /// Otherwise it sleeps on the outbox with a growing timeout of up to 200 us; a rank's send
+    /// wakes it at once. While ranks drive the engine themselves it sleeps 200 us at a time.
+    fn pause(&self, idle: u32, idle_for: Duration) -> Pause {
         const SPIN: Duration = Duration::from_millis(5);
         if idle == 0 {
-            return;
+            return Pause::None;
+        }
+        if self.outbox.driven() {
+            // Waiting ranks make progress themselves; this thread only keeps the periodic
+            // work (heartbeats, deadlock detection) going and stays off their core.
+            return Pause::Sleep(Duration::from_micros(200));
         }
         let in_flight = !self.sends.is_empty() || self.incoming.iter().any(|q| !q.is_empty());
         if idle < 64 || in_flight || (self.host.passive() && idle_for < SPIN) {
-            std::thread::yield_now();
-            return;
+            return Pause::Yield;
         }
         let micros = (2u64 << ((idle - 64) / 32).min(10)).min(200);
-        self.outbox.wait(Duration::from_micros(micros));
+        Pause::Sleep(Duration::from_micros(micros))
     }
 
-    /// One round: liveness, announcements, the outbox, sends in flight, headers, data,
-    /// control messages and deadlock detection. Returns whether anything happened.
+    /// One round of the progress thread: liveness, announcements, deadlock detection and
+    /// [`fast_step`](Self::fast_step). Returns whether anything happened.
     fn step(&mut self) -> Result<bool, String> {
         let mut busy = self.check_liveness()?;
         if let Some(text) = self.host.take_announcement() {
@@ -185,15 +277,27 @@ impl Progress<'_> {
             }
             busy = true;
         }
+        busy |= self.fast_step()?;
+        busy |= self.detect_deadlock()?;
+        Ok(busy)
+    }
+
+    /// What moves messages: the outbox, sends in flight, arriving headers and control
+    /// messages, and data. The round a waiting rank makes; it calls MPI as little as it can
+    /// (one probe when nothing is in flight). Returns whether anything happened.
+    fn fast_step(&mut self) -> Result<bool, String> {
+        let mut busy = false;
         for out in self.outbox.take() {
             self.send_message(out)?;
             busy = true;
         }
-        busy |= self.test_sends()?;
-        busy |= self.receive_headers()?;
-        busy |= self.complete_receives()?;
-        busy |= self.receive_control()?;
-        busy |= self.detect_deadlock()?;
+        if !self.sends.is_empty() {
+            busy |= self.test_sends()?;
+        }
+        busy |= self.receive_messages()?;
+        if self.incoming.iter().any(|q| !q.is_empty()) {
+            busy |= self.complete_receives()?;
+        }
         Ok(busy)
     }
 
@@ -306,15 +410,17 @@ impl Progress<'_> {
         Ok(done_any)
     }
 
-    /// Receives a probed message of `tag` into a new buffer; returns the source and bytes.
-    fn receive_probed(&mut self, tag: c_int) -> Result<Option<(c_int, AlignedBuf)>, String> {
+    /// Receives the next message of any tag (headers and control messages: data travels in
+    /// receives posted when its header arrives) into a new buffer; returns its source, tag
+    /// and bytes.
+    fn receive_probed(&mut self) -> Result<Option<(c_int, c_int, AlignedBuf)>, String> {
         let mut flag: c_int = 0;
         let mut status = empty_status();
         // SAFETY: valid communicator; the status and flag are written by the call.
         let code = unsafe {
             ffi::MPI_Iprobe(
                 ffi::RSMPI_ANY_SOURCE,
-                tag,
+                ffi::RSMPI_ANY_TAG,
                 self.comm,
                 &mut flag,
                 &mut status,
@@ -326,18 +432,27 @@ impl Progress<'_> {
         if flag == 0 {
             return Ok(None);
         }
+        let (source, tag) = (status.MPI_SOURCE, status.MPI_TAG);
+        if tag != TAG_HEADER && tag != TAG_CONTROL {
+            // Data is announced by its header, whose arrival posts its receives before the
+            // next probe: unmatched data means the processes disagree on the protocol.
+            return Err(format!(
+                "a message with tag {tag} from process {source} arrived without its header"
+            ));
+        }
         let mut count: c_int = 0;
         // SAFETY: `status` was filled by the successful probe.
         unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) };
         let mut buf = AlignedBuf::for_overwrite(count.max(0) as usize);
         // SAFETY: the buffer holds `count` bytes; the probed message is received at once
-        // (only this thread receives on the communicator, so nothing else can match it).
+        // (receives on the communicator are made under the engine's lock, so nothing else can
+        // match it).
         let code = unsafe {
             ffi::MPI_Recv(
                 buf.as_bytes_mut().as_mut_ptr().cast::<c_void>(),
                 count,
                 ffi::RSMPI_UINT8_T,
-                status.MPI_SOURCE,
+                source,
                 tag,
                 self.comm,
                 ffi::RSMPI_STATUS_IGNORE,
@@ -346,61 +461,73 @@ impl Progress<'_> {
         if code != 0 {
             return Err(mpi_error("MPI_Recv", code));
         }
-        self.live.heard_from(status.MPI_SOURCE, self.me, self.size);
-        Ok(Some((status.MPI_SOURCE, buf)))
+        self.live.heard_from(source, self.me, self.size);
+        Ok(Some((source, tag, buf)))
     }
 
-    fn receive_headers(&mut self) -> Result<bool, String> {
+    /// Receives every header and control message that has arrived.
+    fn receive_messages(&mut self) -> Result<bool, String> {
         let mut busy = false;
-        while let Some((source, buf)) = self.receive_probed(TAG_HEADER)? {
+        while let Some((source, tag, buf)) = self.receive_probed()? {
             busy = true;
-            let (head, inline) = unframe(buf.as_bytes(), "message header", source)?;
-            let len = head[4] as usize;
-            let pending = if len <= INLINE {
-                if inline.len() != len {
-                    return Err(format!(
-                        "a message of {} bytes announced as {len} from process {source}",
-                        inline.len()
-                    ));
-                }
-                PendingRecv {
-                    header: head,
-                    buf: AlignedBuf::from_bytes(inline),
-                    requests: Vec::new(),
-                }
+            if tag == TAG_HEADER {
+                self.on_header(source, buf)?;
             } else {
-                let mut body = AlignedBuf::for_overwrite(len);
-                let mut requests = Vec::with_capacity(len.div_ceil(CHUNK));
-                for chunk in body.as_bytes_mut().chunks_mut(CHUNK) {
-                    let mut request = empty_request();
-                    // SAFETY: the chunk belongs to `body`, which moves into the pending
-                    // receive (its heap storage does not move) and is read only after every
-                    // request completed.
-                    let code = unsafe {
-                        ffi::MPI_Irecv(
-                            chunk.as_mut_ptr().cast::<c_void>(),
-                            chunk.len() as c_int,
-                            ffi::RSMPI_UINT8_T,
-                            source,
-                            TAG_DATA,
-                            self.comm,
-                            &mut request,
-                        )
-                    };
-                    if code != 0 {
-                        return Err(mpi_error("MPI_Irecv", code));
-                    }
-                    requests.push(request);
-                }
-                PendingRecv {
-                    header: head,
-                    buf: body,
-                    requests,
-                }
-            };
-            self.incoming[source as usize].push_back(pending);
+                self.on_control(source, buf)?;
+            }
         }
         Ok(busy)
+    }
+
+    /// A message header: the message is complete (inline payload) or its data receives are
+    /// posted; either way it queues behind the earlier messages of its source.
+    fn on_header(&mut self, source: c_int, buf: AlignedBuf) -> Result<(), String> {
+        let (head, inline) = unframe(buf.as_bytes(), "message header", source)?;
+        let len = head[4] as usize;
+        let pending = if len <= INLINE {
+            if inline.len() != len {
+                return Err(format!(
+                    "a message of {} bytes announced as {len} from process {source}",
+                    inline.len()
+                ));
+            }
+            PendingRecv {
+                header: head,
+                buf: AlignedBuf::from_bytes(inline),
+                requests: Vec::new(),
+            }
+        } else {
+            let mut body = AlignedBuf::for_overwrite(len);
+            let mut requests = Vec::with_capacity(len.div_ceil(CHUNK));
+            for chunk in body.as_bytes_mut().chunks_mut(CHUNK) {
+                let mut request = empty_request();
+                // SAFETY: the chunk belongs to `body`, which moves into the pending
+                // receive (its heap storage does not move) and is read only after every
+                // request completed.
+                let code = unsafe {
+                    ffi::MPI_Irecv(
+                        chunk.as_mut_ptr().cast::<c_void>(),
+                        chunk.len() as c_int,
+                        ffi::RSMPI_UINT8_T,
+                        source,
+                        TAG_DATA,
+                        self.comm,
+                        &mut request,
+                    )
+                };
+                if code != 0 {
+                    return Err(mpi_error("MPI_Irecv", code));
+                }
+                requests.push(request);
+            }
+            PendingRecv {
+                header: head,
+                buf: body,
+                requests,
+            }
+        };
+        self.incoming[source as usize].push_back(pending);
+        Ok(())
     }
 
     /// Delivers, per source process and in sending order, the messages that have arrived.
@@ -457,41 +584,39 @@ impl Progress<'_> {
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
-    fn receive_control(&mut self) -> Result<bool, String> {
-        let mut busy = false;
-        while let Some((source, buf)) = self.receive_probed(TAG_CONTROL)? {
-            busy = true;
-            let (head, text) = unframe(buf.as_bytes(), "control message", source)?;
-            match head[0] {
-                CONTROL_ABORT => {
-                    let node = head[1] as u32;
-                    if head[2] > 0 && self.live.lost.is_none() {
-                        self.live.lost = Some(head[2] as u32 - 1);
-                    }
-                    let message = String::from_utf8_lossy(text).into_owned();
-                    if self.remote_failure.is_none() {
-                        self.remote_failure = Some((node, message.clone()));
-                    }
-                    self.host.fail(Failure::Remote { node, message }, false);
+    /// A control message: a failure announcement, a termination token, a deadlock verdict or
+    /// a heartbeat.
+    fn on_control(&mut self, source: c_int, buf: AlignedBuf) -> Result<(), String> {
+        let (head, text) = unframe(buf.as_bytes(), "control message", source)?;
+        match head[0] {
+            CONTROL_ABORT => {
+                let node = head[1] as u32;
+                if head[2] > 0 && self.live.lost.is_none() {
+                    self.live.lost = Some(head[2] as u32 - 1);
                 }
-                CONTROL_TOKEN => {
-                    let token = Token {
-                        wave: head[1],
-                        sent: head[2],
-                        received: head[3],
-                        all_passive: head[4] != 0,
-                    };
-                    self.on_token(token)?;
+                let message = String::from_utf8_lossy(text).into_owned();
+                if self.remote_failure.is_none() {
+                    self.remote_failure = Some((node, message.clone()));
                 }
-                CONTROL_DEADLOCK => self.declare_deadlock(),
-                CONTROL_HEARTBEAT => {}
-                other => {
-                    return Err(format!(
-                        "unknown control message {other} from process {source}"
-                    ))
-                }
+                self.host.fail(Failure::Remote { node, message }, false);
+            }
+            CONTROL_TOKEN => {
+                let token = Token {
+                    wave: head[1],
+                    sent: head[2],
+                    received: head[3],
+                    all_passive: head[4] != 0,
+                };
+                self.on_token(token)?;
+            }
+            CONTROL_DEADLOCK => self.declare_deadlock(),
+            CONTROL_HEARTBEAT => {}
+            other => {
+                return Err(format!(
+                    "unknown control message {other} from process {source}"
+                ))
             }
         }
-        Ok(busy)
+        Ok(())
     }
 }

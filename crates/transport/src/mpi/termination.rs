@@ -49,7 +49,7 @@ impl Termination {
     }
 }
 
-impl Progress<'_> {
+impl Progress {
     fn counts(&self) -> (u64, u64, bool) {
         use std::sync::atomic::Ordering::Acquire;
         // Read `received` before `sent`: a message counted as received was sent earlier.
