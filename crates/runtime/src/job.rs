@@ -410,6 +410,25 @@ impl spillway_transport::Host for Job {
         Ok(())
     }
 
+    fn claim(
+        &self,
+        dest: u32,
+        context: u64,
+        source: u32,
+        tag: i32,
+        len: usize,
+    ) -> Option<spillway_transport::Claim> {
+        if !Job::is_local(self, dest) {
+            return None;
+        }
+        let (id, ptr) = Job::claim(self, dest, (context, source, tag), len)?;
+        Some(spillway_transport::Claim { dest, id, ptr })
+    }
+
+    fn complete_claim(&self, claim: spillway_transport::Claim, ok: bool) {
+        Job::complete_claim(self, claim.dest, claim.id, claim.ptr, ok)
+    }
+
     fn fail(&self, failure: spillway_transport::Failure, announce: bool) {
         let error = match failure {
             spillway_transport::Failure::Remote { node, message } => {

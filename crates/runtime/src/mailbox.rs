@@ -63,6 +63,9 @@ pub(crate) enum Body {
     Mem(Payload),
     /// In an (unnamed) spill file, read back when received.
     Disk(File),
+    /// Already in the buffer the receive was posted with (at this address): the engine wrote
+    /// it there (a claimed receive).
+    InPlace(usize),
 }
 
 /// A message held by a mailbox.
@@ -108,6 +111,13 @@ impl Msg {
                 file.read_exact_at(buf.as_bytes_mut(), 0)?;
                 Payload::Owned(buf)
             }
+            Body::InPlace(_) => {
+                // Only receives into a caller's buffer are posted with one, and they read
+                // with `read_into`.
+                return Err(std::io::Error::other(
+                    "a message received in place has no envelope",
+                ));
+            }
         };
         Ok(Envelope {
             context: self.context,
@@ -126,6 +136,13 @@ impl Msg {
             Body::Disk(file) => {
                 use std::os::unix::fs::FileExt;
                 file.read_exact_at(dst, 0)?;
+            }
+            Body::InPlace(at) => {
+                if *at != dst.as_ptr() as usize {
+                    return Err(std::io::Error::other(
+                        "a message received in place was read into another buffer",
+                    ));
+                }
             }
         }
         Ok(())
@@ -179,37 +196,55 @@ pub(crate) struct Mailbox {
     posted: HashMap<RecvId, Pattern>,
     /// Matched messages not yet taken, with their arrival numbers.
     completed: HashMap<RecvId, (u64, Msg)>,
+    /// The buffer (address, capacity) of receives posted with one.
+    buffers: HashMap<RecvId, (usize, usize)>,
+    /// Receives reserved for a message being written into their buffer: arrival number and
+    /// the message's (context, source, tag, length).
+    claimed: HashMap<RecvId, (u64, Key, usize)>,
     next_id: u64,
     waiting: Option<MailWait>,
 }
 
 impl Mailbox {
     /// Delivers a message; returns whether the owner waits for it and must be woken.
-    pub(crate) fn deliver(&mut self, msg: Msg) -> bool {
-        let key = msg.key();
-        let seq = self.next_seq;
-        self.next_seq += 1;
+    /// The posted receive a message with `key` matches now (the oldest that matches), and
+    /// whether it is an exact one.
+    fn matching(&self, key: Key) -> Option<(RecvId, bool)> {
         let exact = self.posted_exact.get(&key).and_then(|q| q.front().copied());
         let wild = self
             .posted_wild
             .iter()
             .find(|(_, p)| p.matches_header(key.0, key.1, key.2))
             .map(|(&id, _)| id);
-        let chosen = match (exact, wild) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if let Some(id) = chosen {
-            if Some(id) == exact {
-                let q = self.posted_exact.get_mut(&key).expect("posted queue");
-                q.pop_front();
-                if q.is_empty() {
-                    self.posted_exact.remove(&key);
-                }
-            } else {
-                self.posted_wild.remove(&id);
+        match (exact, wild) {
+            (Some(a), Some(b)) if b < a => Some((b, false)),
+            (Some(a), _) => Some((a, true)),
+            (None, Some(b)) => Some((b, false)),
+            (None, None) => None,
+        }
+    }
+
+    /// Withdraws the chosen posted receive from the lists that messages match against.
+    fn unpost(&mut self, id: RecvId, exact: bool, key: Key) {
+        if exact {
+            let q = self.posted_exact.get_mut(&key).expect("posted queue");
+            q.pop_front();
+            if q.is_empty() {
+                self.posted_exact.remove(&key);
             }
-            self.posted.remove(&id);
+        } else {
+            self.posted_wild.remove(&id);
+        }
+        self.posted.remove(&id);
+    }
+
+    pub(crate) fn deliver(&mut self, msg: Msg) -> bool {
+        let key = msg.key();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if let Some((id, exact)) = self.matching(key) {
+            self.unpost(id, exact, key);
+            self.buffers.remove(&id);
             self.completed.insert(id, (seq, msg));
             return self.completion_wakes(id);
         }
@@ -301,6 +336,63 @@ impl Mailbox {
         id
     }
 
+    /// Posts a receive with the owner's buffer (`cap` bytes at `addr`), into which the engine
+    /// may write a large message from another process directly ([`claim`](Self::claim)).
+    pub(crate) fn post_into(&mut self, pattern: Pattern, addr: usize, cap: usize) -> RecvId {
+        let id = self.post(pattern);
+        if self.posted.contains_key(&id) {
+            self.buffers.insert(id, (addr, cap));
+        }
+        id
+    }
+
+    /// Reserves, for a message with `key` and `len` bytes whose header has arrived, the
+    /// receive it matches now if that receive has a buffer of at least `len` bytes; returns
+    /// the receive and where the bytes go. The message counts as arrived now.
+    pub(crate) fn claim(&mut self, key: Key, len: usize) -> Option<(RecvId, usize)> {
+        let (id, exact) = self.matching(key)?;
+        let &(addr, cap) = self.buffers.get(&id)?;
+        if len > cap {
+            return None;
+        }
+        self.unpost(id, exact, key);
+        self.buffers.remove(&id);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.claimed.insert(id, (seq, key, len));
+        Some((id, addr))
+    }
+
+    /// The bytes of a claimed receive are in its buffer (`ok`), or the transfer was abandoned
+    /// (the job fails; the receive ends without a message). Returns whether the owner must be
+    /// woken.
+    pub(crate) fn complete_claim(&mut self, id: RecvId, addr: usize, ok: bool) -> bool {
+        let Some((seq, key, len)) = self.claimed.remove(&id) else {
+            return false;
+        };
+        if ok {
+            let msg = Msg {
+                context: key.0,
+                source: key.1,
+                tag: key.2,
+                len,
+                body: Body::InPlace(addr),
+            };
+            self.completed.insert(id, (seq, msg));
+            return self.completion_wakes(id);
+        }
+        let wake = matches!(&self.waiting, Some(MailWait::Recv(w)) if *w == id);
+        if wake {
+            self.waiting = None;
+        }
+        wake
+    }
+
+    /// Whether the engine is writing a message into the receive's buffer.
+    pub(crate) fn is_claimed(&self, id: RecvId) -> bool {
+        self.claimed.contains_key(&id)
+    }
+
     /// Takes the message of a completed receive.
     pub(crate) fn take(&mut self, id: RecvId) -> Option<Msg> {
         self.completed.remove(&id).map(|(_, m)| m)
@@ -318,6 +410,11 @@ impl Mailbox {
     /// Withdraws a receive. A message it had already matched goes back to the queue, in its
     /// place by arrival, so no data is lost.
     pub(crate) fn cancel(&mut self, id: RecvId) {
+        self.buffers.remove(&id);
+        debug_assert!(
+            !self.claimed.contains_key(&id),
+            "cancel of a claimed receive"
+        );
         if let Some(p) = self.posted.remove(&id) {
             match p.exact_key() {
                 Some(key) => {
@@ -333,7 +430,11 @@ impl Mailbox {
                 }
             }
         } else if let Some((seq, msg)) = self.completed.remove(&id) {
-            self.enqueue(seq, msg);
+            // A message written into the owner's buffer cannot go back to the queue: its
+            // receive is given up only when the job aborts.
+            if !matches!(msg.body, Body::InPlace(_)) {
+                self.enqueue(seq, msg);
+            }
         }
     }
 
@@ -356,7 +457,7 @@ impl Mailbox {
 
     /// Messages waiting and receives posted, for reports.
     pub(crate) fn pending(&self) -> (usize, usize) {
-        (self.queued_count, self.posted.len())
+        (self.queued_count, self.posted.len() + self.claimed.len())
     }
 
     /// What the owner waits for, for deadlock reports.
@@ -364,6 +465,9 @@ impl Mailbox {
         let what = match &self.waiting {
             Some(MailWait::Recv(id)) => match self.pattern_of(*id) {
                 Some(p) => format!("a message {}", p.describe()),
+                None if self.claimed.contains_key(id) => {
+                    "the rest of a message from another node".to_string()
+                }
                 None => "a message".to_string(),
             },
             Some(MailWait::Probe(p)) => format!("a message {} (probe)", p.describe()),

@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
 
-use spillway_transport::{Envelope, Layout, Payload};
+use spillway_transport::{Envelope, Layout, Payload, SendGuard};
 
 use crate::error::{Error, JobError};
 use crate::job::{Job, RankStats};
@@ -27,6 +27,55 @@ pub struct Rank {
     /// Values kept per rank by the layers above ([`Rank::rank_local`]).
     locals: std::cell::RefCell<std::collections::HashMap<u64, std::rc::Rc<dyn std::any::Any>>>,
     _not_send: PhantomData<*const ()>,
+}
+
+/// Receive buffers larger than this may be written directly by the MPI engine (smaller
+/// messages travel inside their header), and larger sends may be read in place.
+const DIRECT_MIN: usize = 8 << 10;
+
+/// Whether the transport is done with the bytes of a [`Rank::send_while`].
+#[derive(Default)]
+struct SendDone {
+    flag: std::sync::atomic::AtomicBool,
+    queue: WaitQueue,
+}
+
+/// Waits, also when dropped (unwinding), until the transport has released a send's bytes.
+struct Settle<'r> {
+    rank: &'r Rank,
+    done: Arc<SendDone>,
+}
+
+impl Settle<'_> {
+    fn is_done(&self) -> bool {
+        self.done.flag.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn wait(self) {
+        drop(self)
+    }
+}
+
+impl Drop for Settle<'_> {
+    fn drop(&mut self) {
+        let waited = self.rank.job.wait_until(
+            self.rank.rank,
+            &self.done.queue,
+            WaitKind::Wait,
+            None,
+            &mut || self.is_done(),
+        );
+        if waited.is_err() {
+            // The job is ending; the engine completes or abandons every transfer on its way
+            // out, and the bytes must stay untouched until it has.
+            while !self.is_done() {
+                if let Some(remote) = self.rank.job.remote.as_deref() {
+                    remote.drive();
+                }
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    }
 }
 
 impl Rank {
@@ -183,6 +232,49 @@ impl Rank {
         self.job.send(dest, env)
     }
 
+    /// Sends `bytes` to global rank `dest` and runs `meanwhile` while they travel; returns
+    /// `meanwhile`'s result once it has returned and the transport no longer reads `bytes`.
+    ///
+    /// A large message to another process is read where it is, without a copy (the MPI
+    /// engine sends it straight from `bytes`); anything else is copied as by [`post`]. Use it
+    /// where a rank sends part of its own data and then receives (`meanwhile` posts and waits
+    /// for the receive), as in exchanges between pairs of nodes: with a blocking send both
+    /// partners would wait for each other.
+    ///
+    /// # Errors
+    /// As [`post`](Self::post); `meanwhile` is not run then.
+    pub fn send_while<R>(
+        &self,
+        dest: u32,
+        context: u64,
+        tag: i32,
+        bytes: &[u8],
+        meanwhile: impl FnOnce() -> R,
+    ) -> Result<R, Error> {
+        if !self.job.is_local(dest) && bytes.len() > DIRECT_MIN && self.job.remote.is_some() {
+            let done = Arc::new(SendDone::default());
+            let guard = {
+                let (job, done) = (Arc::clone(&self.job), Arc::clone(&done));
+                let rank = self.rank;
+                SendGuard::new(move || {
+                    done.flag.store(true, std::sync::atomic::Ordering::Release);
+                    job.wake_all(rank, &done.queue);
+                })
+            };
+            // SAFETY: `bytes` is borrowed for this whole call, and the call does not return
+            // (not even by unwinding out of `meanwhile`: `Settle` waits in its drop) before
+            // the guard's callback has run, i.e. before the transport dropped the payload.
+            let payload = unsafe { Payload::borrowed(bytes, guard) };
+            let settle = Settle { rank: self, done };
+            self.post(dest, context, tag, payload)?;
+            let out = meanwhile();
+            settle.wait();
+            return Ok(out);
+        }
+        self.post(dest, context, tag, Payload::copy_of(bytes))?;
+        Ok(meanwhile())
+    }
+
     fn open(&self, msg: Msg) -> Result<Envelope, Error> {
         self.job.received(self.rank, &msg);
         Ok(msg.into_envelope()?)
@@ -257,8 +349,26 @@ impl Rank {
         kind: WaitKind,
         buf: &mut [u8],
     ) -> Result<MessageInfo, Error> {
-        let id = self.post_recv(pattern);
-        let msg = self.timed(|| self.job.wait_recv(self.rank, id, kind))?;
+        // A large message from another process may go straight into `buf` (the engine
+        // claims this receive when its header arrives), unless `buf` is storage-backed memory
+        // that may be written back while this rank is blocked.
+        let direct =
+            self.job.remote.is_some() && buf.len() > DIRECT_MIN && !self.is_storage_backed(buf);
+        let id = if direct {
+            self.job.post_recv_into(self.rank, pattern, buf)
+        } else {
+            self.post_recv(pattern)
+        };
+        let msg = match self.timed(|| self.job.wait_recv(self.rank, id, kind)) {
+            Ok(msg) => msg,
+            Err(e) => {
+                if direct {
+                    // Nothing may write into `buf` once this call returns.
+                    self.job.settle_recv(self.rank, id);
+                }
+                return Err(e);
+            }
+        };
         self.job.received(self.rank, &msg);
         let info = msg.info();
         if msg.len > buf.len() {

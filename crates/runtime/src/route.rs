@@ -82,6 +82,57 @@ impl Job {
         }
     }
 
+    /// Posts a receive with the owner's buffer (see [`Mailbox::post_into`]).
+    pub(crate) fn post_recv_into(&self, rank: u32, pattern: Pattern, buf: &mut [u8]) -> RecvId {
+        let (node, local) = self.node_of(rank);
+        lock(&node.mailboxes[local]).post_into(pattern, buf.as_mut_ptr() as usize, buf.len())
+    }
+
+    /// After a failed wait on a receive posted with a buffer: waits until the engine no
+    /// longer writes into that buffer (it completes or abandons its transfers when the job
+    /// fails), then withdraws the receive. The caller may then return.
+    pub(crate) fn settle_recv(&self, rank: u32, id: RecvId) {
+        let (node, local) = self.node_of(rank);
+        loop {
+            {
+                let mut mb = lock(&node.mailboxes[local]);
+                if !mb.is_claimed(id) {
+                    mb.cancel(id);
+                    return;
+                }
+            }
+            if let Some(remote) = self.remote.as_deref() {
+                remote.drive();
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
+
+    /// Reserves a receive posted with a buffer for a large message from another process
+    /// (see [`Mailbox::claim`]); returns the receive and where its bytes go.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn claim(
+        &self,
+        dest: u32,
+        key: (u64, u32, i32),
+        len: usize,
+    ) -> Option<(u64, usize)> {
+        let (node, local) = self.node_of(dest);
+        let (id, addr) = lock(&node.mailboxes[local]).claim(key, len)?;
+        Some((id.0, addr))
+    }
+
+    /// Ends a claim (see [`Mailbox::complete_claim`]) and wakes the receiver if it waits.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn complete_claim(&self, dest: u32, id: u64, addr: usize, ok: bool) {
+        let (node, local) = self.node_of(dest);
+        let wake = lock(&node.mailboxes[local]).complete_claim(RecvId(id), addr, ok);
+        node.mail_seq[local].0.fetch_add(1, Ordering::Release);
+        if wake {
+            node.sched.wake(local);
+        }
+    }
+
     pub(crate) fn post_recv(&self, rank: u32, pattern: Pattern) -> RecvId {
         let (node, local) = self.node_of(rank);
         lock(&node.mailboxes[local]).post(pattern)

@@ -19,6 +19,20 @@ pub enum Failure {
     Transport(String),
 }
 
+/// A receive that a rank posted with its own buffer, reserved for a message whose header has
+/// arrived: the engine writes the bytes straight into `ptr` and then reports the claim
+/// complete ([`Host::complete_claim`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    /// Global rank of the receiver.
+    pub dest: u32,
+    /// The host's name for the receive.
+    pub id: u64,
+    /// Where the bytes go (at least the message's length is writable there until the claim
+    /// is completed).
+    pub ptr: usize,
+}
+
 /// What an engine needs from the job of this process.
 pub trait Host: Send + Sync {
     /// Whether global rank `rank` runs in this process.
@@ -27,6 +41,16 @@ pub trait Host: Send + Sync {
     /// Delivers a message from another process to local rank `dest` (in memory, or spilled
     /// under the node's memory budget); `Err` says why it could not be stored.
     fn deliver(&self, dest: u32, env: Envelope) -> Result<(), String>;
+
+    /// For a message of `len` bytes to local rank `dest` whose header has arrived (and no
+    /// earlier message of its source is still pending): if the receive it matches now was
+    /// posted with a buffer of at least `len` bytes, reserves that receive for it and says where
+    /// the bytes go. The engine must then complete the claim, whatever happens.
+    fn claim(&self, dest: u32, context: u64, source: u32, tag: i32, len: usize) -> Option<Claim>;
+
+    /// The bytes of a claimed message are in place (`ok`), or the transfer was abandoned (the
+    /// job is failing and the receive ends without data).
+    fn complete_claim(&self, claim: Claim, ok: bool);
 
     /// Ends the job with `failure`; `announce` says whether the other processes must be told
     /// (not when the failure came from one of them).

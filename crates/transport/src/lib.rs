@@ -21,10 +21,10 @@ mod outbox;
 mod payload;
 mod pool;
 
-pub use host::{Failure, Host};
+pub use host::{Claim, Failure, Host};
 pub use layout::{Layout, LayoutError};
 pub use outbox::{Drive, Driving, Outbox, Outgoing};
-pub use payload::{AlignedBuf, Envelope, Payload};
+pub use payload::{AlignedBuf, Borrowed, Envelope, Payload, SendGuard};
 pub use pool::{pool_cached_bytes, set_pool_limit, POOLED_MIN};
 
 /// The engine that carries messages between nodes.

@@ -45,6 +45,8 @@ pub struct Outbox {
     driver: OnceLock<Weak<dyn Drive>>,
     /// Ranks currently waiting and driving the engine themselves.
     drivers: AtomicUsize,
+    /// Whether the progress thread sleeps in [`wait`](Self::wait) (set under the queue's lock).
+    sleeping: AtomicBool,
 }
 
 /// A rank's turn at driving the engine while it waits ([`Outbox::start_driving`]).
@@ -113,7 +115,11 @@ impl Outbox {
         self.sent.fetch_add(1, Ordering::AcqRel);
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         q.push_back(msg);
-        self.signal.notify_one();
+        // Only a sleeping progress thread needs the (system-call) signal; it marks itself
+        // under this lock before it looks at the queue.
+        if self.sleeping.load(Ordering::Relaxed) {
+            self.signal.notify_one();
+        }
     }
 
     /// Wakes the progress thread if it is waiting for work.
@@ -131,12 +137,16 @@ impl Outbox {
     /// Waits up to `wait` for a queued message or a poke.
     pub fn wait(&self, wait: Duration) {
         let q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        self.sleeping.store(true, Ordering::Relaxed);
         if q.is_empty() && !self.poke.swap(false, Ordering::AcqRel) {
-            drop(
-                self.signal
-                    .wait_timeout(q, wait)
-                    .unwrap_or_else(|e| e.into_inner()),
-            );
+            let (q, _) = self
+                .signal
+                .wait_timeout(q, wait)
+                .unwrap_or_else(|e| e.into_inner());
+            self.sleeping.store(false, Ordering::Relaxed);
+            drop(q);
+        } else {
+            self.sleeping.store(false, Ordering::Relaxed);
         }
     }
 }

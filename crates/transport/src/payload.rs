@@ -106,7 +106,7 @@ impl std::fmt::Debug for AlignedBuf {
 ///
 /// `Owned` buffers move from sender to receiver; `Shared` buffers are reference counted so one
 /// copy can be handed to several ranks (the second phase of a two-phase collective).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum Payload {
     /// A buffer owned by this message.
     Owned(AlignedBuf),
@@ -122,6 +122,72 @@ pub enum Payload {
         /// Length of the part in bytes.
         len: usize,
     },
+    /// Bytes the sender keeps in its own memory while the transport reads them (see
+    /// [`Payload::borrowed`]): how a blocking send of a large buffer to another process
+    /// avoids copying it.
+    Borrowed(Borrowed),
+}
+
+/// Memory lent to the transport by a blocked sender; dropping the last holder of the guard
+/// tells the sender it may use the memory again.
+#[derive(Debug)]
+pub struct Borrowed {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+    _guard: Arc<SendGuard>,
+}
+
+// SAFETY: a read-only view of memory that the sender keeps valid and unchanged until the guard
+// is dropped (the contract of `Payload::borrowed`); reading it from any thread is sound.
+unsafe impl Send for Borrowed {}
+// SAFETY: as above; the view is never written through.
+unsafe impl Sync for Borrowed {}
+
+/// Runs its callback when dropped: the end of a [`Payload::Borrowed`] loan.
+pub struct SendGuard(Option<Box<dyn FnOnce() + Send + Sync>>);
+
+impl SendGuard {
+    /// A guard that calls `done` when the last payload holding it is dropped.
+    pub fn new(done: impl FnOnce() + Send + Sync + 'static) -> Arc<SendGuard> {
+        Arc::new(SendGuard(Some(Box::new(done))))
+    }
+}
+
+impl Drop for SendGuard {
+    fn drop(&mut self) {
+        if let Some(done) = self.0.take() {
+            done();
+        }
+    }
+}
+
+impl std::fmt::Debug for SendGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SendGuard")
+    }
+}
+
+impl Clone for Payload {
+    /// Owned and shared payloads clone as before; a borrowed payload clones into an owned
+    /// copy (the loan itself stays with the original).
+    fn clone(&self) -> Payload {
+        match self {
+            Payload::Owned(b) => Payload::Owned(b.clone()),
+            Payload::Shared(b) => Payload::Shared(Arc::clone(b)),
+            Payload::Slice { buf, start, len } => Payload::Slice {
+                buf: Arc::clone(buf),
+                start: *start,
+                len: *len,
+            },
+            Payload::Borrowed(b) => Payload::copy_of(borrowed_bytes(b)),
+        }
+    }
+}
+
+fn borrowed_bytes(b: &Borrowed) -> &[u8] {
+    // SAFETY: the contract of `Payload::borrowed`: `len` readable bytes at `ptr`, unchanged,
+    // until the guard (held by `b`) is dropped.
+    unsafe { std::slice::from_raw_parts(b.ptr.as_ptr(), b.len) }
 }
 
 impl Payload {
@@ -133,6 +199,20 @@ impl Payload {
     /// A payload holding a copy of `bytes` (one pass, no zero-fill).
     pub fn copy_of(bytes: &[u8]) -> Payload {
         Payload::Owned(AlignedBuf::from_bytes(bytes))
+    }
+
+    /// A payload that reads `bytes` where they are; `guard` is dropped (and its callback
+    /// runs) once nothing reads them any more.
+    ///
+    /// # Safety
+    /// The bytes must stay valid and unchanged until `guard`'s callback has run: the sender
+    /// must not touch, move or free them before then, even if the job fails meanwhile.
+    pub unsafe fn borrowed(bytes: &[u8], guard: Arc<SendGuard>) -> Payload {
+        Payload::Borrowed(Borrowed {
+            ptr: std::ptr::NonNull::from(bytes).cast(),
+            len: bytes.len(),
+            _guard: guard,
+        })
     }
 
     /// Length in bytes.
@@ -151,6 +231,7 @@ impl Payload {
             Payload::Owned(b) => b.as_bytes(),
             Payload::Shared(b) => b.as_bytes(),
             Payload::Slice { buf, start, len } => &buf.as_bytes()[*start..*start + *len],
+            Payload::Borrowed(b) => borrowed_bytes(b),
         }
     }
 
@@ -177,7 +258,9 @@ impl Payload {
         match self {
             Payload::Owned(b) => Arc::new(b),
             Payload::Shared(b) => b,
-            slice @ Payload::Slice { .. } => Arc::new(AlignedBuf::from_bytes(slice.as_bytes())),
+            other @ (Payload::Slice { .. } | Payload::Borrowed(_)) => {
+                Arc::new(AlignedBuf::from_bytes(other.as_bytes()))
+            }
         }
     }
 
@@ -186,7 +269,9 @@ impl Payload {
         match self {
             Payload::Owned(b) => b,
             Payload::Shared(b) => Arc::try_unwrap(b).unwrap_or_else(|b| (*b).clone()),
-            slice @ Payload::Slice { .. } => AlignedBuf::from_bytes(slice.as_bytes()),
+            other @ (Payload::Slice { .. } | Payload::Borrowed(_)) => {
+                AlignedBuf::from_bytes(other.as_bytes())
+            }
         }
     }
 }

@@ -32,6 +32,24 @@ impl Comm<'_> {
             .post(self.shape().global(dest), self.coll_context(), tag, payload)
     }
 
+    /// Sends `bytes` to `dest` (read in place when large and on another process) while
+    /// `meanwhile` runs; see [`Rank::send_while`](spillway_runtime::Rank::send_while).
+    pub(crate) fn csend_while<R>(
+        &self,
+        dest: usize,
+        tag: i32,
+        bytes: &[u8],
+        meanwhile: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        self.rank.send_while(
+            self.shape().global(dest),
+            self.coll_context(),
+            tag,
+            bytes,
+            meanwhile,
+        )?
+    }
+
     pub(crate) fn coll_pattern(&self, source: usize, tag: i32) -> Pattern {
         Pattern {
             context: self.coll_context(),
@@ -259,8 +277,8 @@ impl Comm<'_> {
         Ok(Arc::new(buf))
     }
 
-    /// Allreduce of `acc` in place among the leaders: tree reduce to group 0 and broadcast,
-    /// or, for large vectors of a commutative operation where the link model predicts it
+    /// Allreduce of `acc` in place among the leaders: recursive doubling for small vectors
+    /// on a power-of-two number of nodes, tree reduce to group 0 and broadcast otherwise, or, for large vectors of a commutative operation where the link model predicts it
     /// faster, ring reduce-scatter + allgather (each leader sends and receives `2 (l - 1) / l`
     /// of the vector instead of `2 log2 l` whole vectors). Deterministic for a given layout;
     /// with two nodes the ring is bitwise the tree.
@@ -276,6 +294,9 @@ impl Comm<'_> {
         if op.commutative() && super::choose::ring_allreduce(self.rank.link_model(), l, bytes) {
             return self.ring_allreduce(acc, op, tag, name);
         }
+        if l.is_power_of_two() && bytes <= DOUBLING_MAX {
+            return self.doubling_allreduce(acc, op, tag, name);
+        }
         let top = self.leaders_reduce(acc, op, tag, name)?;
         let data = top.then(|| encode(acc).into_shared());
         let buf = self.leaders_bcast(0, data, tag, name)?;
@@ -285,6 +306,40 @@ impl Comm<'_> {
                 return Err(length_mismatch());
             }
             acc.copy_from_slice(got);
+        }
+        Ok(())
+    }
+
+    /// Recursive doubling among a power-of-two number of leaders: in round `k` each leader
+    /// exchanges its partial result with the leader whose group differs in bit `k`, and both
+    /// combine lower groups first. `log2 l` message latencies instead of the `2 log2 l` of
+    /// reduce + broadcast; each leader combines exactly as the binomial tree does at group 0
+    /// (the same association), so the result is bitwise the tree's, on every leader.
+    fn doubling_allreduce<T: Pod, O: Operation<T> + ?Sized>(
+        &self,
+        acc: &mut [T],
+        op: &O,
+        tag: i32,
+        name: &'static str,
+    ) -> Result<()> {
+        let l = self.shape().groups();
+        let g = self.inner.my_group;
+        let mut other: Vec<T> = vec![T::zeroed(); acc.len()];
+        let mut mask = 1;
+        while mask < l {
+            let partner = self.leader_of(g ^ mask);
+            let other_bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut other);
+            self.csend_while(partner, tag, bytemuck::cast_slice(acc), || {
+                self.crecv_exact(partner, tag, name, other_bytes)
+            })?;
+            let partner = g ^ mask;
+            if partner < g {
+                op.combine(&mut other, acc);
+                acc.copy_from_slice(&other);
+            } else {
+                op.combine(acc, &other);
+            }
+            mask <<= 1;
         }
         Ok(())
     }
@@ -302,23 +357,60 @@ impl Comm<'_> {
         let block = |b: usize| b * n / l..(b + 1) * n / l;
         let next = self.leader_of((g + 1) % l);
         let prev = self.leader_of((g + l - 1) % l);
-        let mut other: Vec<T> = Vec::new();
+        // The incoming block, in a pooled buffer (no zero-fill); blocks differ by at most one
+        // element.
+        let most = n.div_ceil(l) * std::mem::size_of::<T>();
+        let mut other = AlignedBuf::for_overwrite(most);
         // Reduce-scatter: block b travels from leader b around the ring, ending complete at
-        // leader b - 1.
+        // leader b - 1. The block sent and the block received differ, so the send reads
+        // `acc` in place while the receive lands in `other`.
         for s in 0..l - 1 {
-            self.csend(next, tag, encode(&acc[block((g + l - s) % l)]))?;
+            let out = block((g + l - s) % l);
             let range = block((g + 2 * l - s - 1) % l);
-            other.clear();
-            other.resize(range.len(), T::zeroed());
-            self.crecv_exact(prev, tag, name, bytemuck::cast_slice_mut(&mut other))?;
-            op.combine(&mut acc[range], &other);
+            let bytes = range.len() * std::mem::size_of::<T>();
+            let incoming = &mut other.as_bytes_mut()[..bytes];
+            self.csend_while(next, tag, bytemuck::cast_slice(&acc[out]), || {
+                self.crecv_exact(prev, tag, name, incoming)
+            })?;
+            op.combine(
+                &mut acc[range],
+                bytemuck::cast_slice(&other.as_bytes()[..bytes]),
+            );
         }
-        // Allgather: pass the complete blocks on around the ring.
+        // Allgather: pass the complete blocks on around the ring; each arrives straight in
+        // its place in `acc`, disjoint from the block being sent.
         for s in 0..l - 1 {
-            self.csend(next, tag, encode(&acc[block((g + 1 + l - s) % l)]))?;
+            let out = block((g + 1 + l - s) % l);
             let range = block((g + l - s) % l);
-            self.crecv_exact(prev, tag, name, bytemuck::cast_slice_mut(&mut acc[range]))?;
+            let (send, recv) = disjoint(acc, out, range);
+            self.csend_while(next, tag, bytemuck::cast_slice(send), || {
+                self.crecv_exact(prev, tag, name, bytemuck::cast_slice_mut(recv))
+            })?;
         }
         Ok(())
+    }
+}
+
+/// Largest vector (bytes) that a power-of-two number of leaders all-reduces by recursive
+/// doubling: every round moves the whole vector, so beyond latency-bound sizes the tree or the
+/// ring is better.
+const DOUBLING_MAX: usize = 64 << 10;
+
+/// Two disjoint ranges of `v`, the first to read and the second to write.
+fn disjoint<T>(
+    v: &mut [T],
+    read: std::ops::Range<usize>,
+    write: std::ops::Range<usize>,
+) -> (&[T], &mut [T]) {
+    assert!(
+        read.end <= write.start || write.end <= read.start,
+        "ranges overlap"
+    );
+    if read.start < write.start {
+        let (lo, hi) = v.split_at_mut(write.start);
+        (&lo[read], &mut hi[..write.end - write.start])
+    } else {
+        let (lo, hi) = v.split_at_mut(read.start);
+        (&hi[..read.end - read.start], &mut lo[write])
     }
 }

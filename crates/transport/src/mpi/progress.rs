@@ -17,7 +17,7 @@ use super::frame::{
 use super::liveness::Liveness;
 use super::termination::{Termination, Token};
 use super::{empty_request, empty_status, mpi_error};
-use crate::host::{Failure, Host};
+use crate::host::{Claim, Failure, Host};
 use crate::outbox::{Drive, Outbox, Outgoing};
 use crate::{AlignedBuf, Envelope, Layout, Payload};
 
@@ -29,8 +29,16 @@ struct PendingSend {
 
 struct PendingRecv {
     header: [u64; HEADER_WORDS],
-    buf: AlignedBuf,
+    target: Target,
     requests: Vec<ffi::MPI_Request>,
+}
+
+/// Where an arriving message's bytes go.
+enum Target {
+    /// A buffer of the engine's, delivered to the mailbox when complete.
+    Buf(AlignedBuf),
+    /// The receiver's own buffer (a claimed receive).
+    Claimed(Claim),
 }
 
 pub(super) struct Progress {
@@ -165,6 +173,9 @@ impl Engine {
         }
         let mut p = self.lock();
         p.closed = true;
+        if p.transport_failed || p.live.lost.is_some() {
+            p.release_rank_memory();
+        }
         if p.transport_failed {
             // The network cannot be trusted any more: let the local ranks end and leave.
             while !p.host.local_done() {
@@ -199,6 +210,10 @@ impl Progress {
     fn finish_round(&mut self) -> bool {
         if self.live.lost.is_some() {
             super::PEER_LOST.store(true, std::sync::atomic::Ordering::Release);
+            // Data from the lost process will not come: free the ranks waiting for it.
+            if self.has_claims() {
+                self.release_rank_memory();
+            }
             // The lost process will never enter the barrier: tell the others (already
             // queued) and leave once the local ranks have ended.
             if self.host.local_done() {
@@ -243,13 +258,13 @@ impl Progress {
     /// wakes it at once. While ranks drive the engine themselves it sleeps 200 us at a time.
     fn pause(&self, idle: u32, idle_for: Duration) -> Pause {
         const SPIN: Duration = Duration::from_millis(5);
-        if idle == 0 {
-            return Pause::None;
-        }
         if self.outbox.driven() {
             // Waiting ranks make progress themselves; this thread only keeps the periodic
             // work (heartbeats, deadlock detection) going and stays off their core.
             return Pause::Sleep(Duration::from_micros(200));
+        }
+        if idle == 0 {
+            return Pause::None;
         }
         let in_flight = !self.sends.is_empty() || self.incoming.iter().any(|q| !q.is_empty());
         if idle < 64 || in_flight || (self.host.passive() && idle_for < SPIN) {
@@ -493,21 +508,42 @@ impl Progress {
             }
             PendingRecv {
                 header: head,
-                buf: AlignedBuf::from_bytes(inline),
+                target: Target::Buf(AlignedBuf::from_bytes(inline)),
                 requests: Vec::new(),
             }
         } else {
-            let mut body = AlignedBuf::for_overwrite(len);
+            // Straight into the receiver's buffer when it posted one that this message
+            // matches now; only when nothing earlier from the source is pending, since that
+            // would have to match first.
+            let [context, _, dest, tag, _] = head;
+            let claim = if self.incoming[source as usize].is_empty() {
+                self.host
+                    .claim(dest as u32, context, head[1] as u32, tag as u32 as i32, len)
+            } else {
+                None
+            };
+            let (target, base) = match claim {
+                Some(c) => (Target::Claimed(c), c.ptr as *mut u8),
+                None => {
+                    let mut body = AlignedBuf::for_overwrite(len);
+                    let base = body.as_bytes_mut().as_mut_ptr();
+                    (Target::Buf(body), base)
+                }
+            };
             let mut requests = Vec::with_capacity(len.div_ceil(CHUNK));
-            for chunk in body.as_bytes_mut().chunks_mut(CHUNK) {
+            let mut at = 0;
+            while at < len {
+                let n = CHUNK.min(len - at);
                 let mut request = empty_request();
-                // SAFETY: the chunk belongs to `body`, which moves into the pending
-                // receive (its heap storage does not move) and is read only after every
-                // request completed.
+                // SAFETY: `base` has `len` writable bytes that stay valid until the requests
+                // complete: the engine's own buffer moves into the pending receive (its heap
+                // storage does not move), and a claimed buffer stays valid until the claim
+                // is completed, which happens only after the requests completed or were
+                // cancelled.
                 let code = unsafe {
                     ffi::MPI_Irecv(
-                        chunk.as_mut_ptr().cast::<c_void>(),
-                        chunk.len() as c_int,
+                        base.add(at).cast::<c_void>(),
+                        n as c_int,
                         ffi::RSMPI_UINT8_T,
                         source,
                         TAG_DATA,
@@ -516,13 +552,17 @@ impl Progress {
                     )
                 };
                 if code != 0 {
+                    if let Target::Claimed(c) = target {
+                        self.host.complete_claim(c, false);
+                    }
                     return Err(mpi_error("MPI_Irecv", code));
                 }
                 requests.push(request);
+                at += n;
             }
             PendingRecv {
                 header: head,
-                buf: body,
+                target,
                 requests,
             }
         };
@@ -558,6 +598,16 @@ impl Progress {
     fn deliver(&self, done: PendingRecv) {
         let [context, source, dest, tag, _] = done.header;
         let dest = dest as u32;
+        let buf = match done.target {
+            Target::Claimed(c) => {
+                self.host.complete_claim(c, true);
+                self.outbox
+                    .received
+                    .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                return;
+            }
+            Target::Buf(buf) => buf,
+        };
         if !self.host.is_local(dest) {
             self.host.fail(
                 Failure::Transport(format!(
@@ -571,7 +621,7 @@ impl Progress {
             context,
             source: source as u32,
             tag: tag as u32 as i32,
-            payload: Payload::Owned(done.buf),
+            payload: Payload::Owned(buf),
         };
         if let Err(why) = self.host.deliver(dest, env) {
             self.host.fail(
@@ -582,6 +632,77 @@ impl Progress {
         self.outbox
             .received
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    fn has_claims(&self) -> bool {
+        self.incoming
+            .iter()
+            .any(|q| q.iter().any(|p| matches!(p.target, Target::Claimed(_))))
+    }
+
+    /// On the way out after a failure: ends every transfer that reads or writes memory of a
+    /// rank (sends from borrowed buffers, receives into claimed ones), so that no rank's
+    /// memory is touched by MPI after the rank was told it is free. Receives are cancelled;
+    /// sends are given time to complete. If MPI holds on to a rank's memory regardless, the
+    /// process cannot go on safely and aborts.
+    fn release_rank_memory(&mut self) {
+        for queue in &mut self.incoming {
+            for pending in queue.iter_mut() {
+                if matches!(pending.target, Target::Claimed(_)) {
+                    for r in pending.requests.iter_mut() {
+                        // SAFETY: an active receive request of this process.
+                        unsafe { ffi::MPI_Cancel(r) };
+                    }
+                }
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let mut left = false;
+            for queue in 0..self.incoming.len() {
+                let mut kept = VecDeque::new();
+                while let Some(mut pending) = self.incoming[queue].pop_front() {
+                    let Target::Claimed(c) = pending.target else {
+                        // The engine's own buffer: it stays with its requests.
+                        kept.push_back(pending);
+                        continue;
+                    };
+                    let mut all = true;
+                    for r in pending.requests.iter_mut() {
+                        if !self.test(r, "MPI_Test (cancelled receive)").unwrap_or(true) {
+                            all = false;
+                        }
+                    }
+                    if all {
+                        self.host.complete_claim(c, false);
+                    } else {
+                        left = true;
+                        kept.push_back(pending);
+                    }
+                }
+                self.incoming[queue] = kept;
+            }
+            let _ = self.test_sends();
+            if self
+                .sends
+                .iter()
+                .any(|s| matches!(s._keep, Payload::Borrowed(_)))
+            {
+                left = true;
+            }
+            if !left {
+                break;
+            }
+            if Instant::now() > deadline {
+                eprintln!(
+                    "spillway: MPI still uses memory of this process's ranks after a transport \
+                     failure; aborting"
+                );
+                std::process::abort();
+            }
+            std::thread::yield_now();
+        }
+        // What is left reads only the engine's own buffers.
     }
 
     /// A control message: a failure announcement, a termination token, a deadlock verdict or
