@@ -10,7 +10,7 @@
 //! scikit-learn's `lloyd` (which, unlike this, relocates empty clusters).
 //!
 //! # Cost per iteration (n local points, d dimensions, k clusters)
-//! O(n k d) local work; one allreduce of k (d + 1) + 1 values.
+//! O(n k d) local work (the blocked kernel of [`crate::assign`]); one allreduce of k (d + 1) + 1 values.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use spillway_comm::{Collectives, Comm, Sum};
 use spillway_runtime::SbVec;
 
+use crate::assign::{nearest_exact, Centres};
 use crate::error::AlgoError;
 use crate::input::{csv_dimension, parse_csv_chunk, read_range, InputError};
 use crate::points::DistPoints;
@@ -175,18 +176,50 @@ fn read_centroids(path: &Path, k: usize, dim: usize) -> Result<Vec<f64>, AlgoErr
     Ok(chunk.values)
 }
 
-/// Index of the centroid nearest to `x` (ties to the lower index).
+/// Index of the centroid nearest to `x` (squared Euclidean distance summed in index order,
+/// ties to the lower index): the reference that the blocked kernel of every iteration matches.
 pub fn nearest(x: &[f64], centroids: &[f64], dim: usize) -> usize {
-    let mut best = 0;
-    let mut best_d = f64::INFINITY;
-    for (c, centre) in centroids.chunks_exact(dim).enumerate() {
-        let dist: f64 = x.iter().zip(centre).map(|(a, b)| (a - b) * (a - b)).sum();
-        if dist < best_d {
-            best_d = dist;
-            best = c;
+    nearest_exact(x, centroids, dim)
+}
+
+/// Points assigned per call of the blocked kernel.
+const ASSIGN_CHUNK: usize = 4096;
+
+/// Assigns every local point to its nearest centroid (as [`nearest`]) and adds it to its
+/// cluster's sum and count in `partial` (`[sums (k*dim), counts (k), ...]`); returns the
+/// number of points whose assignment changed.
+fn assign_and_aggregate(
+    pts: &[f64],
+    assignment: &mut [u32],
+    centres: &Centres,
+    dim: usize,
+    partial: &mut [f64],
+) -> u64 {
+    let k = centres.len();
+    let mut changed = 0u64;
+    let mut fresh = vec![0u32; ASSIGN_CHUNK];
+    for (block, old) in pts
+        .chunks(ASSIGN_CHUNK * dim)
+        .zip(assignment.chunks_mut(ASSIGN_CHUNK))
+    {
+        let fresh = &mut fresh[..old.len()];
+        centres.assign(block, fresh);
+        for ((x, &c), a) in block
+            .chunks_exact(dim)
+            .zip(fresh.iter())
+            .zip(old.iter_mut())
+        {
+            if *a != c {
+                changed += 1;
+                *a = c;
+            }
+            let c = c as usize;
+            let sum = &mut partial[c * dim..(c + 1) * dim];
+            sum.iter_mut().zip(x).for_each(|(s, v)| *s += v);
+            partial[k * dim + c] += 1.0;
         }
     }
-    best
+    changed
 }
 
 /// Runs K-means; `progress` is called on every rank after each iteration with the number of
@@ -218,19 +251,13 @@ pub fn kmeans(
     while iterations < options.max_iterations {
         let start = Instant::now();
         partial.iter_mut().for_each(|v| *v = 0.0);
-        let mut changed = 0u64;
-        let pts = points.values.as_slice();
-        for (i, a) in assignment.as_mut_slice().iter_mut().enumerate() {
-            let x = &pts[i * dim..(i + 1) * dim];
-            let c = nearest(x, &centroids, dim);
-            if *a != c as u32 {
-                changed += 1;
-                *a = c as u32;
-            }
-            let sum = &mut partial[c * dim..(c + 1) * dim];
-            sum.iter_mut().zip(x).for_each(|(s, v)| *s += v);
-            partial[k * dim + c] += 1.0;
-        }
+        let changed = assign_and_aggregate(
+            points.values.as_slice(),
+            assignment.as_mut_slice(),
+            &Centres::new(&centroids, dim),
+            dim,
+            &mut partial,
+        );
         partial[k * dim + k] = changed as f64;
         let total = comm.allreduce(&partial, Sum)?;
         iterations += 1;
@@ -260,10 +287,7 @@ pub fn kmeans(
     if !converged && iterations > 0 {
         // The last update moved the centroids: assign once more so that the assignment
         // belongs to the centroids returned.
-        let pts = points.values.as_slice();
-        for (i, a) in assignment.as_mut_slice().iter_mut().enumerate() {
-            *a = nearest(&pts[i * dim..(i + 1) * dim], &centroids, dim) as u32;
-        }
+        Centres::new(&centroids, dim).assign(points.values.as_slice(), assignment.as_mut_slice());
     }
     Ok(KMeansResult {
         centroids,

@@ -7,12 +7,14 @@
 //!   balanced by non-zeros ([`graph::load_graph`]).
 //! * [`kmeans()`](kmeans::kmeans): Lloyd's K-means in the Harp style — local assignment and
 //!   partial sums, then an allreduce ([`points::load_points`]).
+//! * [`assign`]: the blocked nearest-centre kernel (exact re-check near ties).
 //! * [`generate`]: R-MAT graphs (Graph500 parameters) and Gaussian blobs, as pure functions of
 //!   a seed and a global index, so any split over ranks generates the same data.
 //! * [`input`]: chunked readers for SNAP edge lists, Matrix Market and CSV that reject
 //!   malformed input with the file, line and reason.
 #![deny(missing_docs, unreachable_pub)]
 
+pub mod assign;
 mod error;
 pub mod generate;
 pub mod graph;

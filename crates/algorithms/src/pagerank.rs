@@ -11,8 +11,9 @@
 //! below `tolerance` (0 disables). This equals networkx's and scipy's definition.
 //!
 //! # Algorithm
-//! Each rank owns a block of rows (sources). Set-up transposes its edges once into pull form,
-//! with compact indices: the edges into its own vertices as a CSC over local ids (a counting
+//! Each rank owns a block of rows (sources). Set-up relabels its rows by out-degree class
+//! (a counting sort; the most-read contributions end up in a short prefix that stays in
+//! cache) and transposes its edges once into pull form, with compact indices: the edges into its own vertices as a CSC over local ids (a counting
 //! sort), and the edges into other ranks' vertices grouped by distinct target (an LSD radix
 //! sort, no comparison sort and no per-edge search), so that the distinct remote targets are
 //! sorted and grouped by owner. An iteration computes `x(u) / deg(u)` once per row, pulls one
@@ -73,18 +74,59 @@ pub struct PageRankResult {
 
 /// The edges of one rank in pull form (see the module notes).
 struct Pull {
-    /// `1 / deg(u)` per local row, 0 for rows without out-edges (dangling).
+    /// Local row of each position: rows are relabelled by out-degree class (see
+    /// [`degree_order`]); every per-row array below is indexed by position.
+    row_of: SbVec<u32>,
+    /// `1 / deg(u)` per position, 0 for rows without out-edges (dangling).
     inv_deg: SbVec<f64>,
-    /// Local targets: offsets (rows + 1) into `local_src`, the local rows pointing at each.
+    /// Local targets by position: offsets (rows + 1) into `local_src`, the positions of the
+    /// local rows pointing at each.
     local_off: SbVec<u64>,
     local_src: SbVec<u32>,
-    /// Distinct remote targets: offsets (slots + 1) into `remote_src`.
+    /// Distinct remote targets: offsets (slots + 1) into `remote_src` (source positions).
     remote_off: SbVec<u64>,
     remote_src: SbVec<u32>,
     /// Per owner of remote targets: (owner, first slot, slots).
     blocks: Vec<(usize, usize, usize)>,
-    /// Local row of each value that arrives each iteration, in arrival order.
+    /// Position of the local row of each value that arrives each iteration, in arrival order.
     incoming: SbVec<u32>,
+}
+
+/// Out-degree classes: class 0 holds the rows without out-edges, class `c >= 1` the rows
+/// with `2^(c-1) <= deg < 2^c`.
+const DEGREE_CLASSES: usize = 65;
+
+/// The position of every local row when rows are ordered by out-degree class, highest first,
+/// and by row within a class (a counting sort). Each out-edge reads its source's contribution
+/// once per iteration, so this packs the most-read contributions into a short prefix that
+/// stays in cache, while rows of one class keep their order. Returns (position of each row,
+/// row of each position).
+fn degree_order(comm: &Comm, offsets: &[u64]) -> Result<(SbVec<u32>, SbVec<u32>), AlgoError> {
+    let rows = offsets.len() - 1;
+    let class = |u: usize| {
+        let deg = offsets[u + 1] - offsets[u];
+        (u64::BITS - deg.leading_zeros()) as usize
+    };
+    let mut start = [0usize; DEGREE_CLASSES + 1];
+    for u in 0..rows {
+        // Highest class first: bucket index DEGREE_CLASSES - 1 - class.
+        start[DEGREE_CLASSES - class(u)] += 1;
+    }
+    for c in 0..DEGREE_CLASSES {
+        start[c + 1] += start[c];
+    }
+    let mut pos: SbVec<u32> = SbVec::zeroed(comm.runtime(), rows)?;
+    let mut row_of: SbVec<u32> = SbVec::zeroed(comm.runtime(), rows)?;
+    {
+        let (pos, row_of) = (pos.as_mut_slice(), row_of.as_mut_slice());
+        for u in 0..rows {
+            let bucket = &mut start[DEGREE_CLASSES - 1 - class(u)];
+            pos[u] = *bucket as u32;
+            row_of[*bucket] = u as u32;
+            *bucket += 1;
+        }
+    }
+    Ok((pos, row_of))
 }
 
 /// Builds the pull form of this rank's edges and exchanges the index pattern.
@@ -92,6 +134,7 @@ fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> {
     let rt = comm.runtime();
     let rows = graph.local_rows();
     let (lo, hi) = (graph.lo, graph.hi);
+    let (pos, row_of) = degree_order(comm, graph.offsets.as_slice())?;
     let mut inv_deg: SbVec<f64> = SbVec::zeroed(rt, rows)?;
     let mut local_off: SbVec<u64> = SbVec::zeroed(rt, rows + 1)?;
     let mut remote_count = 0usize;
@@ -100,15 +143,16 @@ fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> {
         let tg = graph.targets.as_slice();
         let inv = inv_deg.as_mut_slice();
         let cnt = local_off.as_mut_slice();
+        let pos = pos.as_slice();
         for u in 0..rows {
             let (a, b) = (off[u] as usize, off[u + 1] as usize);
             if b > a {
-                inv[u] = 1.0 / (b - a) as f64;
+                inv[pos[u] as usize] = 1.0 / (b - a) as f64;
             }
             for &t in &tg[a..b] {
                 let t = u64::from(t);
                 if t >= lo && t < hi {
-                    cnt[(t - lo) as usize + 1] += 1;
+                    cnt[pos[(t - lo) as usize] as usize + 1] += 1;
                 } else {
                     remote_count += 1;
                 }
@@ -128,16 +172,18 @@ fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> {
         let mut fill: Vec<u64> = local_off.as_slice()[..rows].to_vec();
         let src = local_src.as_mut_slice();
         let pr = pairs.as_mut_slice();
+        let pos = pos.as_slice();
         let mut k = 0;
         for u in 0..rows {
+            let pu = pos[u];
             for &t in &tg[off[u] as usize..off[u + 1] as usize] {
                 let t64 = u64::from(t);
                 if t64 >= lo && t64 < hi {
-                    let v = (t64 - lo) as usize;
-                    src[fill[v] as usize] = u as u32;
+                    let v = pos[(t64 - lo) as usize] as usize;
+                    src[fill[v] as usize] = pu;
                     fill[v] += 1;
                 } else {
-                    pr[k] = [t, u as u32];
+                    pr[k] = [t, pu];
                     k += 1;
                 }
             }
@@ -203,11 +249,18 @@ fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> {
             .map(|&(q, start, len)| (q, &ids[start..start + len]))
             .collect()
     };
-    let (incoming, _) = comm.exchange(&index_blocks)?;
+    let (mut incoming, _) = comm.exchange(&index_blocks)?;
     drop(index_blocks);
     drop(target_ids);
+    {
+        let pos = pos.as_slice();
+        for i in incoming.iter_mut() {
+            *i = pos[*i as usize];
+        }
+    }
     let incoming = SbVec::from_slice(rt, &incoming)?;
     Ok(Pull {
+        row_of,
         inv_deg,
         local_off,
         local_src,
@@ -332,9 +385,17 @@ pub fn pagerank(
             break;
         }
     }
+    // Back from positions to rows.
+    let mut ranks: SbVec<f64> = SbVec::zeroed(rt, rows)?;
+    {
+        let out = ranks.as_mut_slice();
+        for (&u, &v) in pull.row_of.as_slice().iter().zip(x.as_slice()) {
+            out[u as usize] = v;
+        }
+    }
     Ok(PageRankResult {
         lo: graph.lo,
-        ranks: x,
+        ranks,
         iterations: done,
         delta,
         iteration_times: times,

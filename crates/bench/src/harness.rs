@@ -83,7 +83,7 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
 /// Formats a byte count with the largest binary suffix that divides it (`65536` -> `64K`).
 pub fn format_size(bytes: usize) -> String {
     for (shift, suffix) in [(30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{}{suffix}", bytes >> shift);
         }
     }

@@ -84,6 +84,25 @@ enum Generator {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Points around Gaussian blobs, as `run kmeans --generate blobs:N:D:K[:SEED]` makes them.
+    Blobs {
+        /// Number of points.
+        #[arg(long)]
+        points: u64,
+        /// Dimension.
+        #[arg(long)]
+        dim: usize,
+        /// Number of blobs.
+        #[arg(long)]
+        k: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Output file (CSV, one point per line; each value printed so that it reads back
+        /// exactly).
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 /// Engines between nodes.
@@ -594,6 +613,40 @@ fn gen_rmat(scale: u32, edge_factor: u32, seed: u64, out: PathBuf) -> Result<(),
     file.commit().map_err(fail)
 }
 
+fn gen_blobs(spec_text: &str, out: PathBuf) -> Result<(), Failure> {
+    use std::fmt::Write as _;
+    check_output(&out)?;
+    let spec = BlobsSpec::parse(spec_text).map_err(Failure::usage)?;
+    let fail = |e: std::io::Error| Failure {
+        code: 1,
+        message: format!("cannot write {}: {e}", out.display()),
+    };
+    let mut file = AtomicFile::create(&out).map_err(fail)?;
+    let w = file.writer();
+    let mut values = Vec::new();
+    let mut line = String::new();
+    let mut at = 0;
+    while at < spec.n {
+        let end = (at + (1 << 16)).min(spec.n);
+        values.clear();
+        spec.points(at..end, &mut values);
+        for point in values.chunks_exact(spec.d) {
+            line.clear();
+            for (j, v) in point.iter().enumerate() {
+                if j > 0 {
+                    line.push(',');
+                }
+                // `Display` of f64 is the shortest text that parses back to the same value.
+                let _ = write!(line, "{v}");
+            }
+            line.push('\n');
+            w.write_all(line.as_bytes()).map_err(fail)?;
+        }
+        at = end;
+    }
+    file.commit().map_err(fail)
+}
+
 /// Ends running jobs on SIGINT and SIGTERM: the job is aborted, its temporary outputs go, and
 /// the process exits with 128 + the signal. If the job does not end within a few seconds (a
 /// rank computing without calling the runtime), or a second signal comes, the process removes
@@ -672,6 +725,16 @@ fn main() -> ExitCode {
                     out,
                 },
         } => gen_rmat(scale, edge_factor, seed, out),
+        Command::Gen {
+            what:
+                Generator::Blobs {
+                    points,
+                    dim,
+                    k,
+                    seed,
+                    out,
+                },
+        } => gen_blobs(&format!("blobs:{points}:{dim}:{k}:{seed}"), out),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,16 +1,24 @@
 //! `bytes_used()` against the allocator: a counting global allocator measures the heap bytes
 //! a structure really holds, which must equal what the structure reports (minus its own
-//! inline size, which lives on the stack here).
+//! inline size, which lives on the stack here). Only the calling thread's allocations count:
+//! the test harness's own threads allocate at times of their choosing.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::cell::Cell;
 
 use spillway_structures::dyngraph::{Bcsr, Daa, Dcaa, Diaa, DynGraph, FoldPolicy, LinkedLists};
 
-/// The system allocator, counting live requested bytes.
+/// The system allocator, counting live requested bytes per thread.
 struct Counting;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
+thread_local! {
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+}
+
+/// Adds `delta` to this thread's count (nothing while the thread is being torn down).
+fn count(delta: isize) {
+    let _ = LIVE.try_with(|l| l.set(l.get() + delta));
+}
 
 // SAFETY: every method forwards to `System` with the caller's arguments unchanged, so the
 // `GlobalAlloc` contract is the system allocator's; the counter has no effect on memory.
@@ -19,7 +27,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: the caller upholds `alloc`'s contract, which we pass on unchanged.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::SeqCst);
+            count(layout.size() as isize);
         }
         p
     }
@@ -27,14 +35,14 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `ptr` was allocated by this allocator (hence `System`) with `layout`.
         unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Ordering::SeqCst);
+        count(-(layout.size() as isize));
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller upholds `realloc`'s contract, which we pass on unchanged.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::SeqCst);
+            count(new_size as isize - layout.size() as isize);
         }
         p
     }
@@ -44,7 +52,7 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn live() -> isize {
-    LIVE.load(Ordering::SeqCst)
+    LIVE.with(Cell::get)
 }
 
 /// A stream of inserts and deletes with locality (so that DIAA/DCAA form intervals).

@@ -242,7 +242,7 @@ impl Payload {
     /// is outside the buffer.
     pub fn slice(buf: &Arc<AlignedBuf>, start: usize, len: usize) -> Payload {
         assert!(
-            start % 16 == 0,
+            start.is_multiple_of(16),
             "payload slices start at multiples of 16 bytes"
         );
         assert!(start + len <= buf.len(), "payload slice outside its buffer");

@@ -794,7 +794,7 @@ impl Collectives for Comm<'_> {
 
     fn alltoall<T: Pod>(&self, data: &[T]) -> Result<Vec<T>> {
         let p = self.size();
-        if data.len() % p != 0 {
+        if !data.len().is_multiple_of(p) {
             return Err(Error::InvalidArgument(
                 "all-to-all data is not a multiple of the communicator size",
             ));
@@ -806,7 +806,7 @@ impl Collectives for Comm<'_> {
     fn alltoall_into<T: Pod>(&self, data: &[T], recv: &mut [T]) -> Result<()> {
         check_type::<T>()?;
         let p = self.size();
-        if data.len() % p != 0 || recv.len() != data.len() {
+        if !data.len().is_multiple_of(p) || recv.len() != data.len() {
             return Err(Error::InvalidArgument(
                 "all-to-all data must be a multiple of the communicator size and as long as the \
                  receive buffer",

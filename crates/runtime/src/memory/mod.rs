@@ -15,6 +15,12 @@
 //! Unloading never invalidates a slice: a page that is touched again is simply read back. So
 //! the policies below decide *when* memory is released and can never corrupt data.
 //!
+//! A node without a budget never releases memory, so there its allocations are private
+//! anonymous mappings instead (no spill file), with transparent huge pages requested for
+//! those of 2 MiB and more: random access to large arrays (PageRank's gathers, graph
+//! transposition) then avoids a page-table walk per 4 KiB page and the file system's page
+//! faults. Unloading such an allocation does nothing.
+//!
 //! # Policies (Iverson, ch. 6)
 //!
 //! * [`Policy::Araw`] — aggressive read, aggressive write: a rank unloads all its allocations

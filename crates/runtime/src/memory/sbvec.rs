@@ -30,9 +30,16 @@ struct RegionState {
     on_disk: bool,
 }
 
-/// One storage-backed allocation: a shared mapping of an unnamed spill file.
+/// Mappings at least this long ask for transparent huge pages when anonymous.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// One storage-backed allocation: a shared mapping of an unnamed spill file, or, on a node
+/// without a memory budget (where nothing is ever written out), a private anonymous mapping
+/// that may use transparent huge pages: random access then costs no page-table walks per
+/// 4 KiB and no file-system page faults.
 pub(crate) struct Region {
-    file: File,
+    /// The spill file; `None` for an anonymous mapping.
+    file: Option<File>,
     /// Start of the mapping; changes only when the region grows (under `state`).
     ptr: AtomicPtr<u8>,
     /// Mapped length (whole pages, at least one); changes only when the region grows.
@@ -69,27 +76,50 @@ fn fallocate(file: &File, from: usize, to: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Asks for transparent huge pages on an anonymous mapping of `len` bytes at `ptr` (a hint:
+/// failure, e.g. THP disabled, changes nothing).
+fn advise_huge(ptr: *mut libc::c_void, len: usize) {
+    if len >= HUGE_PAGE {
+        // SAFETY: the range is exactly one mapping of ours; MADV_HUGEPAGE changes only how
+        // the kernel backs it, never its contents.
+        unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
+    }
+}
+
 impl Region {
     pub(crate) fn new(node: &Arc<NodeMem>, owner: Owner, bytes: usize) -> io::Result<Arc<Region>> {
         let map_len = map_len_for(bytes);
-        let file = node.spill().file()?;
-        file.set_len(map_len as u64)
-            .and_then(|()| fallocate(&file, 0, map_len))
-            .map_err(|e| node.spill().error(e))?;
-        // SAFETY: a fresh shared read-write mapping of `map_len` bytes of a file we just sized
-        // to that length; the kernel picks the address; failure is checked below.
+        let file = if node.budget().is_some() {
+            let file = node.spill().file()?;
+            file.set_len(map_len as u64)
+                .and_then(|()| fallocate(&file, 0, map_len))
+                .map_err(|e| node.spill().error(e))?;
+            Some(file)
+        } else {
+            None
+        };
+        let (flags, fd) = match &file {
+            Some(f) => (libc::MAP_SHARED, f.as_raw_fd()),
+            None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1),
+        };
+        // SAFETY: a fresh read-write mapping of `map_len` bytes, shared over a file we just
+        // sized to that length or private and anonymous; the kernel picks the address;
+        // failure is checked below.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
+                flags,
+                fd,
                 0,
             )
         };
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
+        }
+        if file.is_none() {
+            advise_huge(ptr.cast(), map_len);
         }
         let region = Arc::new(Region {
             file,
@@ -123,6 +153,10 @@ impl Region {
     /// Drops the pages of `[addr, addr + len)` (within this mapping) from memory if the region
     /// is not loaded: they were faulted in by a rank reading this buffer in place.
     pub(crate) fn drop_pages_if_unloaded(&self, addr: usize, len: usize) {
+        // Anonymous memory is never unloaded (and dropping its pages would lose them).
+        let Some(file) = &self.file else {
+            return;
+        };
         let st = lock(&self.state);
         let (ptr, map_len) = (self.ptr() as usize, self.map_len());
         if st.loaded || st.partial > 0 || addr < ptr || addr + len > ptr + map_len {
@@ -140,7 +174,7 @@ impl Region {
                 libc::MADV_DONTNEED,
             );
             libc::posix_fadvise(
-                self.file.as_raw_fd(),
+                file.as_raw_fd(),
                 start as i64,
                 (end - start) as i64,
                 libc::POSIX_FADV_DONTNEED,
@@ -263,8 +297,12 @@ impl Region {
         }
     }
 
-    /// Writes modified pages back and releases the memory.
+    /// Writes modified pages back and releases the memory. An anonymous region (no budget)
+    /// stays as it is.
     pub(crate) fn unload(&self) {
+        let Some(file) = &self.file else {
+            return;
+        };
         let mut st = lock(&self.state);
         if !st.loaded && st.partial == 0 {
             return;
@@ -297,7 +335,7 @@ impl Region {
         unsafe {
             libc::madvise(ptr.cast(), map_len, libc::MADV_DONTNEED);
             libc::posix_fadvise(
-                self.file.as_raw_fd(),
+                file.as_raw_fd(),
                 0,
                 map_len as i64,
                 libc::POSIX_FADV_DONTNEED,
@@ -321,10 +359,16 @@ impl Region {
     pub(crate) fn discard(&self) {
         let mut st = lock(&self.state);
         let (ptr, map_len) = (self.ptr(), self.map_len());
+        let Some(file) = &self.file else {
+            // SAFETY: dropping the pages of our own private anonymous mapping: later accesses
+            // read zeros, which is what discarding means.
+            unsafe { libc::madvise(ptr.cast(), map_len, libc::MADV_DONTNEED) };
+            return;
+        };
         // SAFETY: punching a hole in our own file within its length; the mapping sees zeros.
         unsafe {
             libc::fallocate(
-                self.file.as_raw_fd(),
+                file.as_raw_fd(),
                 libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
                 0,
                 map_len as i64,
@@ -332,7 +376,7 @@ impl Region {
             libc::madvise(ptr.cast(), map_len, libc::MADV_DONTNEED);
         }
         // The blocks must be there again when the pages are written back.
-        if let Err(e) = fallocate(&self.file, 0, map_len) {
+        if let Err(e) = fallocate(file, 0, map_len) {
             self.node.record_error(self.node.spill().error(e));
         }
         st.dirty = false;
@@ -349,17 +393,22 @@ impl Region {
         if new <= old {
             return Ok(());
         }
-        self.file
-            .set_len(new as u64)
-            .and_then(|()| fallocate(&self.file, old, new))
-            .map_err(|e| self.node.spill().error(e))?;
+        if let Some(file) = &self.file {
+            file.set_len(new as u64)
+                .and_then(|()| fallocate(file, old, new))
+                .map_err(|e| self.node.spill().error(e))?;
+        }
         // SAFETY: remaps our own mapping of `old` bytes to `new` bytes of the same file (which
-        // now has that length); MREMAP_MAYMOVE lets the kernel move it; no slice of the old
+        // now has that length) or of anonymous memory; MREMAP_MAYMOVE lets the kernel move it
+        // (keeping the contents); no slice of the old
         // mapping is alive (the owner holds `&mut SbVec`, and other ranks only read a buffer
         // while its owner is inside a collective, never while it grows).
         let ptr = unsafe { libc::mremap(self.ptr().cast(), old, new, libc::MREMAP_MAYMOVE) };
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
+        }
+        if self.file.is_none() {
+            advise_huge(ptr.cast(), new);
         }
         let old_ptr = self.ptr() as usize;
         self.ptr.store(ptr.cast(), Ordering::Release);
@@ -413,7 +462,8 @@ enum Storage<T> {
 }
 
 /// A growable array of plain data whose pages live in a spill file and are kept in memory only
-/// as the node's memory policy allows (SBMA's storage-backed allocation).
+/// as the node's memory policy allows (SBMA's storage-backed allocation). On a node without a
+/// memory budget it is plain anonymous memory (huge pages when large) that is never unloaded.
 ///
 /// # Semantics
 /// Accessing the contents ([`as_slice`](Self::as_slice), [`as_mut_slice`](Self::as_mut_slice),
