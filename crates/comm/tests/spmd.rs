@@ -166,6 +166,29 @@ fn broadcast_from_every_root() {
             }
             world.bcast_into(root, &mut fixed)?;
             ok &= fixed == vec![root as i64; 4];
+            // Large: between nodes the direct path (no intermediate buffers); odd members
+            // broadcast into a fresh vector instead, which must interoperate with it.
+            let big = data_of(root + 7, 40_000);
+            if world.rank() == root || world.rank() % 2 == 0 {
+                let mut into = if world.rank() == root {
+                    big.clone()
+                } else {
+                    vec![0i64; big.len()]
+                };
+                world.bcast_into(root, &mut into)?;
+                ok &= into == big;
+            } else {
+                let mut fresh: Vec<i64> = Vec::new();
+                world.bcast(root, &mut fresh)?;
+                ok &= fresh == big;
+            }
+            let mut all_into = if world.rank() == root {
+                big.clone()
+            } else {
+                vec![0i64; big.len()]
+            };
+            world.bcast_into(root, &mut all_into)?;
+            ok &= all_into == big;
             let s = world.bcast_obj(
                 root,
                 (world.rank() == root).then(|| vec![format!("r{root}")]),

@@ -87,6 +87,13 @@ fn check_comm(comm: &Comm) -> Result<(), BoxError> {
             };
             comm.bcast(root, &mut data)?;
             ensure(data == data_of(root, len), "bcast")?;
+            let mut into = if me == root {
+                data_of(root + 3, len)
+            } else {
+                vec![0; len]
+            };
+            comm.bcast_into(root, &mut into)?;
+            ensure(into == data_of(root + 3, len), "bcast_into")?;
         }
         let got = comm.allreduce(&data_of(me, len), Sum)?;
         let mut want = vec![0i64; len];

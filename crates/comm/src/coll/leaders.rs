@@ -86,7 +86,7 @@ impl Comm<'_> {
         self.inner.my_index == 0
     }
 
-    fn leader_of(&self, g: usize) -> usize {
+    pub(crate) fn leader_of(&self, g: usize) -> usize {
         self.shape().leader(g)
     }
 

@@ -62,6 +62,10 @@ use leaders::length_mismatch;
 pub use node::Aggregate;
 use node::{lock, Entered, IN_PLACE_MIN, ZERO_COPY_MIN};
 
+/// Broadcasts into the members' buffers of at least this many bytes between nodes go the
+/// direct way (no intermediate buffers; see `bcast_into_direct`).
+const DIRECT_BCAST_MIN: usize = 256 << 10;
+
 impl Comm<'_> {
     pub(crate) fn check_root(&self, root: usize) -> Result<()> {
         if root >= self.size() {
@@ -90,6 +94,18 @@ impl Comm<'_> {
     ) -> Result<()> {
         self.check_root(root)?;
         let tag = self.next_coll_tag();
+        self.bcast_core_tagged(root, src, name, sink, tag)
+    }
+
+    /// [`bcast_core`](Self::bcast_core) with its collective tag already taken.
+    fn bcast_core_tagged(
+        &self,
+        root: usize,
+        src: Option<&[u8]>,
+        name: &'static str,
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+        tag: i32,
+    ) -> Result<()> {
         let shape = self.shape();
         let me = self.rank();
         let my_g = self.inner.my_group;
@@ -104,8 +120,7 @@ impl Comm<'_> {
                 return sink(buf.as_bytes());
             }
             e.wait(|| e.stage() >= 1)?;
-            let buf = lock(&e.rv.shared).clone().expect("the leader published");
-            return sink(buf.as_bytes());
+            return self.take_published(&e, sink);
         }
         if me == root {
             let Some(src) = src else {
@@ -169,6 +184,109 @@ impl Comm<'_> {
             }
         };
         outcome
+    }
+
+    /// A member of a group whose leader received a broadcast takes it: from the leader's
+    /// shared buffer, or read in place from the leader's own buffer (see
+    /// [`bcast_into_direct`](Self::bcast_into_direct)), which the leader keeps until every
+    /// member is done.
+    fn take_published(
+        &self,
+        e: &Entered<'_, '_>,
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        if let Some(buf) = lock(&e.rv.shared).clone() {
+            return sink(buf.as_bytes());
+        }
+        let ptr = e.rv.src.ptr::<u8>();
+        let len = e.rv.src.len();
+        // SAFETY: the leader published `len` readable bytes at `ptr` and does not return (nor
+        // write them) before every member has marked itself done.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
+        let out = sink(bytes);
+        self.rank.release_read(bytes);
+        e.mark_done();
+        out
+    }
+
+    /// Whether a broadcast of `len` bytes into the members' own buffers goes the direct way:
+    /// between nodes, large, and over the binomial tree (every member decides alike from the
+    /// length, which [`bcast_into`](Collectives::bcast_into) requires to be the same).
+    fn bcast_direct(&self, len: usize) -> bool {
+        let groups = self.shape().groups();
+        groups > 1
+            && len >= DIRECT_BCAST_MIN
+            && choose::chain_chunk(self.rank.link_model(), groups, len).is_none()
+    }
+
+    /// The broadcast into the members' own buffers (`data` is the root's input and every other
+    /// member's output) without intermediate copies: the root's leader sends from the root's
+    /// buffer, another leader receives from its tree parent straight into its buffer and
+    /// forwards from there, and the members of each node copy once from their leader's buffer.
+    /// The messages are those of the tree broadcast, so members that broadcast into fresh
+    /// vectors take part unchanged.
+    fn bcast_into_direct(&self, root: usize, data: &mut [u8], name: &'static str) -> Result<()> {
+        let tag = self.next_coll_tag();
+        let shape = self.shape();
+        let l = shape.groups();
+        let my_g = self.inner.my_group;
+        let root_g = shape.group_of(root);
+        let me = self.rank();
+        let leader = self.is_leader();
+        if my_g == root_g && root != self.leader_of(root_g) {
+            // The root is not its node's leader: that node goes the usual way (its leader
+            // forwards a copy of the root's data; the members copy from the root).
+            return if me == root {
+                self.bcast_core_tagged(root, Some(data), name, &mut |_| Ok(()), tag)
+            } else {
+                self.bcast_core_tagged(root, None, name, &mut sink_exact(data), tag)
+            };
+        }
+        let e = Entered::join(self, name, false)?;
+        if !leader {
+            e.wait(|| e.stage() >= 1)?;
+            return self.take_published(&e, &mut sink_exact(data));
+        }
+        let rel = (my_g + l - root_g) % l;
+        if me != root {
+            let parent = ((rel & (rel - 1)) + root_g) % l;
+            let pattern = self.coll_pattern(self.leader_of(parent), tag);
+            let info =
+                self.rank
+                    .recv_into(pattern, spillway_runtime::WaitKind::Collective(name), data)?;
+            if info.bytes != data.len() {
+                return Err(length_mismatch());
+            }
+        }
+        // Publish to this node's members, forward to the children, then stay until the
+        // members have read.
+        let members = e.rv.size;
+        if members > 1 {
+            e.rv.src
+                .ptr
+                .store(data.as_ptr() as usize, std::sync::atomic::Ordering::Relaxed);
+            e.rv.src
+                .len
+                .store(data.len(), std::sync::atomic::Ordering::Relaxed);
+            e.set_stage(1);
+        }
+        let data: &[u8] = data;
+        let mut mask = 1;
+        while mask < l && rel & mask == 0 {
+            mask <<= 1;
+        }
+        mask >>= 1;
+        while mask > 0 {
+            if rel + mask < l {
+                let child = (rel + mask + root_g) % l;
+                self.csend_while(self.leader_of(child), tag, data, || Ok(()))?;
+            }
+            mask >>= 1;
+        }
+        if members > 1 {
+            e.wait(|| e.done() + 1 == members)?;
+        }
+        Ok(())
     }
 
     /// The exchange of `blocks` (bytes of whole `T`s), concatenating what arrives as `T`s in
@@ -554,6 +672,10 @@ impl Collectives for Comm<'_> {
 
     fn bcast_into<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
         check_type::<T>()?;
+        self.check_root(root)?;
+        if self.bcast_direct(std::mem::size_of_val(data)) {
+            return self.bcast_into_direct(root, bytemuck::cast_slice_mut(data), "bcast");
+        }
         if self.rank() == root {
             return self.bcast_core(root, Some(bytemuck::cast_slice(data)), "bcast", &mut |_| {
                 Ok(())
