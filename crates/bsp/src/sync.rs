@@ -1,0 +1,788 @@
+//! `sync`: the end of a superstep, where every queued put and get happens.
+//!
+//! # Protocol
+//! The ranks of one node are threads of one process and publish their requests in a node
+//! object ([`NodeState`]); ranks on other nodes get theirs in messages. A sync runs:
+//!
+//! 1. (checked mode) an allgather of every rank's superstep number, count of global
+//!    (de)registrations and call site: ranks that disagree are reported;
+//! 2. round A: to every rank of another node, one message with this rank's puts to it
+//!    (headers and data) and gets from it (headers); the receiver checks bounds, keeps the
+//!    put data and reads the data asked for;
+//! 3. round B: each get reply goes back in one message per requesting rank;
+//! 4. publication of the node-local requests and the area tables, then a node barrier;
+//! 5. checks: every rank verifies the requests that write its memory (bounds, slots) and that
+//!    no byte of its memory is both read and written in the superstep; a violation fails the
+//!    job before any byte moves (the check is what makes the copies below free of data races,
+//!    so it runs in every mode);
+//! 6. node barrier; data phase: each rank performs every copy *into its own memory* — puts
+//!    from node ranks, its own gets from node ranks, then the data of rounds A and B — as
+//!    `memcpy`s between the registered areas (LPF's rule: destinations copy). All writes to a
+//!    rank's memory are done by its thread, one after the other: concurrent writes to one
+//!    place resolve in that sequential order and no element is ever torn;
+//! 7. node barrier (nobody reads an area after its owner has left the sync).
+//!
+//! # Cost
+//! With `h` the largest number of bytes a rank sends or receives: `g*h + l`, where `l` covers
+//! the three node barriers and, across nodes, one message per rank pair in each direction.
+
+use std::panic::Location;
+use std::sync::{Arc, Mutex};
+
+use spillway_comm::{Collectives, Source};
+
+use crate::context::{Bsp, PutSource};
+use crate::error::{Error, Misuse, Result};
+
+/// A put between ranks of one node, as published by its source.
+#[derive(Clone, Copy, Debug)]
+struct NodePut {
+    /// Address of the source bytes (in a registered area or the source's put buffer).
+    src: usize,
+    /// Whether the source is a registered area (then it counts as read memory).
+    src_is_area: bool,
+    dst_slot: u32,
+    dst_off: usize,
+    len: usize,
+    loc: &'static Location<'static>,
+}
+
+/// A get between ranks of one node, as published by the getting rank.
+#[derive(Clone, Copy, Debug)]
+struct NodeGet {
+    src_slot: u32,
+    src_off: usize,
+    /// Address of the destination bytes (in the getter's area, bounds checked at the get).
+    dst: usize,
+    len: usize,
+    loc: &'static Location<'static>,
+}
+
+/// What a rank publishes to its node at a sync.
+#[derive(Debug, Default)]
+struct Published {
+    superstep: u64,
+    /// Per global slot index: (address, bytes) of the area, `(0, 0)` when not usable.
+    globals: Vec<(usize, usize)>,
+    /// Puts to each node-local rank.
+    puts_to: Vec<Vec<NodePut>>,
+    /// Gets from each node-local rank.
+    gets_from: Vec<Vec<NodeGet>>,
+}
+
+/// The node object of a BSP context: where its ranks on this node publish their requests.
+pub(crate) struct NodeState {
+    members: Box<[Mutex<Option<Arc<Published>>>]>,
+}
+
+impl NodeState {
+    pub(crate) fn new(local: usize) -> NodeState {
+        NodeState {
+            members: (0..local).map(|_| Mutex::new(None)).collect(),
+        }
+    }
+
+    fn get(&self, i: usize) -> Arc<Published> {
+        self.members[i]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .expect("every node member published before the barrier")
+    }
+
+    fn set(&self, i: usize, p: Option<Arc<Published>>) {
+        *self.members[i].lock().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+}
+
+/// A write into this rank's memory found in the checks, applied in the data phase.
+struct Copy {
+    src: usize,
+    dst: usize,
+    len: usize,
+    /// Whether the source is another rank's memory that may be storage-backed.
+    foreign: bool,
+}
+
+/// A memory range touched in a superstep, for the conflict check.
+#[derive(Clone, Copy)]
+struct Touch {
+    start: usize,
+    end: usize,
+    what: &'static str,
+    by: usize,
+    loc: Option<&'static Location<'static>>,
+}
+
+fn tag(superstep: u64, round: u64) -> i32 {
+    (((superstep & 0x3fff_ffff) << 1) | round) as i32
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let s = self.bytes.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(s)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+}
+
+fn push_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// A put or get from another node, checked against this rank's areas.
+struct Remote {
+    from: usize,
+    puts: Vec<(usize, usize, usize)>, // (destination address, payload offset, len)
+    payload: Vec<u8>,
+}
+
+impl<'r> Bsp<'r> {
+    /// Ends the superstep (LPF's `lpf_sync`): every put and get queued by any rank since the
+    /// last sync has happened when it returns, and capacities requested since take effect.
+    ///
+    /// # Semantics
+    /// Collective over the context. Writes of several requests to one place land in some
+    /// sequential order, each element whole; a superstep that reads and writes the same
+    /// bytes is illegal and fails the job (so does a put or get out of bounds of its remote
+    /// area). Within a node the copies are `memcpy`s between the registered areas, each done
+    /// by the destination rank; between nodes one message goes each way per rank pair.
+    ///
+    /// # Cost
+    /// `g*h + l`, with `h` the largest number of bytes any rank sends or receives in the
+    /// superstep (see [`probe`](Self::probe) for `g` and `l`).
+    ///
+    /// # Errors
+    /// Fatal: [`Misuse`] (out of bounds, unknown slot, read-write conflict, mismatched syncs)
+    /// or [`Error::Runtime`]; the job ends on every rank.
+    #[track_caller]
+    pub fn sync(&mut self) -> Result<()> {
+        let location = Location::caller();
+        match self.sync_inner(location) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if !matches!(e, Error::Runtime(spillway_runtime::Error::Aborted)) {
+                    self.comm.runtime().fail_job(e.to_string());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The checked-mode agreement at the end of an SPMD function: every rank must have done
+    /// the same number of syncs.
+    pub(crate) fn finish(&mut self, location: &'static Location<'static>) -> Result<()> {
+        if self.options.checked {
+            let r = self.check_agreement(location, true);
+            if let Err(e) = &r {
+                if !matches!(e, Error::Runtime(spillway_runtime::Error::Aborted)) {
+                    self.comm.runtime().fail_job(e.to_string());
+                }
+            }
+            r?;
+        }
+        if !self.puts.is_empty() || !self.gets.is_empty() {
+            return Err(Error::misuse(
+                Misuse::MismatchedSync,
+                format!(
+                    "{} puts and {} gets were queued after the last sync",
+                    self.puts.len(),
+                    self.gets.len()
+                ),
+                Some(
+                    self.puts
+                        .first()
+                        .map_or_else(|| self.gets[0].loc, |p| p.loc),
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_agreement(&self, location: &'static Location<'static>, end: bool) -> Result<()> {
+        let mine = (self.superstep, self.global_ops, end, location.to_string());
+        let all: Vec<(u64, u64, bool, String)> = self.comm.allgather_obj(&mine)?;
+        let first = &all[0];
+        if all
+            .iter()
+            .all(|a| (a.0, a.1, a.2) == (first.0, first.1, first.2))
+        {
+            return Ok(());
+        }
+        let describe = |(pid, a): (usize, &(u64, u64, bool, String))| {
+            let at = if a.2 {
+                format!("the end of its SPMD function after {} syncs", a.0)
+            } else {
+                format!("sync #{} ({})", a.0 + 1, a.3)
+            };
+            format!("rank {pid} at {at} with {} global (de)registrations", a.1)
+        };
+        let me = self.pid();
+        let other = all
+            .iter()
+            .enumerate()
+            .find(|(_, a)| (a.0, a.1, a.2) != (mine.0, mine.1, mine.2))
+            .unwrap_or((0, first));
+        Err(Error::misuse(
+            Misuse::MismatchedSync,
+            format!("{}, but {}", describe((me, &all[me])), describe(other)),
+            Some(location),
+        ))
+    }
+
+    fn sync_inner(&mut self, location: &'static Location<'static>) -> Result<()> {
+        if self.options.checked {
+            self.check_agreement(location, false)?;
+        }
+        let me_local = self.local_index[self.pid()].expect("this rank is on its node");
+        let local = self.node_members.len();
+        let multi = self.local_index.iter().any(Option::is_none);
+
+        // Split the requests into node-local ones and the rest.
+        let mut puts_to = vec![Vec::new(); local];
+        let mut gets_from = vec![Vec::new(); local];
+        let mut remote_puts: Vec<Vec<usize>> = Vec::new();
+        let mut remote_gets: Vec<Vec<usize>> = Vec::new();
+        if multi {
+            remote_puts = vec![Vec::new(); self.nprocs()];
+            remote_gets = vec![Vec::new(); self.nprocs()];
+        }
+        let mut reads: Vec<Touch> = Vec::new();
+        let mut writes: Vec<Touch> = Vec::new();
+        let me = self.pid();
+        for (i, p) in self.puts.iter().enumerate() {
+            let (src, src_is_area) = self.put_source(p.src);
+            if src_is_area {
+                reads.push(Touch {
+                    start: src,
+                    end: src + p.len,
+                    what: "put reads",
+                    by: me,
+                    loc: Some(p.loc),
+                });
+            }
+            match self.local_index[p.dst_pid] {
+                Some(l) => puts_to[l].push(NodePut {
+                    src,
+                    src_is_area,
+                    dst_slot: p.dst_slot,
+                    dst_off: p.dst_off,
+                    len: p.len,
+                    loc: p.loc,
+                }),
+                None => remote_puts[p.dst_pid].push(i),
+            }
+        }
+        for (i, g) in self.gets.iter().enumerate() {
+            let area = self.area(g.dst_index, g.dst_global);
+            let dst = area.addr() + g.dst_off;
+            writes.push(Touch {
+                start: dst,
+                end: dst + g.len,
+                what: "get writes",
+                by: me,
+                loc: Some(g.loc),
+            });
+            match self.local_index[g.src_pid] {
+                Some(l) => gets_from[l].push(NodeGet {
+                    src_slot: g.src_slot,
+                    src_off: g.src_off,
+                    dst,
+                    len: g.len,
+                    loc: g.loc,
+                }),
+                None => remote_gets[g.src_pid].push(i),
+            }
+        }
+
+        // Rounds A and B with the other nodes.
+        let mut remotes: Vec<Remote> = Vec::new();
+        let mut replies: Vec<(usize, Vec<u8>)> = Vec::new();
+        if multi {
+            self.round_a(
+                &remote_puts,
+                &remote_gets,
+                &mut remotes,
+                &mut replies,
+                &mut reads,
+            )?;
+            self.round_b(&remote_gets, replies, &mut remotes)?;
+        }
+
+        // Publish the node-local part and meet.
+        let published = Arc::new(Published {
+            superstep: self.superstep,
+            globals: self.global_table(),
+            puts_to,
+            gets_from,
+        });
+        self.node.set(me_local, Some(published));
+        self.node_comm.barrier()?;
+
+        // Checks: everything that writes this rank's memory, everything that reads it.
+        let mut copies: Vec<Copy> = Vec::new();
+        let all: Vec<Arc<Published>> = (0..local).map(|i| self.node.get(i)).collect();
+        for (m, p) in all.iter().enumerate() {
+            if p.superstep != self.superstep {
+                return Err(Error::misuse(
+                    Misuse::MismatchedSync,
+                    format!(
+                        "rank {} is at sync #{}, rank {} at sync #{}",
+                        self.pid(),
+                        self.superstep + 1,
+                        self.node_members[m],
+                        p.superstep + 1
+                    ),
+                    Some(location),
+                ));
+            }
+            let from = self.node_members[m];
+            for put in &p.puts_to[me_local] {
+                let dst = self.dest_range(
+                    put.dst_slot,
+                    put.dst_off,
+                    put.len,
+                    from,
+                    "put",
+                    Some(put.loc),
+                )?;
+                writes.push(Touch {
+                    start: dst,
+                    end: dst + put.len,
+                    what: "put writes",
+                    by: from,
+                    loc: Some(put.loc),
+                });
+                copies.push(Copy {
+                    src: put.src,
+                    dst,
+                    len: put.len,
+                    foreign: put.src_is_area && m != me_local,
+                });
+            }
+            for get in &p.gets_from[me_local] {
+                // `from` reads this rank's memory.
+                let src = self.dest_range(
+                    get.src_slot,
+                    get.src_off,
+                    get.len,
+                    from,
+                    "get",
+                    Some(get.loc),
+                )?;
+                reads.push(Touch {
+                    start: src,
+                    end: src + get.len,
+                    what: "get reads",
+                    by: from,
+                    loc: Some(get.loc),
+                });
+            }
+        }
+        // This rank's gets from node ranks read their areas (their owners checked the reads).
+        for (t, p) in all.iter().enumerate() {
+            for get in &all[me_local].gets_from[t] {
+                let (addr, bytes) = p
+                    .globals
+                    .get(get.src_slot as usize)
+                    .copied()
+                    .unwrap_or((0, 0));
+                if addr == 0 || get.src_off.checked_add(get.len).is_none_or(|e| e > bytes) {
+                    // Reported by the owner of the source, which checks it too; stop here
+                    // so that no copy is made from outside the area.
+                    return Err(Error::misuse(
+                        if addr == 0 { Misuse::UnknownSlot } else { Misuse::OutOfBounds },
+                        format!(
+                            "get of {} bytes at byte {} of global slot {} on rank {}, whose area holds {bytes}",
+                            get.len, get.src_off, get.src_slot, self.node_members[t]
+                        ),
+                        Some(get.loc),
+                    ));
+                }
+                copies.push(Copy {
+                    src: addr + get.src_off,
+                    dst: get.dst,
+                    len: get.len,
+                    foreign: t != me_local,
+                });
+            }
+        }
+        for r in &remotes {
+            for &(dst, at, len) in &r.puts {
+                writes.push(Touch {
+                    start: dst,
+                    end: dst + len,
+                    what: "put writes",
+                    by: r.from,
+                    loc: None,
+                });
+                copies.push(Copy {
+                    src: r.payload.as_ptr() as usize + at,
+                    dst,
+                    len,
+                    foreign: false,
+                });
+            }
+        }
+        check_conflicts(&mut reads, &mut writes)?;
+        // Load storage-backed destinations for writing while nobody else reads them.
+        for area in self
+            .globals
+            .iter_mut()
+            .chain(self.locals.iter_mut())
+            .flatten()
+        {
+            if area.storage
+                && copies
+                    .iter()
+                    .any(|c| c.dst >= area.addr() && c.dst < area.addr() + area.bytes)
+            {
+                area.touch();
+            }
+        }
+        self.node_comm.barrier()?;
+
+        // Data phase: this rank copies into its own memory.
+        let rank = self.comm.runtime();
+        for c in &copies {
+            if c.len == 0 {
+                continue;
+            }
+            // SAFETY: `dst..dst+len` lies inside a registered area of this rank (bounds checked
+            // above against the area's size) and `src..src+len` inside a live buffer: a
+            // registered area or the put buffer of a node rank (checked by the get or against
+            // the published table), or a received payload owned by `remotes`. Node ranks keep
+            // their areas and buffers alive and unmodified until the final barrier below (they
+            // are inside this sync, and only a rank itself writes its memory). Only this thread
+            // writes `dst`, and the conflict check guarantees that no thread reads `dst` in this
+            // phase and that `src` is not written in it, so the ranges do not overlap and no
+            // access races with this copy.
+            unsafe {
+                std::ptr::copy_nonoverlapping(c.src as *const u8, c.dst as *mut u8, c.len);
+            }
+            if c.foreign {
+                // SAFETY: as above, `src..src+len` is live, initialised and not written now.
+                let bytes = unsafe { std::slice::from_raw_parts(c.src as *const u8, c.len) };
+                rank.release_read(bytes);
+            }
+        }
+        drop(copies);
+        drop(remotes);
+        self.node_comm.barrier()?;
+        self.node.set(me_local, None);
+
+        // The superstep is over: new capacities take effect.
+        self.puts.clear();
+        self.gets.clear();
+        self.buffer.clear();
+        if let Some(n) = self.reg_pending.take() {
+            self.reg_capacity = n;
+        }
+        if let Some(n) = self.queue_pending.take() {
+            self.queue_capacity = n;
+        }
+        self.superstep += 1;
+        Ok(())
+    }
+
+    /// Address of a put's source and whether it is registered memory.
+    fn put_source(&self, src: PutSource) -> (usize, bool) {
+        match src {
+            PutSource::Slot { index, global, off } => (self.area(index, global).addr() + off, true),
+            PutSource::Buffer(at) => (self.buffer.as_ptr() as usize + at, false),
+        }
+    }
+
+    /// Checks `len` bytes at `off` of this rank's global slot `slot`, named by rank `from`;
+    /// returns their address.
+    fn dest_range(
+        &self,
+        slot: u32,
+        off: usize,
+        len: usize,
+        from: usize,
+        what: &str,
+        loc: Option<&'static Location<'static>>,
+    ) -> Result<usize> {
+        let area = self
+            .globals
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .filter(|a| a.active_from <= self.superstep);
+        let Some(area) = area else {
+            return Err(Error::misuse(
+                Misuse::UnknownSlot,
+                format!(
+                    "{what} by rank {from} names global slot {slot}, not registered on rank {}",
+                    self.pid()
+                ),
+                loc,
+            ));
+        };
+        if off.checked_add(len).is_none_or(|e| e > area.bytes) {
+            return Err(Error::misuse(
+                Misuse::OutOfBounds,
+                format!(
+                    "{what} by rank {from} of {len} bytes at byte {off} of global slot {slot} on rank {}, whose area holds {} bytes",
+                    self.pid(),
+                    area.bytes
+                ),
+                loc,
+            ));
+        }
+        Ok(area.addr() + off)
+    }
+
+    /// Round A: one message to every rank of another node with this rank's puts to it and
+    /// gets from it; the requests received are checked and the gets answered.
+    fn round_a(
+        &self,
+        remote_puts: &[Vec<usize>],
+        remote_gets: &[Vec<usize>],
+        remotes: &mut Vec<Remote>,
+        replies: &mut Vec<(usize, Vec<u8>)>,
+        reads: &mut Vec<Touch>,
+    ) -> Result<()> {
+        let t = tag(self.superstep, 0);
+        let checked = self.options.checked;
+        let mut peers = 0;
+        for q in 0..self.nprocs() {
+            if self.local_index[q].is_some() {
+                continue;
+            }
+            peers += 1;
+            let puts = &remote_puts[q];
+            let gets = &remote_gets[q];
+            let data: usize = puts.iter().map(|&i| self.puts[i].len).sum();
+            let mut msg = Vec::with_capacity(24 + 24 * (puts.len() + gets.len()) + data);
+            push_u64(&mut msg, self.superstep);
+            push_u64(&mut msg, puts.len() as u64);
+            push_u64(&mut msg, gets.len() as u64);
+            for &i in puts {
+                let p = &self.puts[i];
+                push_u64(&mut msg, u64::from(p.dst_slot));
+                push_u64(&mut msg, p.dst_off as u64);
+                push_u64(&mut msg, p.len as u64);
+            }
+            for &i in gets {
+                let g = &self.gets[i];
+                push_u64(&mut msg, u64::from(g.src_slot));
+                push_u64(&mut msg, g.src_off as u64);
+                push_u64(&mut msg, g.len as u64);
+            }
+            for &i in puts {
+                let p = &self.puts[i];
+                let (src, _) = self.put_source(p.src);
+                // SAFETY: `src..src+len` lies in this rank's registered area (bounds checked
+                // at the put) or put buffer; only this thread writes them, and not now.
+                msg.extend_from_slice(unsafe {
+                    std::slice::from_raw_parts(src as *const u8, p.len)
+                });
+            }
+            if checked {
+                for &i in puts {
+                    msg.extend_from_slice(self.puts[i].loc.to_string().as_bytes());
+                    msg.push(0);
+                }
+                for &i in gets {
+                    msg.extend_from_slice(self.gets[i].loc.to_string().as_bytes());
+                    msg.push(0);
+                }
+            }
+            self.comm.send(q, t, &msg)?;
+        }
+        for _ in 0..peers {
+            let (msg, status) = self.comm.recv::<u8>(Source::Any, t)?;
+            let from = status.source;
+            let bad = || {
+                Error::misuse(
+                    Misuse::MismatchedSync,
+                    format!("malformed sync message from rank {from}"),
+                    None,
+                )
+            };
+            let mut rd = Reader { bytes: &msg, at: 0 };
+            let step = rd.u64().ok_or_else(bad)?;
+            if step != self.superstep {
+                return Err(Error::misuse(
+                    Misuse::MismatchedSync,
+                    format!(
+                        "rank {from} is at sync #{}, rank {} at sync #{}",
+                        step + 1,
+                        self.pid(),
+                        self.superstep + 1
+                    ),
+                    None,
+                ));
+            }
+            let np = rd.u64().ok_or_else(bad)? as usize;
+            let ng = rd.u64().ok_or_else(bad)? as usize;
+            let mut heads = Vec::with_capacity(np + ng);
+            for _ in 0..np + ng {
+                let slot = rd.u64().ok_or_else(bad)? as u32;
+                let off = rd.u64().ok_or_else(bad)? as usize;
+                let len = rd.u64().ok_or_else(bad)? as usize;
+                heads.push((slot, off, len));
+            }
+            let data_at = rd.at;
+            let data_len: usize = heads[..np].iter().map(|h| h.2).sum();
+            rd.take(data_len).ok_or_else(bad)?;
+            let mut loc_text: Vec<String> = Vec::new();
+            if checked {
+                for _ in 0..np + ng {
+                    let rest = &msg[rd.at..];
+                    let end = rest.iter().position(|&b| b == 0).ok_or_else(bad)?;
+                    loc_text.push(String::from_utf8_lossy(&rest[..end]).into_owned());
+                    rd.at += end + 1;
+                }
+            }
+            let with_loc = |e: Error, i: usize| match (e, loc_text.get(i)) {
+                (
+                    Error::Misuse {
+                        kind,
+                        detail,
+                        location,
+                    },
+                    Some(at),
+                ) => Error::Misuse {
+                    kind,
+                    detail: format!("{detail} (called at {at})"),
+                    location,
+                },
+                (e, _) => e,
+            };
+            let mut puts = Vec::with_capacity(np);
+            let mut at = 0;
+            for (i, &(slot, off, len)) in heads[..np].iter().enumerate() {
+                let dst = self
+                    .dest_range(slot, off, len, from, "put", None)
+                    .map_err(|e| with_loc(e, i))?;
+                puts.push((dst, at, len));
+                at += len;
+            }
+            let mut reply = Vec::new();
+            for (i, &(slot, off, len)) in heads[np..].iter().enumerate() {
+                let src = self
+                    .dest_range(slot, off, len, from, "get", None)
+                    .map_err(|e| with_loc(e, np + i))?;
+                reads.push(Touch {
+                    start: src,
+                    end: src + len,
+                    what: "get reads",
+                    by: from,
+                    loc: None,
+                });
+                // SAFETY: checked against this rank's area just above; only this thread
+                // writes it, and not now.
+                reply.extend_from_slice(unsafe {
+                    std::slice::from_raw_parts(src as *const u8, len)
+                });
+            }
+            if ng > 0 {
+                replies.push((from, reply));
+            }
+            let payload = msg[data_at..data_at + data_len].to_vec();
+            remotes.push(Remote {
+                from,
+                puts,
+                payload,
+            });
+        }
+        Ok(())
+    }
+
+    /// Round B: get replies go back; each becomes a set of copies into this rank's memory.
+    fn round_b(
+        &self,
+        remote_gets: &[Vec<usize>],
+        replies: Vec<(usize, Vec<u8>)>,
+        remotes: &mut Vec<Remote>,
+    ) -> Result<()> {
+        let t = tag(self.superstep, 1);
+        for (to, data) in &replies {
+            self.comm.send(*to, t, data)?;
+        }
+        let expected = remote_gets.iter().filter(|g| !g.is_empty()).count();
+        for _ in 0..expected {
+            let (data, status) = self.comm.recv::<u8>(Source::Any, t)?;
+            let from = status.source;
+            let mut puts = Vec::new();
+            let mut at = 0;
+            for &i in &remote_gets[from] {
+                let g = &self.gets[i];
+                let dst = self.area(g.dst_index, g.dst_global).addr() + g.dst_off;
+                puts.push((dst, at, g.len));
+                at += g.len;
+            }
+            if at != data.len() {
+                return Err(Error::misuse(
+                    Misuse::MismatchedSync,
+                    format!(
+                        "get reply of {} bytes from rank {from}, {at} expected",
+                        data.len()
+                    ),
+                    None,
+                ));
+            }
+            remotes.push(Remote {
+                from,
+                puts,
+                payload: data,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Fails when some byte is both read and written in the superstep.
+fn check_conflicts(reads: &mut [Touch], writes: &mut [Touch]) -> Result<()> {
+    if reads.is_empty() || writes.is_empty() {
+        return Ok(());
+    }
+    writes.sort_unstable_by_key(|t| t.start);
+    // Prefix maximum of the ends, to find any write overlapping a range by binary search.
+    let mut reach = Vec::with_capacity(writes.len());
+    let mut best = 0usize;
+    for (i, w) in writes.iter().enumerate() {
+        if i == 0 || w.end > writes[best].end {
+            best = i;
+        }
+        reach.push(best);
+    }
+    for r in reads.iter().filter(|r| r.end > r.start) {
+        // Writes starting before the read's end; the one reaching furthest among them.
+        let n = writes.partition_point(|w| w.start < r.end);
+        if n == 0 {
+            continue;
+        }
+        let w = &writes[reach[n - 1]];
+        if w.end > r.start && w.end > w.start {
+            let at = |t: &Touch| match t.loc {
+                Some(l) => format!(" at {l}"),
+                None => String::new(),
+            };
+            return Err(Error::misuse(
+                Misuse::ReadWriteConflict,
+                format!(
+                    "a {} by rank {}{} and a {} by rank {}{} touch the same bytes in one superstep",
+                    w.what,
+                    w.by,
+                    at(w),
+                    r.what,
+                    r.by,
+                    at(r)
+                ),
+                r.loc.or(w.loc),
+            ));
+        }
+    }
+    Ok(())
+}
