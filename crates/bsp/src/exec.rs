@@ -8,7 +8,7 @@ use spillway_comm::{Collectives, Comm};
 use spillway_runtime::{Config, JobError};
 
 use crate::context::{Bsp, Options};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::probe;
 use crate::sync::NodeState;
 
@@ -61,7 +61,8 @@ where
 }
 
 /// Runs `f` with a BSP context on the members of `comm`, a communicator of a running job
-/// (LPF's `lpf_hook`): every member calls it. Over the MPI backend this is how the processes
+/// (LPF's `lpf_hook`): every member calls it. `f` may return any error type that a BSP
+/// [`Error`] converts into (an application's own error type). Over the MPI backend this is how the processes
 /// of an MPI program become a BSP machine (see `spillway::mpi::hook`).
 ///
 /// # Semantics
@@ -71,22 +72,23 @@ where
 /// An allgather and a split of `comm`, and a node barrier at the end.
 ///
 /// # Errors
-/// Fatal errors of `f`'s syncs, or [`Error::Runtime`] when the job ends.
+/// Fatal errors of `f`'s syncs, or [`Error::Runtime`] when the job ends (converted into `f`'s
+/// error type), and `f`'s own errors.
 #[track_caller]
-pub fn hook<'r, R>(
+pub fn hook<'r, R, E: From<Error>>(
     comm: &Comm<'r>,
     options: Options,
-    f: impl FnOnce(&mut Bsp<'r>) -> Result<R>,
-) -> Result<R> {
+    f: impl FnOnce(&mut Bsp<'r>) -> std::result::Result<R, E>,
+) -> std::result::Result<R, E> {
     hook_at(comm, options, Location::caller(), f)
 }
 
-fn hook_at<'r, R>(
+fn hook_at<'r, R, E: From<Error>>(
     comm: &Comm<'r>,
     options: Options,
     location: &'static Location<'static>,
-    f: impl FnOnce(&mut Bsp<'r>) -> Result<R>,
-) -> Result<R> {
+    f: impl FnOnce(&mut Bsp<'r>) -> std::result::Result<R, E>,
+) -> std::result::Result<R, E> {
     let mut ctx = Bsp::new(comm, options)?;
     let out = f(&mut ctx)?;
     ctx.finish(location)?;

@@ -275,26 +275,30 @@ fn hook_on_a_subset_and_rehook_give_pristine_contexts() {
         let odd = world
             .split(Some((world.rank() % 2) as u32), 0)?
             .expect("coloured");
-        let outer = hook(&odd, Options::checked(true), |bsp| {
-            setup(bsp, 1, 1)?;
-            let slot: Slot<u64> = bsp.register_global(vec![0u64; 1])?;
-            bsp.sync()?;
-            let inner = bsp.rehook(Options::checked(true), |lib| {
-                // A library's context sees none of the outer slots and starts empty.
-                assert!(lib.register_global(vec![0u8; 1]).is_err());
-                setup(lib, 1, 1)?;
-                let s = lib.register_global(vec![0u64; 1])?;
-                lib.sync()?;
-                let to = (lib.pid() + 1) % lib.nprocs();
-                lib.put_from(&[10 + lib.pid() as u64], to, s, 0)?;
-                lib.sync()?;
-                Ok(lib.slice(s)[0])
-            })?;
-            let to = (bsp.pid() + 1) % bsp.nprocs();
-            bsp.put_from(&[bsp.pid() as u64], to, slot, 0)?;
-            bsp.sync()?;
-            Ok(vec![bsp.slice(slot)[0], inner, bsp.nprocs() as u64])
-        })?;
+        let outer = hook(
+            &odd,
+            Options::checked(true),
+            |bsp| -> spillway_bsp::Result<_> {
+                setup(bsp, 1, 1)?;
+                let slot: Slot<u64> = bsp.register_global(vec![0u64; 1])?;
+                bsp.sync()?;
+                let inner = bsp.rehook(Options::checked(true), |lib| {
+                    // A library's context sees none of the outer slots and starts empty.
+                    assert!(lib.register_global(vec![0u8; 1]).is_err());
+                    setup(lib, 1, 1)?;
+                    let s = lib.register_global(vec![0u64; 1])?;
+                    lib.sync()?;
+                    let to = (lib.pid() + 1) % lib.nprocs();
+                    lib.put_from(&[10 + lib.pid() as u64], to, s, 0)?;
+                    lib.sync()?;
+                    Ok(lib.slice(s)[0])
+                })?;
+                let to = (bsp.pid() + 1) % bsp.nprocs();
+                bsp.put_from(&[bsp.pid() as u64], to, slot, 0)?;
+                bsp.sync()?;
+                Ok(vec![bsp.slice(slot)[0], inner, bsp.nprocs() as u64])
+            },
+        )?;
         world.barrier()?;
         Ok(outer)
     })
