@@ -19,7 +19,7 @@
 //! `n/p` twiddle multiplications; communication one superstep with `h = 16 (n/p) (p-1)/p`
 //! bytes: `16 (n/p) g + l` (and two syncs of registration, `2l`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use num_complex::Complex64;
 use rustfft::{Fft, FftPlanner};
@@ -121,14 +121,12 @@ pub fn fft(
         });
     }
     let storage = matches!(local, Memory::Storage(_));
-    let mut planner = FftPlanner::<f64>::new();
-    let local_fft = planner.plan_fft_forward(m);
+    let local_fft = plan(m);
     if p == 1 {
         let mut local = local;
         run(&local_fft, &mut local);
         return Ok(local);
     }
-    let rank_fft = planner.plan_fft_forward(p);
     let result = bsp.rehook(Options::default(), |lib| {
         let s = lib.pid();
         lib.resize_memory_register(2)?;
@@ -137,13 +135,13 @@ pub fn fft(
         let scratch: Memory<Complex64> = if storage {
             Memory::Storage(spillway_runtime::SbVec::zeroed(lib.comm().runtime(), m)?)
         } else {
-            Memory::Heap(vec![Complex64::default(); m])
+            Memory::Heap(bytemuck::allocation::zeroed_vec(m))
         };
         let x = lib.register_local(local)?;
         let r = lib.register_global(scratch)?;
         {
             let data = lib.slice_mut(x);
-            let mut buf = vec![Complex64::default(); local_fft.get_inplace_scratch_len()];
+            let mut buf = bytemuck::allocation::zeroed_vec(local_fft.get_inplace_scratch_len());
             local_fft.process_with_scratch(data, &mut buf);
             if s > 0 {
                 let tw = Twiddles::new(n);
@@ -158,31 +156,74 @@ pub fn fft(
             lib.put(x, t * b, t, r, s * b, b)?;
         }
         lib.sync()?;
-        // Rows R[s'][k1l] (from rank s') -> length-p DFTs over s' for every k1l.
-        let rows = lib.slice(r).to_vec();
-        let out = lib.slice_mut(x);
-        let mut cols = vec![Complex64::default(); m];
-        for (sp, row) in rows.chunks_exact(b).enumerate() {
-            for (k1l, v) in row.iter().enumerate() {
-                cols[k1l * p + sp] = *v;
-            }
-        }
-        let mut buf = vec![Complex64::default(); rank_fft.get_inplace_scratch_len()];
-        rank_fft.process_with_scratch(&mut cols, &mut buf);
-        for (k1l, col) in cols.chunks_exact(p).enumerate() {
-            for (k2, v) in col.iter().enumerate() {
-                out[k2 * b + k1l] = *v;
-            }
-        }
-        lib.deregister(r)?;
+        // Rows R[s'][k1l] (from rank s'): length-p DFTs over s' for every k1l.
+        let rows = lib.deregister(r)?;
+        combine(rows.as_slice(), lib.slice_mut(x), p, b);
         let result = lib.deregister(x)?;
         Ok(result)
     })?;
     Ok(result)
 }
 
+/// The plan of a forward FFT of length `len`, from a process-wide planner: plans are made
+/// once per length (as FFTW's wisdom), and ranks that are threads of one process share them.
+fn plan(len: usize) -> Arc<dyn Fft<f64>> {
+    static PLANNER: OnceLock<Mutex<FftPlanner<f64>>> = OnceLock::new();
+    let planner = PLANNER.get_or_init(|| Mutex::new(FftPlanner::new()));
+    planner
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .plan_fft_forward(len)
+}
+
+/// `out[k2*b + i] = sum_s W_p^(s*k2) rows[s*b + i]`: the length-`p` DFTs across the rows.
+fn combine(rows: &[Complex64], out: &mut [Complex64], p: usize, b: usize) {
+    if p == 2 {
+        let (r0, r1) = rows.split_at(b);
+        let (o0, o1) = out.split_at_mut(b);
+        for i in 0..b {
+            o0[i] = r0[i] + r1[i];
+            o1[i] = r0[i] - r1[i];
+        }
+        return;
+    }
+    if p <= 16 {
+        // Row by row: p*p streaming passes of b elements, vectorisable.
+        let w: Vec<Complex64> = (0..p)
+            .map(|a| {
+                let angle = -2.0 * std::f64::consts::PI * a as f64 / p as f64;
+                Complex64::new(angle.cos(), angle.sin())
+            })
+            .collect();
+        for (k2, o) in out.chunks_exact_mut(b).enumerate() {
+            o.copy_from_slice(&rows[..b]);
+            for (sp, row) in rows.chunks_exact(b).enumerate().skip(1) {
+                let f = w[(sp * k2) % p];
+                for (x, y) in o.iter_mut().zip(row) {
+                    *x += f * y;
+                }
+            }
+        }
+        return;
+    }
+    let mut cols: Vec<Complex64> = bytemuck::allocation::zeroed_vec(p * b);
+    for (sp, row) in rows.chunks_exact(b).enumerate() {
+        for (i, v) in row.iter().enumerate() {
+            cols[i * p + sp] = *v;
+        }
+    }
+    let rank_fft = plan(p);
+    let mut buf = bytemuck::allocation::zeroed_vec(rank_fft.get_inplace_scratch_len());
+    rank_fft.process_with_scratch(&mut cols, &mut buf);
+    for (i, col) in cols.chunks_exact(p).enumerate() {
+        for (k2, v) in col.iter().enumerate() {
+            out[k2 * b + i] = *v;
+        }
+    }
+}
+
 fn run(plan: &Arc<dyn Fft<f64>>, data: &mut Memory<Complex64>) {
-    let mut buf = vec![Complex64::default(); plan.get_inplace_scratch_len()];
+    let mut buf = bytemuck::allocation::zeroed_vec(plan.get_inplace_scratch_len());
     match data {
         Memory::Heap(v) => plan.process_with_scratch(v, &mut buf),
         Memory::Storage(v) => plan.process_with_scratch(v.as_mut_slice(), &mut buf),

@@ -83,7 +83,7 @@ pub fn sample_sort<T: Ord + Pod>(bsp: &Bsp<'_>, mut local: Vec<T>) -> Result<Vec
         lib.sync()?;
         let desc: Vec<u64> = lib.slice(pieces).to_vec();
         let total: usize = desc.chunks_exact(2).map(|d| d[1] as usize).sum();
-        let recv = lib.register_local(vec![T::zeroed(); total])?;
+        let recv = lib.register_local(bytemuck::allocation::zeroed_vec::<T>(total))?;
         let mut runs = Vec::with_capacity(p + 1);
         let mut at = 0;
         runs.push(0);
