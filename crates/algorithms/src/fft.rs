@@ -127,42 +127,68 @@ pub fn fft(
         run(&local_fft, &mut local);
         return Ok(local);
     }
+    let mut local = local;
+    let mut out: Memory<Complex64> = if storage {
+        Memory::Storage(spillway_runtime::SbVec::zeroed(bsp.comm().runtime(), m)?)
+    } else {
+        Memory::Heap(bytemuck::allocation::zeroed_vec(m))
+    };
+    // Local FFT out of place (rustfft needs little or no scratch then). The twiddles are
+    // applied by the receivers, fused with the length-p DFTs (every rank then multiplies
+    // (p-1)/p of its values, instead of rank s>0 all of its values and rank 0 none).
+    {
+        let mut buf = bytemuck::allocation::zeroed_vec(local_fft.get_outofplace_scratch_len());
+        local_fft.process_outofplace_with_scratch(
+            local.as_mut_slice(),
+            out.as_mut_slice(),
+            &mut buf,
+        );
+    }
     let result = bsp.rehook(Options::default(), |lib| {
         let s = lib.pid();
         lib.resize_memory_register(2)?;
         lib.resize_message_queue(p)?;
         lib.sync()?;
-        let scratch: Memory<Complex64> = if storage {
-            Memory::Storage(spillway_runtime::SbVec::zeroed(lib.comm().runtime(), m)?)
-        } else {
-            Memory::Heap(bytemuck::allocation::zeroed_vec(m))
-        };
-        let x = lib.register_local(local)?;
-        let r = lib.register_global(scratch)?;
-        {
-            let data = lib.slice_mut(x);
-            let mut buf = bytemuck::allocation::zeroed_vec(local_fft.get_inplace_scratch_len());
-            local_fft.process_with_scratch(data, &mut buf);
-            if s > 0 {
-                let tw = Twiddles::new(n);
-                for (k1, v) in data.iter_mut().enumerate() {
-                    *v *= tw.get(s * k1);
-                }
-            }
-        }
+        // `y` (the local FFT) is sent, `x` (the input's memory, now free) receives.
+        let y = lib.register_local(out)?;
+        let x = lib.register_global(local)?;
         lib.sync()?;
         let b = n / (p * p);
         for t in 0..p {
-            lib.put(x, t * b, t, r, s * b, b)?;
+            lib.put(y, t * b, t, x, s * b, b)?;
         }
         lib.sync()?;
-        // Rows R[s'][k1l] (from rank s'): length-p DFTs over s' for every k1l.
-        let rows = lib.deregister(r)?;
-        combine(rows.as_slice(), lib.slice_mut(x), p, b);
-        let result = lib.deregister(x)?;
-        Ok(result)
+        // Rows R[s'][k1l] = y_s'[s*b + k1l] (from rank s'): twiddles W_n^(s'*(s*b + k1l)),
+        // then length-p DFTs over s' for every k1l, into `y`.
+        let mut rows = lib.deregister(x)?;
+        combine(rows.as_mut_slice(), lib.slice_mut(y), n, p, s * b);
+        lib.deregister(y)
     })?;
     Ok(result)
+}
+
+/// Calls `f(i, w)` with `w = W_n^(s*(offset + i))` for `i < len`, computed in blocks that share
+/// the high part of the exponent (one complex product per value, contiguous tables).
+fn for_twiddles(
+    n: usize,
+    s: usize,
+    offset: usize,
+    len: usize,
+    mut f: impl FnMut(usize, Complex64),
+) {
+    let tw = Twiddles::new(n);
+    let block = tw.lo.len();
+    // W^(s*(k0 + l)) = W^(s*k0) * W^(s*l).
+    let steps: Vec<Complex64> = (0..block).map(|l| tw.get((s * l) % n)).collect();
+    let mut i = 0;
+    while i < len {
+        let base = tw.get((s * (offset + i)) % n);
+        let end = (i + block).min(len);
+        for (l, w) in steps[..end - i].iter().enumerate() {
+            f(i + l, base * w);
+        }
+        i = end;
+    }
 }
 
 /// The plan of a forward FFT of length `len`, from a process-wide planner: plans are made
@@ -176,17 +202,24 @@ fn plan(len: usize) -> Arc<dyn Fft<f64>> {
         .plan_fft_forward(len)
 }
 
-/// `out[k2*b + i] = sum_s W_p^(s*k2) rows[s*b + i]`: the length-`p` DFTs across the rows.
-fn combine(rows: &[Complex64], out: &mut [Complex64], p: usize, b: usize) {
+/// `out[k2*b + i] = sum_s W_p^(s*k2) W_n^(s*(offset+i)) rows[s*b + i]`: the twiddles and the
+/// length-`p` DFTs across the rows (`rows` is scratch).
+fn combine(rows: &mut [Complex64], out: &mut [Complex64], n: usize, p: usize, offset: usize) {
+    let b = rows.len() / p;
     if p == 2 {
         let (r0, r1) = rows.split_at(b);
         let (o0, o1) = out.split_at_mut(b);
-        for i in 0..b {
-            o0[i] = r0[i] + r1[i];
-            o1[i] = r0[i] - r1[i];
-        }
+        for_twiddles(n, 1, offset, b, |i, w| {
+            let t = w * r1[i];
+            o0[i] = r0[i] + t;
+            o1[i] = r0[i] - t;
+        });
         return;
     }
+    for (sp, row) in rows.chunks_exact_mut(b).enumerate().skip(1) {
+        for_twiddles(n, sp, offset, b, |i, w| row[i] *= w);
+    }
+    let rows: &[Complex64] = rows;
     if p <= 16 {
         // Row by row: p*p streaming passes of b elements, vectorisable.
         let w: Vec<Complex64> = (0..p)

@@ -53,6 +53,14 @@ impl<T: Pod> Memory<T> {
         }
     }
 
+    /// The contents, for writing (loads storage-backed memory).
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        match self {
+            Memory::Heap(v) => v,
+            Memory::Storage(v) => v.as_mut_slice(),
+        }
+    }
+
     /// The contents as a vector (copies storage-backed memory to the heap).
     pub fn into_vec(self) -> Vec<T> {
         match self {
