@@ -96,56 +96,72 @@ pub fn sample_sort<T: Ord + Pod>(bsp: &Bsp<'_>, mut local: Vec<T>) -> Result<Vec
             runs.push(at);
         }
         lib.sync()?;
-        let merged = merge_runs(lib.slice(recv), &runs);
-        lib.deregister(recv)?;
         lib.deregister(pieces)?;
         lib.deregister(have)?;
         lib.deregister(samples)?;
-        lib.deregister(data)?;
+        // The local part's memory (resident already) receives the merged runs.
+        let out = lib.deregister(data)?.into_vec();
+        let merged = merge_runs(lib.slice(recv), &runs, out);
+        lib.deregister(recv)?;
         Ok(merged)
     })?;
     Ok(out)
 }
 
-/// Merges the sorted runs `data[runs[i]..runs[i+1]]` pairwise, `log2(runs)` passes.
-fn merge_runs<T: Ord + Copy>(data: &[T], runs: &[usize]) -> Vec<T> {
-    let mut cur: Vec<T> = data.to_vec();
+/// Merges the sorted runs `data[runs[i]..runs[i+1]]` pairwise (`log2(runs)` passes) into
+/// `out`, whose memory is reused.
+fn merge_runs<T: Ord + Copy>(data: &[T], runs: &[usize], mut out: Vec<T>) -> Vec<T> {
+    out.clear();
+    out.extend_from_slice(data);
     let mut bounds: Vec<usize> = runs.to_vec();
-    let mut next: Vec<T> = Vec::with_capacity(cur.len());
+    if bounds.len() <= 2 {
+        return out;
+    }
+    // Later passes read the previous pass's output from a copy.
+    let mut from: Vec<T> = Vec::new();
+    let mut first = true;
     while bounds.len() > 2 {
-        next.clear();
+        if !first {
+            from.clear();
+            from.extend_from_slice(&out);
+        }
+        let src: &[T] = if first { data } else { &from };
         let mut nb = vec![0];
         let mut i = 0;
         while i + 1 < bounds.len() {
-            let a = &cur[bounds[i]..bounds[i + 1]];
-            let b = if i + 2 < bounds.len() {
-                &cur[bounds[i + 1]..bounds[i + 2]]
+            let end = if i + 2 < bounds.len() {
+                bounds[i + 2]
             } else {
-                &cur[0..0]
+                bounds[i + 1]
             };
-            merge_two(a, b, &mut next);
-            nb.push(next.len());
+            merge_into(
+                &src[bounds[i]..bounds[i + 1]],
+                &src[bounds[i + 1]..end],
+                &mut out[bounds[i]..end],
+            );
+            nb.push(end);
             i += 2;
         }
-        std::mem::swap(&mut cur, &mut next);
         bounds = nb;
+        first = false;
     }
-    cur
+    out
 }
 
-fn merge_two<T: Ord + Copy>(a: &[T], b: &[T], out: &mut Vec<T>) {
-    let (mut i, mut j) = (0, 0);
+/// Merges `a` and `b` into `out` (`a.len() + b.len()` long), taking from `a` on ties; the
+/// choice is a conditional move, not a branch.
+fn merge_into<T: Ord + Copy>(a: &[T], b: &[T], out: &mut [T]) {
+    let (mut i, mut j, mut k) = (0, 0, 0);
     while i < a.len() && j < b.len() {
-        if b[j] < a[i] {
-            out.push(b[j]);
-            j += 1;
-        } else {
-            out.push(a[i]);
-            i += 1;
-        }
+        let take_b = b[j] < a[i];
+        out[k] = if take_b { b[j] } else { a[i] };
+        j += usize::from(take_b);
+        i += usize::from(!take_b);
+        k += 1;
     }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
+    out[k..k + a.len() - i].copy_from_slice(&a[i..]);
+    k += a.len() - i;
+    out[k..].copy_from_slice(&b[j..]);
 }
 
 /// The `i`-th value of the generated input `random:LOG2N[:SEED]` for sorting: a pure function
@@ -177,7 +193,7 @@ mod tests {
             }
             let mut want = data.clone();
             want.sort_unstable();
-            assert_eq!(merge_runs(&data, &runs), want, "{k} runs");
+            assert_eq!(merge_runs(&data, &runs, Vec::new()), want, "{k} runs");
         }
     }
 }
