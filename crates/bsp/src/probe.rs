@@ -2,7 +2,7 @@
 //! per machine and layout (as LPF's `lpfprobe` does).
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -247,14 +247,17 @@ pub fn measure(bsp: &mut Bsp<'_>, options: &ProbeOptions) -> Result<ProbeReport>
                 let mine_in = totals[bsp.pid()];
                 let sent: u64 = received.iter().sum();
                 bsp.comm().barrier()?;
-                let start = Instant::now();
+                // LPF's measure: from the last rank entering the sync to the last leaving it
+                // (a rank late out of the barrier does not count against the sync).
+                let entered = now();
                 bsp.sync()?;
-                let t = start.elapsed().as_secs_f64();
+                let left = now();
                 let worst = bsp
                     .comm()
-                    .allreduce(&[t.to_bits(), mine_in.max(sent)], Max)?;
-                best = best.min(f64::from_bits(worst[0]));
-                hmax = hmax.max(worst[1] as usize);
+                    .allreduce(&[entered.to_bits(), left.to_bits(), mine_in.max(sent)], Max)?;
+                let t = f64::from_bits(worst[1]) - f64::from_bits(worst[0]);
+                best = best.min(t.max(0.0));
+                hmax = hmax.max(worst[2] as usize);
             }
             samples.push(Sample {
                 pattern,
@@ -286,34 +289,39 @@ pub fn measure(bsp: &mut Bsp<'_>, options: &ProbeOptions) -> Result<ProbeReport>
     Ok(report)
 }
 
-/// Least-squares fit of `t = g*h + l`, weighting every sample by `1/t` (relative error), so
-/// that the small supersteps that determine `l` count as much as the large ones.
+/// Seconds since the Unix epoch: one clock for all ranks of a machine, threads or processes.
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Fit of `t = g*h + l` as LPF's probe does it: `l` from the smallest supersteps (the cost of
+/// a sync that moves almost nothing: the mean of the smallest size of each pattern), `g` by
+/// least squares of `t - l = g*h` (through the origin, so the large supersteps that determine
+/// the bandwidth dominate). R² is the usual coefficient of determination over all samples.
 pub fn fit(p: usize, nodes: usize, samples: Vec<Sample>) -> ProbeReport {
-    let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for s in &samples {
-        let w = 1.0 / (s.seconds * s.seconds).max(1e-30);
-        let x = s.h as f64;
-        sw += w;
-        sx += w * x;
-        sy += w * s.seconds;
-        sxx += w * x * x;
-        sxy += w * x * s.seconds;
-    }
-    let det = sw * sxx - sx * sx;
-    let (mut g, mut l) = if det.abs() > 0.0 {
-        ((sw * sxy - sx * sy) / det, (sxx * sy - sx * sxy) / det)
-    } else {
-        (0.0, sy / sw.max(1e-30))
-    };
-    if g < 0.0 {
-        g = 0.0;
-    }
-    if l < 0.0 {
-        l = samples
+    let smallest = |pat: Pattern| {
+        samples
             .iter()
+            .filter(|s| s.pattern == pat)
+            .min_by_key(|s| s.h)
             .map(|s| s.seconds)
-            .fold(f64::INFINITY, f64::min);
-    }
+    };
+    let small: Vec<f64> = [Pattern::TotalExchange, Pattern::Random]
+        .into_iter()
+        .filter_map(smallest)
+        .collect();
+    let l = if small.is_empty() {
+        0.0
+    } else {
+        small.iter().sum::<f64>() / small.len() as f64
+    };
+    let (num, den) = samples.iter().fold((0.0, 0.0), |(n, d), s| {
+        let h = s.h as f64;
+        (n + h * (s.seconds - l), d + h * h)
+    });
+    let g = if den > 0.0 { (num / den).max(0.0) } else { 0.0 };
     let machine = Machine {
         p,
         g,
