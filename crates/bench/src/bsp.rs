@@ -1,8 +1,9 @@
 //! `bsp`: the BSP layer against baselines measured in the same run.
 //!
 //! * `exchange`: a total exchange of `--exchange-bytes` per rank (every rank puts
-//!   `bytes/p` to every rank, itself included) timed as one `sync`, against a single-threaded
-//!   `memcpy` of the same bytes. Within a node the sync is a `memcpy` per block done by the
+//!   `bytes/p` to every rank, itself included) timed as one `sync` (from the last rank entering
+//!   it to the last leaving it, LPF's measure), against a single-threaded `memcpy` of the same
+//!   bytes. Within a node the sync is a `memcpy` per block done by the
 //!   destination rank, so with one core per rank the ratio approaches 1.
 //! * `fft`: the BSP FFT of `2^--fft-log` points on `--ranks` ranks (the whole library call,
 //!   planning and the three syncs included) against rustfft single-threaded on the same input
@@ -64,6 +65,13 @@ pub struct Args {
     python: Option<PathBuf>,
 }
 
+/// Seconds since the Unix epoch (one clock for every rank of the machine).
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 fn config(a: &Args) -> Config {
     Config::new(a.ranks).nodes(a.nodes)
 }
@@ -89,9 +97,14 @@ fn exchange(a: &Args) -> Result<(), BoxError> {
                 ctx.put(src, q * block, q, dst, me * block, block)?;
             }
             ctx.comm().barrier()?;
-            let t = Instant::now();
+            // From the last rank entering the sync to the last leaving it (as `probe`).
+            let entered = now();
             ctx.sync()?;
-            let el = ctx.comm().allreduce(&[t.elapsed().as_secs_f64()], Max)?[0];
+            let left = now();
+            let w = ctx
+                .comm()
+                .allreduce(&[entered.to_bits(), left.to_bits()], Max)?;
+            let el = f64::from_bits(w[1]) - f64::from_bits(w[0]);
             if rep > 0 {
                 // The first is a warm-up (page faults of the destination).
                 times.push(Duration::from_secs_f64(el));
