@@ -103,7 +103,8 @@ pub struct Bsp<'r> {
     pub(crate) puts: Vec<PutReq>,
     pub(crate) gets: Vec<GetReq>,
     pub(crate) buffer: Vec<u8>,
-    pub(crate) machine: Machine,
+    /// The machine parameters, read from the probe cache at the first `probe`.
+    pub(crate) machine: std::cell::OnceCell<Machine>,
 }
 
 impl<'r> Bsp<'r> {
@@ -138,9 +139,11 @@ impl<'r> Bsp<'r> {
     /// or an estimate when nothing was measured yet.
     ///
     /// # Cost
-    /// Local, no communication: the cache is read once when the context is made.
+    /// Local, no communication: the cache is read at the first call.
     pub fn probe(&self) -> Machine {
-        self.machine.clone()
+        self.machine
+            .get_or_init(|| crate::probe::cached(self.comm.runtime(), self.nprocs()))
+            .clone()
     }
 
     fn take_slot_index(&mut self, global: bool) -> u32 {

@@ -9,7 +9,6 @@ use spillway_runtime::{Config, JobError};
 
 use crate::context::{Bsp, Options};
 use crate::error::{Error, Result};
-use crate::probe;
 use crate::sync::NodeState;
 
 /// Runs `f` as an SPMD function on the `config.ranks_total()` ranks of a new job, each with a
@@ -120,7 +119,6 @@ impl<'r> Bsp<'r> {
         let node: Arc<NodeState> = rank
             .node_table()
             .get_or_insert_with(key, || NodeState::new(local));
-        let machine = probe::cached(rank, comm.size());
         Ok(Bsp {
             comm,
             node_comm,
@@ -143,7 +141,7 @@ impl<'r> Bsp<'r> {
             puts: Vec::new(),
             gets: Vec::new(),
             buffer: Vec::new(),
-            machine,
+            machine: std::cell::OnceCell::new(),
         })
     }
 

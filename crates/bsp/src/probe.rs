@@ -285,7 +285,7 @@ pub fn measure(bsp: &mut Bsp<'_>, options: &ProbeOptions) -> Result<ProbeReport>
             }
         }
     }
-    bsp.machine = report.machine.clone();
+    bsp.machine = std::cell::OnceCell::from(report.machine.clone());
     Ok(report)
 }
 

@@ -309,3 +309,35 @@ fn hook_on_a_subset_and_rehook_give_pristine_contexts() {
         assert_eq!(v, &vec![left as u64, 10 + left as u64, 3], "rank {g}");
     }
 }
+
+#[test]
+fn probe_reads_what_measure_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each test runs in a process of its own (nextest), so the variable is this test's.
+    std::env::set_var("SPILLWAY_PROBE_CACHE", dir.path());
+    let options = spillway_bsp::ProbeOptions {
+        min_bytes: 1 << 10,
+        max_bytes: 16 << 10,
+        reps: 1,
+        seed: 1,
+    };
+    let cfg = config(2, 1, 2);
+    let before = exec(&cfg, Options::checked(true), |bsp| Ok(bsp.probe())).unwrap();
+    assert!(!before[0].measured, "an estimate before any measurement");
+    let reports = exec(&cfg, Options::checked(true), |bsp| {
+        spillway_bsp::measure(bsp, &options)
+    })
+    .unwrap();
+    // 1K, 2K, ..., 16K for both patterns.
+    assert_eq!(reports[0].samples.len(), 10);
+    let after = exec(&cfg, Options::checked(true), |bsp| Ok(bsp.probe())).unwrap();
+    assert!(after[0].measured);
+    assert_eq!(after[0], reports[0].machine);
+    assert_eq!(after[0].p, 2);
+    // Another layout has no cached result.
+    let other = exec(&config(3, 1, 3), Options::checked(true), |bsp| {
+        Ok(bsp.probe())
+    })
+    .unwrap();
+    assert!(!other[0].measured);
+}
