@@ -10,8 +10,9 @@
 //!   (planning excluded), after checking that both agree to 1e-9. With `--python PY`, also
 //!   scipy.fft.fft with 2 workers on the same input (`scripts/bench_fft_scipy.py`).
 //! * `sort`: BSP sample sort of `2^--sort-log` random u64 values on `--ranks` ranks (local sorts,
-//!   sampling, exchange and merge) against `slice::sort_unstable` of all values on one thread,
-//!   after checking that both give the same sequence.
+//!   sampling, exchange and merge) against `slice::sort_unstable` of all values on one thread
+//!   and rayon's `par_sort_unstable` on `--ranks` threads, after checking that all give the same
+//!   sequence.
 //! * `model`: the h-relations of `spillway probe` from 1 KiB to `--model-max` per rank (total
 //!   exchange and random), the least-squares fit `g*h + l`, its R², and the worst
 //!   measured/model ratio per pattern.
@@ -275,6 +276,25 @@ fn sort_bench(a: &Args) -> Result<(), BoxError> {
         }
     }
     let base = Stats::of(&base_times);
+    // rayon's parallel sort with as many threads as ranks.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(a.ranks as usize)
+        .build()?;
+    let mut par_times = Vec::new();
+    for _ in 0..reps {
+        let mut v: Vec<u64> = (0..n as u64).map(|i| random_u64(seed, i)).collect();
+        let t = Instant::now();
+        pool.install(|| {
+            use rayon::slice::ParallelSliceMut;
+            v.par_sort_unstable()
+        });
+        par_times.push(t.elapsed());
+        if v != want {
+            return Err("par_sort_unstable differs from sort_unstable".into());
+        }
+    }
+    let par = Stats::of(&par_times);
+    drop(pool);
     let cfg = config(a);
     let results = run(&cfg, |rank| -> Result<_, BoxError> {
         let world = Comm::world(rank);
@@ -315,6 +335,7 @@ fn sort_bench(a: &Args) -> Result<(), BoxError> {
     for (name, s) in [
         (format!("BSP sample sort, {} ranks", a.ranks), ours),
         ("sort_unstable, one thread".into(), base),
+        (format!("rayon par_sort_unstable, {} threads", a.ranks), par),
     ] {
         println!(
             "| {name} | {} | {} | {:.1} | {:.2}x |",
