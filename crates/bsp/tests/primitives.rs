@@ -332,7 +332,10 @@ fn probe_reads_what_measure_cached() {
     assert_eq!(reports[0].samples.len(), 10);
     let after = exec(&cfg, Options::checked(true), |bsp| Ok(bsp.probe())).unwrap();
     assert!(after[0].measured);
-    assert_eq!(after[0], reports[0].machine);
+    // The cache is JSON: equal to the last few bits.
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs());
+    assert!(close(after[0].g, reports[0].machine.g), "{after:?}");
+    assert!(close(after[0].l, reports[0].machine.l), "{after:?}");
     assert_eq!(after[0].p, 2);
     // Another layout has no cached result.
     let other = exec(&config(3, 1, 3), Options::checked(true), |bsp| {
