@@ -25,6 +25,18 @@
 //! # Cost
 //! With `h` the largest number of bytes a rank sends or receives: `g*h + l`, where `l` covers
 //! the three node barriers and, across nodes, one message per rank pair in each direction.
+//!
+//! # Storage-backed areas
+//! Other ranks read a rank's storage-backed area in place (a shared file mapping: correct
+//! whether loaded or not) and hand the pages back with `Rank::release_read`. The owner loads
+//! its storage-backed destinations (counted against the budget) in step 5, but the node barrier
+//! of step 6 may unload them again under ARAW; its copies then fault the pages back in without
+//! the budget counting them until the owner's next access. A pin that blocking calls respect
+//! (in the runtime) would close that gap.
+//!
+//! # Not yet
+//! Inter-node traffic goes per rank pair, not aggregated per node pair; message headers carry
+//! the superstep number (in the tag and in round A's header) but the runtime does not use it.
 
 use std::panic::Location;
 use std::sync::{Arc, Mutex};
