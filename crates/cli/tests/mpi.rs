@@ -520,3 +520,43 @@ fn fft_over_mpi_gives_the_local_backends_output() {
         reference("fft_ref.py", &[&input, &out]);
     }
 }
+
+#[test]
+fn sample_sort_over_mpi_gives_the_sorted_values() {
+    let dir = tempdir();
+    let input = dir.path().join("v.bin");
+    let mut rng = Lcg(31);
+    let values: Vec<u64> = (0..50_001).map(|_| rng.next() % 10_000).collect();
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(&input, bytes).unwrap();
+    let mut want = values.clone();
+    want.sort();
+    for np in [2, 3] {
+        let out = dir.path().join(format!("sorted{np}.bin"));
+        let ran = mpirun(
+            np,
+            120,
+            &[],
+            SPILLWAY,
+            &[
+                "run",
+                "sort",
+                "--backend",
+                "mpi",
+                "--ranks",
+                "5",
+                "--input",
+                s(&input),
+                "--out",
+                s(&out),
+            ],
+        );
+        assert_eq!(ran.code, Some(0), "{ran}");
+        let got: Vec<u64> = std::fs::read(&out)
+            .unwrap()
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert!(got == want, "np={np}: not the sorted input");
+    }
+}
