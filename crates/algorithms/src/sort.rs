@@ -64,6 +64,10 @@ pub fn sample_sort<T: Ord + Pod>(bsp: &Bsp<'_>, mut local: Vec<T>) -> Result<Vec
             .filter(|(_, &h)| h == 1)
             .map(|(s, _)| *s)
             .collect();
+        if all.is_empty() {
+            // No rank has an element (every rank sees the same samples, so all return here).
+            return Ok(Vec::new());
+        }
         all.sort_unstable();
         // Splitter i (1..p) is the sample at i*len/p.
         let splitters: Vec<T> = (1..p).map(|i| all[i * all.len() / p]).collect();

@@ -150,8 +150,16 @@ fn sample_sort_matches_the_standard_sort() {
 }
 
 #[test]
-fn sample_sort_of_signed_pairs() {
-    // Any Ord + Pod type: tuples are not Pod, so a signed integer stands for a custom order.
+fn sample_sort_of_nothing_and_of_one_value() {
+    for parts in [vec![vec![]; 3], vec![vec![], vec![7u64], vec![]]] {
+        let got = distributed_sort(&Config::new(3).nodes(2), &parts);
+        assert_eq!(got.concat(), parts.concat());
+    }
+}
+
+#[test]
+fn sample_sort_of_another_ord_pod_type() {
+    // Any Ord + Pod type: here signed integers, whose order differs from their bytes.
     let parts: Vec<Vec<i32>> = (0..4)
         .map(|s| {
             (0..500)
