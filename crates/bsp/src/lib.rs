@@ -31,7 +31,7 @@
 //! straight from the source areas (LPF's shared-memory rule: destinations copy, so no two
 //! threads write one cache line's worth of a destination). Between nodes one message goes to
 //! each rank of another node with the puts' data and the gets' headers, and one reply with
-//! the data of the gets (see `sync.rs`). Registered memory may be storage-backed
+//! the data of the gets (see `sync/mod.rs`). Registered memory may be storage-backed
 //! ([`Memory::Storage`]) so that BSP programs run out of core under the node's budget.
 //!
 //! # Checked mode
