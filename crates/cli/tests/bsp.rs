@@ -161,8 +161,10 @@ fn fft_matches_numpy_on_fresh_inputs_at_every_layout() {
 fn fft_of_a_generated_input_is_the_same_on_every_layout() {
     let dir = tempfile::tempdir().unwrap();
     let mut first: Option<Vec<u8>> = None;
-    for (ranks, nodes) in [("1", "1"), ("4", "2"), ("8", "2")] {
+    for (ranks, nodes, checked) in [("1", "1", false), ("4", "2", true), ("8", "2", false)] {
         let out = dir.path().join(format!("g-{ranks}-{nodes}.txt"));
+        let flag = if checked { "--checked" } else { "--json" };
+        // `--checked` turns on the BSP layer's checked mode in a release build.
         let ran = spillway(&[
             "run",
             "fft",
@@ -174,6 +176,7 @@ fn fft_of_a_generated_input_is_the_same_on_every_layout() {
             ranks,
             "--nodes",
             nodes,
+            flag,
         ]);
         assert!(ran.status.success(), "{}", text(&ran));
         let got = std::fs::read(&out).unwrap();
