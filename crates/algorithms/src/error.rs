@@ -27,6 +27,8 @@ pub enum AlgoError {
     },
     /// Communication failed (usually: the job is being aborted).
     Comm(spillway_comm::Error),
+    /// A BSP primitive failed (see [`spillway_bsp::Error`]).
+    Bsp(spillway_bsp::Error),
 }
 
 impl AlgoError {
@@ -45,6 +47,7 @@ impl fmt::Display for AlgoError {
                 write!(f, "cannot write {}: {source}", path.display())
             }
             AlgoError::Comm(e) => write!(f, "{e}"),
+            AlgoError::Bsp(e) => write!(f, "{e}"),
         }
     }
 }
@@ -55,6 +58,7 @@ impl std::error::Error for AlgoError {
             AlgoError::Input(e) => Some(e),
             AlgoError::Output { source, .. } => Some(source),
             AlgoError::Comm(e) => Some(e),
+            AlgoError::Bsp(e) => Some(e),
             AlgoError::BadParameter { .. } => None,
         }
     }
@@ -69,5 +73,14 @@ impl From<InputError> for AlgoError {
 impl From<spillway_comm::Error> for AlgoError {
     fn from(e: spillway_comm::Error) -> AlgoError {
         AlgoError::Comm(e)
+    }
+}
+
+impl From<spillway_bsp::Error> for AlgoError {
+    fn from(e: spillway_bsp::Error) -> AlgoError {
+        match e {
+            spillway_bsp::Error::Runtime(e) => AlgoError::Comm(e),
+            e => AlgoError::Bsp(e),
+        }
     }
 }

@@ -10,12 +10,15 @@
 //! * [`assign`]: the blocked nearest-centre kernel (exact re-check near ties).
 //! * [`generate`]: R-MAT graphs (Graph500 parameters) and Gaussian blobs, as pure functions of
 //!   a seed and a global index, so any split over ranks generates the same data.
+//! * [`fft()`](fft::fft): the BSP FFT of Inda and Bisseling on BSP primitives, rustfft locally.
+//! * [`sample_sort()`](sort::sample_sort): BSP sample sort by regular sampling.
 //! * [`input`]: chunked readers for SNAP edge lists, Matrix Market and CSV that reject
 //!   malformed input with the file, line and reason.
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod assign;
 mod error;
+pub mod fft;
 pub mod generate;
 pub mod graph;
 pub mod input;
@@ -24,6 +27,7 @@ pub mod output;
 pub mod pagerank;
 pub mod points;
 mod radix;
+pub mod sort;
 
 pub use error::AlgoError;
 

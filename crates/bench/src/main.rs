@@ -6,6 +6,8 @@
 //!                             [--json FILE]
 //! spillway-bench pagerank [--scale 18] [--edge-factor 16] [--ranks 8] [--nodes 1] [--iterations 10] [--reps 7]
 //! spillway-bench scale [--ranks 64,256,1024,4096] [--running 2] [--rounds 20] [--barrier-ranks 10000]
+//! spillway-bench bsp [--what exchange,fft,sort,model] [--ranks 2] [--exchange-bytes 64M]
+//!                     [--fft-log 24] [--sort-log 27] [--model-max 256M] [--python PY]
 //! spillway-bench dyngraph [--scale 20] [--edge-factor 16] [--structures ll,bcsr,daa,diaa,dcaa] [--fold fraction:0.25] [--time-limit 600]
 //! ```
 //!
@@ -18,6 +20,7 @@
 //! the MPI library's own `MPI_Bcast` and `MPI_Allreduce`.
 #![forbid(unsafe_code)]
 
+mod bsp;
 mod collectives;
 mod dyngraph;
 mod harness;
@@ -51,6 +54,9 @@ enum Bench {
     ScaleRun(scale::RunArgs),
     /// Dynamic graph structures on an R-MAT edge stream against a CSR rebuilt from scratch.
     Dyngraph(dyngraph::Args),
+    /// The BSP layer: total exchange vs memcpy, BSP FFT vs rustfft, sample sort vs
+    /// sort_unstable, and the g*h + l model's fit.
+    Bsp(bsp::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +67,7 @@ fn main() -> ExitCode {
         Bench::Scale(a) => scale::main(a),
         Bench::ScaleRun(a) => scale::run_point(a),
         Bench::Dyngraph(a) => dyngraph::main(a),
+        Bench::Bsp(a) => bsp::main(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
 //! The `spillway` command-line tool: runs the shipped algorithms on files or generated data.
 
+mod bsp;
 mod report;
 mod structures;
 
@@ -55,6 +56,8 @@ enum Command {
     Compress(structures::CompressArgs),
     /// Restore values from a file written by `compress`.
     Decompress(structures::DecompressArgs),
+    /// Measure the BSP machine parameters g and l for a layout (cached per machine and layout).
+    Probe(bsp::ProbeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -65,6 +68,10 @@ enum Algorithm {
     Kmeans(KMeansArgs),
     /// Replay an edge stream into a dynamic graph structure.
     Dyngraph(structures::DyngraphArgs),
+    /// The BSP FFT (Inda-Bisseling) of a complex vector.
+    Fft(bsp::FftArgs),
+    /// BSP sample sort of raw little-endian u64 values.
+    Sort(bsp::SortArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -691,6 +698,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Compress(a) => structures::compress_cmd(a),
         Command::Decompress(a) => structures::decompress_cmd(a),
+        Command::Probe(a) => bsp::probe_cmd(a),
         Command::Run {
             algorithm: Algorithm::Dyngraph(a),
         } => structures::dyngraph_cmd(a),
@@ -698,11 +706,15 @@ fn main() -> ExitCode {
             let json = match &algorithm {
                 Algorithm::Pagerank(a) => a.runtime.json,
                 Algorithm::Kmeans(a) => a.runtime.json,
+                Algorithm::Fft(a) => a.runtime.json,
+                Algorithm::Sort(a) => a.runtime.json,
                 Algorithm::Dyngraph(_) => unreachable!("handled above"),
             };
             let report = match algorithm {
                 Algorithm::Pagerank(a) => run_pagerank(a),
                 Algorithm::Kmeans(a) => run_kmeans(a),
+                Algorithm::Fft(a) => bsp::run_fft(a),
+                Algorithm::Sort(a) => bsp::run_sort(a),
                 Algorithm::Dyngraph(_) => unreachable!("handled above"),
             };
             report.and_then(|r| {

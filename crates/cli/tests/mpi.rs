@@ -445,3 +445,118 @@ fn memory_budget_and_message_spilling_work_per_node_over_mpi() {
         "L1 distance to the local backend {l1:e} under a memory budget"
     );
 }
+
+/// Complex values "re im" per line, from the test's own generator.
+fn write_complex(path: &Path, n: usize) {
+    let mut rng = Lcg(23);
+    let text: String = (0..n)
+        .map(|_| format!("{:?} {:?}\n", rng.unit() - 0.5, rng.unit() - 0.5))
+        .collect();
+    std::fs::write(path, text).unwrap();
+}
+
+fn read_floats(path: &Path) -> Vec<f64> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .split_ascii_whitespace()
+        .map(|t| t.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn fft_over_mpi_gives_the_local_backends_output() {
+    let dir = tempdir();
+    let input = dir.path().join("x.txt");
+    write_complex(&input, 1 << 12);
+    let want = dir.path().join("local.txt");
+    local(&[
+        "run",
+        "fft",
+        "--input",
+        s(&input),
+        "--ranks",
+        "4",
+        "--nodes",
+        "2",
+        "--out",
+        s(&want),
+    ]);
+    let want_values = read_floats(&want);
+    for np in [2, 3] {
+        let out = dir.path().join(format!("mpi{np}.txt"));
+        let ran = mpirun(
+            np,
+            120,
+            &[],
+            SPILLWAY,
+            &[
+                "run",
+                "fft",
+                "--backend",
+                "mpi",
+                "--ranks",
+                "4",
+                "--input",
+                s(&input),
+                "--out",
+                s(&out),
+                "--json",
+            ],
+        );
+        assert_eq!(ran.code, Some(0), "{ran}");
+        let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+        assert_eq!(report["nodes"], np);
+        let got = read_floats(&out);
+        assert_eq!(got.len(), want_values.len());
+        let worst = got
+            .iter()
+            .zip(&want_values)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            worst <= 1e-12,
+            "np={np}: differs from the local backend by {worst:e}"
+        );
+        reference("fft_ref.py", &[&input, &out]);
+    }
+}
+
+#[test]
+fn sample_sort_over_mpi_gives_the_sorted_values() {
+    let dir = tempdir();
+    let input = dir.path().join("v.bin");
+    let mut rng = Lcg(31);
+    let values: Vec<u64> = (0..50_001).map(|_| rng.next() % 10_000).collect();
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(&input, bytes).unwrap();
+    let mut want = values.clone();
+    want.sort();
+    for np in [2, 3] {
+        let out = dir.path().join(format!("sorted{np}.bin"));
+        let ran = mpirun(
+            np,
+            120,
+            &[],
+            SPILLWAY,
+            &[
+                "run",
+                "sort",
+                "--backend",
+                "mpi",
+                "--ranks",
+                "5",
+                "--input",
+                s(&input),
+                "--out",
+                s(&out),
+            ],
+        );
+        assert_eq!(ran.code, Some(0), "{ran}");
+        let got: Vec<u64> = std::fs::read(&out)
+            .unwrap()
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert!(got == want, "np={np}: not the sorted input");
+    }
+}

@@ -24,11 +24,13 @@
 //! ```
 //!
 //! The layers are separate crates: `spillway-transport` (payloads, layouts, backends),
-//! `spillway-runtime` (launch, scheduler, topology), `spillway-comm` (communication) and
-//! `spillway-algorithms` (PageRank, K-means, generators, readers).
+//! `spillway-runtime` (launch, scheduler, topology), `spillway-comm` (communication),
+//! `spillway-bsp` (LPF's BSP primitives, [`bsp`]) and `spillway-algorithms` (PageRank,
+//! K-means, the BSP FFT and sample sort, generators, readers).
 #![deny(missing_docs, unreachable_pub)]
 
 pub use spillway_algorithms as algorithms;
+pub use spillway_bsp as bsp;
 pub use spillway_comm::{
     wait_all, Aggregate, BitAnd, BitOr, BitXor, Collectives, Comm, Exchanged, Logical, LogicalAnd,
     LogicalOr, LogicalXor, Max, Min, Operation, Prod, RecvRequest, SendRequest, Source, Status,

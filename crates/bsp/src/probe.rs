@@ -1,0 +1,357 @@
+//! `probe`: the BSP machine parameters `g` and `l`, measured by timing h-relations and cached
+//! per machine and layout (as LPF's `lpfprobe` does).
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::{Deserialize, Serialize};
+use spillway_comm::{Collectives, Max};
+use spillway_runtime::Rank;
+
+use crate::context::Bsp;
+use crate::error::Result;
+
+/// The BSP machine parameters of a context (LPF's `lpf_machine_t`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// Number of ranks.
+    pub p: usize,
+    /// Seconds per byte of an h-relation (the inverse of the bandwidth per rank).
+    pub g: f64,
+    /// Seconds per sync (latency and synchronisation).
+    pub l: f64,
+    /// Whether `g` and `l` were measured on this machine and layout (`false`: an estimate).
+    pub measured: bool,
+}
+
+impl Machine {
+    /// The modelled time of a superstep whose largest rank sends or receives `h` bytes.
+    pub fn cost(&self, h: usize) -> f64 {
+        self.g * h as f64 + self.l
+    }
+}
+
+/// Communication patterns timed by [`measure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Pattern {
+    /// Every rank sends `h / p` bytes to every rank.
+    TotalExchange,
+    /// Every rank sends `h` bytes in chunks of random size to random ranks at random offsets.
+    Random,
+}
+
+/// One timed superstep.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sample {
+    /// The pattern.
+    pub pattern: Pattern,
+    /// The h-relation: largest number of bytes a rank sent or received.
+    pub h: usize,
+    /// Seconds of the sync (the slowest rank, best of the repetitions).
+    pub seconds: f64,
+}
+
+/// What [`measure`] found: the fitted machine, the samples and the quality of the fit.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProbeReport {
+    /// The fitted parameters.
+    pub machine: Machine,
+    /// Every timed superstep.
+    pub samples: Vec<Sample>,
+    /// Coefficient of determination of the least-squares fit `t = g*h + l` over all samples.
+    pub r2: f64,
+    /// Largest measured/model ratio among total-exchange samples.
+    pub worst_total_exchange: f64,
+    /// Largest measured/model ratio among random samples.
+    pub worst_random: f64,
+    /// Nodes of the layout.
+    pub nodes: usize,
+}
+
+/// Sizes and repetitions for [`measure`].
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeOptions {
+    /// Smallest h per rank in bytes.
+    pub min_bytes: usize,
+    /// Largest h per rank in bytes.
+    pub max_bytes: usize,
+    /// Repetitions per size (the fastest counts).
+    pub reps: usize,
+    /// Seed of the random pattern.
+    pub seed: u64,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> ProbeOptions {
+        ProbeOptions {
+            min_bytes: 1 << 10,
+            max_bytes: (4 * last_level_cache().unwrap_or(32 << 20)).next_power_of_two(),
+            reps: 3,
+            seed: 1,
+        }
+    }
+}
+
+/// Size of the last-level cache in bytes, from sysfs.
+pub fn last_level_cache() -> Option<usize> {
+    let mut best = None;
+    for i in 0..8 {
+        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+        let Ok(size) = std::fs::read_to_string(format!("{dir}/size")) else {
+            continue;
+        };
+        let size = size.trim();
+        let bytes = if let Some(k) = size.strip_suffix('K') {
+            k.parse::<usize>().ok().map(|k| k << 10)
+        } else if let Some(m) = size.strip_suffix('M') {
+            m.parse::<usize>().ok().map(|m| m << 20)
+        } else {
+            size.parse().ok()
+        };
+        best = best.max(bytes);
+    }
+    best
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A name for this machine: host name and processor model.
+fn machine_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    format!("{}-{:016x}", host.trim(), fnv(cpu.as_bytes()))
+}
+
+/// The cache directory: `$SPILLWAY_PROBE_CACHE`, else `$XDG_CACHE_HOME/spillway`, else
+/// `~/.cache/spillway`.
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("SPILLWAY_PROBE_CACHE") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(d).join("spillway"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("spillway"))
+}
+
+/// The cache file of a machine and layout.
+pub fn cache_file(p: usize, nodes: usize, backend: &str) -> Option<PathBuf> {
+    cache_dir().map(|d| {
+        d.join(format!(
+            "probe-{}-p{p}-n{nodes}-{backend}.json",
+            machine_id()
+        ))
+    })
+}
+
+/// The backend as far as the cache key is concerned: processes started by an MPI launcher, or
+/// one process.
+fn backend_name(_rank: &Rank) -> String {
+    let mpi = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    if mpi { "mpi" } else { "local" }.to_owned()
+}
+
+/// The cached machine of this layout, or an estimate (`measured: false`).
+pub(crate) fn cached(rank: &Rank, p: usize) -> Machine {
+    let nodes = rank.nodes() as usize;
+    let found = cache_file(p, nodes, &backend_name(rank))
+        .and_then(|f| std::fs::read(f).ok())
+        .and_then(|b| serde_json::from_slice::<ProbeReport>(&b).ok());
+    match found {
+        Some(r) => r.machine,
+        None => Machine {
+            p,
+            // A conservative guess: 2 GB/s per rank and 20 µs per sync.
+            g: 0.5e-9,
+            l: 20e-6,
+            measured: false,
+        },
+    }
+}
+
+/// Measures `g` and `l` on `bsp`'s ranks (collective): times total-exchange and random
+/// h-relations of `min_bytes` to `max_bytes` per rank (doubling), fits `t = g*h + l` by least
+/// squares, and writes the result to the cache so that [`Bsp::probe`] finds it.
+///
+/// # Cost
+/// Two registered areas of `max_bytes` per rank, and `2 * reps` syncs per size.
+///
+/// # Errors
+/// As [`Bsp::sync`]; a cache that cannot be written is ignored.
+pub fn measure(bsp: &mut Bsp<'_>, options: &ProbeOptions) -> Result<ProbeReport> {
+    let p = bsp.nprocs();
+    let max = options.max_bytes.max(options.min_bytes).max(p);
+    let chunks = 8 * p;
+    bsp.resize_memory_register(bsp.registered + 2)?;
+    bsp.resize_message_queue(chunks.max(p))?;
+    bsp.sync()?;
+    let src = bsp.register_local(vec![0u8; max])?;
+    let dst = bsp.register_global(vec![0u8; max])?;
+    bsp.slice_mut(src)
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = i as u8);
+    bsp.sync()?;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(options.seed ^ bsp.pid() as u64);
+    let mut samples = Vec::new();
+    let mut h = options.min_bytes.max(p);
+    while h <= max {
+        for pattern in [Pattern::TotalExchange, Pattern::Random] {
+            let mut best = f64::INFINITY;
+            let mut hmax = 0;
+            for _ in 0..options.reps.max(1) {
+                let mut received = vec![0u64; p];
+                match pattern {
+                    Pattern::TotalExchange => {
+                        let block = h / p;
+                        let me = bsp.pid();
+                        for (q, got) in received.iter_mut().enumerate() {
+                            bsp.put(src, q * block, q, dst, me * block, block)?;
+                            *got += block as u64;
+                        }
+                    }
+                    Pattern::Random => {
+                        // `chunks` cut points split h into chunks for random ranks.
+                        let mut cuts: Vec<usize> = (0..chunks - 1)
+                            .map(|_| (rng.next_u64() % h as u64) as usize)
+                            .collect();
+                        cuts.push(0);
+                        cuts.push(h);
+                        cuts.sort_unstable();
+                        for w in cuts.windows(2) {
+                            let len = w[1] - w[0];
+                            let q = (rng.next_u64() % p as u64) as usize;
+                            let off = (rng.next_u64() % (h - len + 1) as u64) as usize;
+                            bsp.put(src, w[0], q, dst, off, len)?;
+                            received[q] += len as u64;
+                        }
+                    }
+                }
+                // The h-relation: the largest of what any rank sends or receives.
+                let totals = bsp.comm().allreduce(&received, spillway_comm::Sum)?;
+                let mine_in = totals[bsp.pid()];
+                let sent: u64 = received.iter().sum();
+                bsp.comm().barrier()?;
+                // LPF's measure: from the last rank entering the sync to the last leaving it
+                // (a rank late out of the barrier does not count against the sync).
+                let entered = now();
+                bsp.sync()?;
+                let left = now();
+                let worst = bsp
+                    .comm()
+                    .allreduce(&[entered.to_bits(), left.to_bits(), mine_in.max(sent)], Max)?;
+                let t = f64::from_bits(worst[1]) - f64::from_bits(worst[0]);
+                best = best.min(t.max(0.0));
+                hmax = hmax.max(worst[2] as usize);
+            }
+            samples.push(Sample {
+                pattern,
+                h: hmax,
+                seconds: best,
+            });
+        }
+        h *= 2;
+    }
+    bsp.deregister(src)?;
+    bsp.deregister(dst)?;
+    bsp.sync()?;
+    let report = fit(p, bsp.comm().node_count(), samples);
+    if bsp.pid() == 0 {
+        let rank = bsp.comm().runtime();
+        if let Some(file) = cache_file(p, rank.nodes() as usize, &backend_name(rank)) {
+            if let Some(dir) = file.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            if let Ok(json) = serde_json::to_vec_pretty(&report) {
+                let tmp = file.with_extension("tmp");
+                if std::fs::write(&tmp, json).is_ok() {
+                    let _ = std::fs::rename(tmp, file);
+                }
+            }
+        }
+    }
+    bsp.machine = std::cell::OnceCell::from(report.machine.clone());
+    Ok(report)
+}
+
+/// Seconds since the Unix epoch: one clock for all ranks of a machine, threads or processes.
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Fit of `t = g*h + l` as LPF's probe does it: `l` from the smallest supersteps (the cost of
+/// a sync that moves almost nothing: the mean of the smallest size of each pattern), `g` by
+/// least squares of `t - l = g*h` (through the origin, so the large supersteps that determine
+/// the bandwidth dominate). R² is the usual coefficient of determination over all samples.
+pub fn fit(p: usize, nodes: usize, samples: Vec<Sample>) -> ProbeReport {
+    let smallest = |pat: Pattern| {
+        samples
+            .iter()
+            .filter(|s| s.pattern == pat)
+            .min_by_key(|s| s.h)
+            .map(|s| s.seconds)
+    };
+    let small: Vec<f64> = [Pattern::TotalExchange, Pattern::Random]
+        .into_iter()
+        .filter_map(smallest)
+        .collect();
+    let l = if small.is_empty() {
+        0.0
+    } else {
+        small.iter().sum::<f64>() / small.len() as f64
+    };
+    let (num, den) = samples.iter().fold((0.0, 0.0), |(n, d), s| {
+        let h = s.h as f64;
+        (n + h * (s.seconds - l), d + h * h)
+    });
+    let g = if den > 0.0 { (num / den).max(0.0) } else { 0.0 };
+    let machine = Machine {
+        p,
+        g,
+        l,
+        measured: true,
+    };
+    let mean = samples.iter().map(|s| s.seconds).sum::<f64>() / samples.len().max(1) as f64;
+    let ss_tot: f64 = samples.iter().map(|s| (s.seconds - mean).powi(2)).sum();
+    let ss_res: f64 = samples
+        .iter()
+        .map(|s| (s.seconds - machine.cost(s.h)).powi(2))
+        .sum();
+    let r2 = if ss_tot > 0.0 {
+        1.0 - ss_res / ss_tot
+    } else {
+        1.0
+    };
+    let worst = |pat: Pattern| {
+        samples
+            .iter()
+            .filter(|s| s.pattern == pat)
+            .map(|s| s.seconds / machine.cost(s.h))
+            .fold(0.0, f64::max)
+    };
+    ProbeReport {
+        worst_total_exchange: worst(Pattern::TotalExchange),
+        worst_random: worst(Pattern::Random),
+        machine,
+        samples,
+        r2,
+        nodes,
+    }
+}

@@ -1,0 +1,530 @@
+//! `sync`: the end of a superstep, where every queued put and get happens.
+//!
+//! # Protocol
+//! The ranks of one node are threads of one process and publish their requests in a node
+//! object ([`NodeState`]); ranks on other nodes get theirs in messages. A sync runs:
+//!
+//! 1. (checked mode) an allgather of every rank's superstep number, count of global
+//!    (de)registrations and call site: ranks that disagree are reported;
+//! 2. round A: to every rank of another node, one message with this rank's puts to it
+//!    (headers and data) and gets from it (headers); the receiver checks bounds, keeps the
+//!    put data and reads the data asked for;
+//! 3. round B: each get reply goes back in one message per requesting rank;
+//! 4. publication of the node-local requests and the area tables, then a node barrier;
+//! 5. checks: every rank verifies the requests that write its memory (bounds, slots) and that
+//!    no byte of its memory is both read and written in the superstep; a violation fails the
+//!    job before any byte moves (the check is what makes the copies below free of data races,
+//!    so it runs in every mode);
+//! 6. node barrier; data phase: each rank performs every copy *into its own memory* — puts
+//!    from node ranks, its own gets from node ranks, then the data of rounds A and B — as
+//!    `memcpy`s between the registered areas (LPF's rule: destinations copy). All writes to a
+//!    rank's memory are done by its thread, one after the other: concurrent writes to one
+//!    place resolve in that sequential order and no element is ever torn;
+//! 7. node barrier (nobody reads an area after its owner has left the sync).
+//!
+//! # Cost
+//! With `h` the largest number of bytes a rank sends or receives: `g*h + l`, where `l` covers
+//! the three node barriers and, across nodes, one message per rank pair in each direction.
+//!
+//! # Storage-backed areas
+//! Other ranks read a rank's storage-backed area in place (a shared file mapping: correct
+//! whether loaded or not) and hand the pages back with `Rank::release_read`. The owner loads
+//! its storage-backed destinations (counted against the budget) in step 5, but the node barrier
+//! of step 6 may unload them again under ARAW; its copies then fault the pages back in without
+//! the budget counting them until the owner's next access. A pin that blocking calls respect
+//! (in the runtime) would close that gap.
+//!
+//! # Not yet
+//! Inter-node traffic goes per rank pair, not aggregated per node pair; message headers carry
+//! the superstep number (in the tag and in round A's header) but the runtime does not use it.
+
+use std::panic::Location;
+use std::sync::{Arc, Mutex};
+
+use spillway_comm::Collectives;
+
+use crate::context::{Bsp, PutSource};
+use crate::error::{Error, Misuse, Result};
+
+mod conflict;
+mod remote;
+
+use conflict::check_conflicts;
+use remote::Remote;
+
+/// A put between ranks of one node, as published by its source.
+#[derive(Clone, Copy, Debug)]
+struct NodePut {
+    /// Address of the source bytes (in a registered area or the source's put buffer).
+    src: usize,
+    /// Whether the source is a registered area (then it counts as read memory).
+    src_is_area: bool,
+    dst_slot: u32,
+    dst_off: usize,
+    len: usize,
+    loc: &'static Location<'static>,
+}
+
+/// A get between ranks of one node, as published by the getting rank.
+#[derive(Clone, Copy, Debug)]
+struct NodeGet {
+    src_slot: u32,
+    src_off: usize,
+    /// Address of the destination bytes (in the getter's area, bounds checked at the get).
+    dst: usize,
+    len: usize,
+    loc: &'static Location<'static>,
+}
+
+/// What a rank publishes to its node at a sync.
+#[derive(Debug, Default)]
+struct Published {
+    superstep: u64,
+    /// Per global slot index: (address, bytes) of the area, `(0, 0)` when not usable.
+    globals: Vec<(usize, usize)>,
+    /// Puts to each node-local rank.
+    puts_to: Vec<Vec<NodePut>>,
+    /// Gets from each node-local rank.
+    gets_from: Vec<Vec<NodeGet>>,
+}
+
+/// The node object of a BSP context: where its ranks on this node publish their requests.
+pub(crate) struct NodeState {
+    members: Box<[Mutex<Option<Arc<Published>>>]>,
+}
+
+impl NodeState {
+    pub(crate) fn new(local: usize) -> NodeState {
+        NodeState {
+            members: (0..local).map(|_| Mutex::new(None)).collect(),
+        }
+    }
+
+    fn get(&self, i: usize) -> Arc<Published> {
+        self.members[i]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .expect("every node member published before the barrier")
+    }
+
+    fn set(&self, i: usize, p: Option<Arc<Published>>) {
+        *self.members[i].lock().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+}
+
+/// A write into this rank's memory found in the checks, applied in the data phase.
+struct Copy {
+    src: usize,
+    dst: usize,
+    len: usize,
+    /// Whether the source is another rank's memory that may be storage-backed.
+    foreign: bool,
+}
+
+/// A memory range touched in a superstep, for the conflict check.
+#[derive(Clone, Copy)]
+struct Touch {
+    start: usize,
+    end: usize,
+    what: &'static str,
+    by: usize,
+    loc: Option<&'static Location<'static>>,
+}
+
+impl<'r> Bsp<'r> {
+    /// Ends the superstep (LPF's `lpf_sync`): every put and get queued by any rank since the
+    /// last sync has happened when it returns, and capacities requested since take effect.
+    ///
+    /// # Semantics
+    /// Collective over the context. Writes of several requests to one place land in some
+    /// sequential order, each element whole; a superstep that reads and writes the same
+    /// bytes is illegal and fails the job (so does a put or get out of bounds of its remote
+    /// area). Within a node the copies are `memcpy`s between the registered areas, each done
+    /// by the destination rank; between nodes one message goes each way per rank pair.
+    ///
+    /// # Cost
+    /// `g*h + l`, with `h` the largest number of bytes any rank sends or receives in the
+    /// superstep (see [`probe`](Self::probe) for `g` and `l`).
+    ///
+    /// # Errors
+    /// Fatal: [`Misuse`] (out of bounds, unknown slot, read-write conflict, mismatched syncs)
+    /// or [`Error::Runtime`]; the job ends on every rank.
+    #[track_caller]
+    pub fn sync(&mut self) -> Result<()> {
+        let location = Location::caller();
+        match self.sync_inner(location) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if !matches!(e, Error::Runtime(spillway_runtime::Error::Aborted)) {
+                    self.comm.runtime().fail_job(e.to_string());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The checked-mode agreement at the end of an SPMD function: every rank must have done
+    /// the same number of syncs.
+    pub(crate) fn finish(&mut self, location: &'static Location<'static>) -> Result<()> {
+        if self.options.checked {
+            let r = self.check_agreement(location, true);
+            if let Err(e) = &r {
+                if !matches!(e, Error::Runtime(spillway_runtime::Error::Aborted)) {
+                    self.comm.runtime().fail_job(e.to_string());
+                }
+            }
+            r?;
+        }
+        if !self.puts.is_empty() || !self.gets.is_empty() {
+            return Err(Error::misuse(
+                Misuse::MismatchedSync,
+                format!(
+                    "{} puts and {} gets were queued after the last sync",
+                    self.puts.len(),
+                    self.gets.len()
+                ),
+                Some(
+                    self.puts
+                        .first()
+                        .map_or_else(|| self.gets[0].loc, |p| p.loc),
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_agreement(&self, location: &'static Location<'static>, end: bool) -> Result<()> {
+        let mine = (self.superstep, self.global_ops, end, location.to_string());
+        let all: Vec<(u64, u64, bool, String)> = self.comm.allgather_obj(&mine)?;
+        let first = &all[0];
+        if all
+            .iter()
+            .all(|a| (a.0, a.1, a.2) == (first.0, first.1, first.2))
+        {
+            return Ok(());
+        }
+        let describe = |(pid, a): (usize, &(u64, u64, bool, String))| {
+            let at = if a.2 {
+                format!("the end of its SPMD function after {} syncs", a.0)
+            } else {
+                format!("sync #{} ({})", a.0 + 1, a.3)
+            };
+            format!("rank {pid} at {at} with {} global (de)registrations", a.1)
+        };
+        let me = self.pid();
+        let other = all
+            .iter()
+            .enumerate()
+            .find(|(_, a)| (a.0, a.1, a.2) != (mine.0, mine.1, mine.2))
+            .unwrap_or((0, first));
+        Err(Error::misuse(
+            Misuse::MismatchedSync,
+            format!("{}, but {}", describe((me, &all[me])), describe(other)),
+            Some(location),
+        ))
+    }
+
+    fn sync_inner(&mut self, location: &'static Location<'static>) -> Result<()> {
+        if self.options.checked {
+            self.check_agreement(location, false)?;
+        }
+        let me_local = self.local_index[self.pid()].expect("this rank is on its node");
+        let local = self.node_members.len();
+        let multi = self.local_index.iter().any(Option::is_none);
+
+        // Split the requests into node-local ones and the rest.
+        let mut puts_to = vec![Vec::new(); local];
+        let mut gets_from = vec![Vec::new(); local];
+        let mut remote_puts: Vec<Vec<usize>> = Vec::new();
+        let mut remote_gets: Vec<Vec<usize>> = Vec::new();
+        if multi {
+            remote_puts = vec![Vec::new(); self.nprocs()];
+            remote_gets = vec![Vec::new(); self.nprocs()];
+        }
+        let mut reads: Vec<Touch> = Vec::new();
+        let mut writes: Vec<Touch> = Vec::new();
+        let me = self.pid();
+        for (i, p) in self.puts.iter().enumerate() {
+            let (src, src_is_area) = self.put_source(p.src);
+            if src_is_area {
+                reads.push(Touch {
+                    start: src,
+                    end: src + p.len,
+                    what: "put reads",
+                    by: me,
+                    loc: Some(p.loc),
+                });
+            }
+            match self.local_index[p.dst_pid] {
+                Some(l) => puts_to[l].push(NodePut {
+                    src,
+                    src_is_area,
+                    dst_slot: p.dst_slot,
+                    dst_off: p.dst_off,
+                    len: p.len,
+                    loc: p.loc,
+                }),
+                None => remote_puts[p.dst_pid].push(i),
+            }
+        }
+        for (i, g) in self.gets.iter().enumerate() {
+            let area = self.area(g.dst_index, g.dst_global);
+            let dst = area.addr() + g.dst_off;
+            writes.push(Touch {
+                start: dst,
+                end: dst + g.len,
+                what: "get writes",
+                by: me,
+                loc: Some(g.loc),
+            });
+            match self.local_index[g.src_pid] {
+                Some(l) => gets_from[l].push(NodeGet {
+                    src_slot: g.src_slot,
+                    src_off: g.src_off,
+                    dst,
+                    len: g.len,
+                    loc: g.loc,
+                }),
+                None => remote_gets[g.src_pid].push(i),
+            }
+        }
+
+        // Rounds A and B with the other nodes.
+        let mut remotes: Vec<Remote> = Vec::new();
+        let mut replies: Vec<(usize, Vec<u8>)> = Vec::new();
+        if multi {
+            self.round_a(
+                &remote_puts,
+                &remote_gets,
+                &mut remotes,
+                &mut replies,
+                &mut reads,
+            )?;
+            self.round_b(&remote_gets, replies, &mut remotes)?;
+        }
+
+        // Publish the node-local part and meet.
+        let published = Arc::new(Published {
+            superstep: self.superstep,
+            globals: self.global_table(),
+            puts_to,
+            gets_from,
+        });
+        self.node.set(me_local, Some(published));
+        self.node_comm.barrier()?;
+
+        // Checks: everything that writes this rank's memory, everything that reads it.
+        let mut copies: Vec<Copy> = Vec::new();
+        let all: Vec<Arc<Published>> = (0..local).map(|i| self.node.get(i)).collect();
+        for (m, p) in all.iter().enumerate() {
+            if p.superstep != self.superstep {
+                return Err(Error::misuse(
+                    Misuse::MismatchedSync,
+                    format!(
+                        "rank {} is at sync #{}, rank {} at sync #{}",
+                        self.pid(),
+                        self.superstep + 1,
+                        self.node_members[m],
+                        p.superstep + 1
+                    ),
+                    Some(location),
+                ));
+            }
+            let from = self.node_members[m];
+            for put in &p.puts_to[me_local] {
+                let dst = self.dest_range(
+                    put.dst_slot,
+                    put.dst_off,
+                    put.len,
+                    from,
+                    "put",
+                    Some(put.loc),
+                )?;
+                writes.push(Touch {
+                    start: dst,
+                    end: dst + put.len,
+                    what: "put writes",
+                    by: from,
+                    loc: Some(put.loc),
+                });
+                copies.push(Copy {
+                    src: put.src,
+                    dst,
+                    len: put.len,
+                    foreign: put.src_is_area && m != me_local,
+                });
+            }
+            for get in &p.gets_from[me_local] {
+                // `from` reads this rank's memory.
+                let src = self.dest_range(
+                    get.src_slot,
+                    get.src_off,
+                    get.len,
+                    from,
+                    "get",
+                    Some(get.loc),
+                )?;
+                reads.push(Touch {
+                    start: src,
+                    end: src + get.len,
+                    what: "get reads",
+                    by: from,
+                    loc: Some(get.loc),
+                });
+            }
+        }
+        // This rank's gets from node ranks read their areas (their owners checked the reads).
+        for (t, p) in all.iter().enumerate() {
+            for get in &all[me_local].gets_from[t] {
+                let (addr, bytes) = p
+                    .globals
+                    .get(get.src_slot as usize)
+                    .copied()
+                    .unwrap_or((0, 0));
+                if addr == 0 || get.src_off.checked_add(get.len).is_none_or(|e| e > bytes) {
+                    // Reported by the owner of the source, which checks it too; stop here
+                    // so that no copy is made from outside the area.
+                    return Err(Error::misuse(
+                        if addr == 0 { Misuse::UnknownSlot } else { Misuse::OutOfBounds },
+                        format!(
+                            "get of {} bytes at byte {} of global slot {} on rank {}, whose area holds {bytes}",
+                            get.len, get.src_off, get.src_slot, self.node_members[t]
+                        ),
+                        Some(get.loc),
+                    ));
+                }
+                copies.push(Copy {
+                    src: addr + get.src_off,
+                    dst: get.dst,
+                    len: get.len,
+                    foreign: t != me_local,
+                });
+            }
+        }
+        for r in &remotes {
+            for &(dst, at, len) in &r.puts {
+                writes.push(Touch {
+                    start: dst,
+                    end: dst + len,
+                    what: "put writes",
+                    by: r.from,
+                    loc: None,
+                });
+                copies.push(Copy {
+                    src: r.payload.as_ptr() as usize + at,
+                    dst,
+                    len,
+                    foreign: false,
+                });
+            }
+        }
+        check_conflicts(&mut reads, &mut writes)?;
+        // Load storage-backed destinations for writing while nobody else reads them.
+        for area in self
+            .globals
+            .iter_mut()
+            .chain(self.locals.iter_mut())
+            .flatten()
+        {
+            if area.storage
+                && copies
+                    .iter()
+                    .any(|c| c.dst >= area.addr() && c.dst < area.addr() + area.bytes)
+            {
+                area.touch();
+            }
+        }
+        self.node_comm.barrier()?;
+
+        // Data phase: this rank copies into its own memory.
+        let rank = self.comm.runtime();
+        for c in &copies {
+            if c.len == 0 {
+                continue;
+            }
+            // SAFETY: `dst..dst+len` lies inside a registered area of this rank (bounds checked
+            // above against the area's size) and `src..src+len` inside a live buffer: a
+            // registered area or the put buffer of a node rank (checked by the get or against
+            // the published table), or a received payload owned by `remotes`. Node ranks keep
+            // their areas and buffers alive and unmodified until the final barrier below (they
+            // are inside this sync, and only a rank itself writes its memory). Only this thread
+            // writes `dst`, and the conflict check guarantees that no thread reads `dst` in this
+            // phase and that `src` is not written in it, so the ranges do not overlap and no
+            // access races with this copy.
+            unsafe {
+                std::ptr::copy_nonoverlapping(c.src as *const u8, c.dst as *mut u8, c.len);
+            }
+            if c.foreign {
+                // SAFETY: as above, `src..src+len` is live, initialised and not written now.
+                let bytes = unsafe { std::slice::from_raw_parts(c.src as *const u8, c.len) };
+                rank.release_read(bytes);
+            }
+        }
+        drop(copies);
+        drop(remotes);
+        self.node_comm.barrier()?;
+        self.node.set(me_local, None);
+
+        // The superstep is over: new capacities take effect.
+        self.puts.clear();
+        self.gets.clear();
+        self.buffer.clear();
+        if let Some(n) = self.reg_pending.take() {
+            self.reg_capacity = n;
+        }
+        if let Some(n) = self.queue_pending.take() {
+            self.queue_capacity = n;
+        }
+        self.superstep += 1;
+        Ok(())
+    }
+
+    /// Address of a put's source and whether it is registered memory.
+    fn put_source(&self, src: PutSource) -> (usize, bool) {
+        match src {
+            PutSource::Slot { index, global, off } => (self.area(index, global).addr() + off, true),
+            PutSource::Buffer(at) => (self.buffer.as_ptr() as usize + at, false),
+        }
+    }
+
+    /// Checks `len` bytes at `off` of this rank's global slot `slot`, named by rank `from`;
+    /// returns their address.
+    fn dest_range(
+        &self,
+        slot: u32,
+        off: usize,
+        len: usize,
+        from: usize,
+        what: &str,
+        loc: Option<&'static Location<'static>>,
+    ) -> Result<usize> {
+        let area = self
+            .globals
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .filter(|a| a.active_from <= self.superstep);
+        let Some(area) = area else {
+            return Err(Error::misuse(
+                Misuse::UnknownSlot,
+                format!(
+                    "{what} by rank {from} names global slot {slot}, not registered on rank {}",
+                    self.pid()
+                ),
+                loc,
+            ));
+        };
+        if off.checked_add(len).is_none_or(|e| e > area.bytes) {
+            return Err(Error::misuse(
+                Misuse::OutOfBounds,
+                format!(
+                    "{what} by rank {from} of {len} bytes at byte {off} of global slot {slot} on rank {}, whose area holds {} bytes",
+                    self.pid(),
+                    area.bytes
+                ),
+                loc,
+            ));
+        }
+        Ok(area.addr() + off)
+    }
+}
