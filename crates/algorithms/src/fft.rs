@@ -51,7 +51,7 @@ pub fn check_length(n: usize, p: usize) -> Result<(), AlgoError> {
             reason: format!("{n} is not a power of two"),
         });
     }
-    if n % (p * p) != 0 {
+    if !n.is_multiple_of(p * p) {
         return Err(AlgoError::BadParameter {
             name: "length",
             reason: format!(
