@@ -384,7 +384,7 @@ impl Centres {
     unsafe fn pick_avx512(&self, x: &[f64], scores: &[f64]) -> usize {
         use std::arch::x86_64::*;
         let padded = self.padded;
-        assert!(scores.len() >= padded && padded % WIDE == 0);
+        assert!(scores.len() >= padded && padded.is_multiple_of(WIDE));
         let p = scores.as_ptr();
         let min = || {
             // SAFETY: `c0 + 16 <= padded <= scores.len()` (asserted above); two chains of
