@@ -211,13 +211,15 @@ impl Centres {
     fn assign_with<F: Kernel>(&self, points: &[f64], out: &mut [u32]) {
         let dim = self.dim;
         let mut scores = vec![0.0f64; ROWS * self.padded];
+        let mut mins = [0.0f64; ROWS];
         let mut blocks = points.chunks_exact(ROWS * dim);
         let mut outs = out.chunks_exact_mut(ROWS);
         for (block, o) in (&mut blocks).zip(&mut outs) {
-            F::scores(self, block, &mut scores);
+            F::scores(self, block, &mut scores, &mut mins);
             for (r, slot) in o.iter_mut().enumerate() {
                 let x = &block[r * dim..(r + 1) * dim];
-                *slot = F::pick(self, x, &scores[r * self.padded..(r + 1) * self.padded]) as u32;
+                let row = &scores[r * self.padded..(r + 1) * self.padded];
+                *slot = F::pick(self, x, row, mins[r]) as u32;
             }
         }
         // The last few points, one at a time through the same kernel (zero rows pad the block).
@@ -225,10 +227,11 @@ impl Centres {
         if !rest.is_empty() {
             let mut block = vec![0.0f64; ROWS * dim];
             block[..rest.len()].copy_from_slice(rest);
-            F::scores(self, &block, &mut scores);
+            F::scores(self, &block, &mut scores, &mut mins);
             for (r, slot) in outs.into_remainder().iter_mut().enumerate() {
                 let x = &rest[r * dim..(r + 1) * dim];
-                *slot = F::pick(self, x, &scores[r * self.padded..(r + 1) * self.padded]) as u32;
+                let row = &scores[r * self.padded..(r + 1) * self.padded];
+                *slot = F::pick(self, x, row, mins[r]) as u32;
             }
         }
     }
@@ -307,12 +310,8 @@ impl Centres {
     /// The arg-min of `scores` for point `x`, re-checked with the direct formula when another
     /// centre's score is within the error window of the best: the portable version.
     #[inline(always)]
-    fn pick_plain(&self, x: &[f64], scores: &[f64]) -> usize {
-        let Some(limit) = self.limit(x, || {
-            scores[..self.k]
-                .iter()
-                .fold(f64::INFINITY, |m, &s| m.min(s))
-        }) else {
+    fn pick_plain(&self, x: &[f64], scores: &[f64], min: f64) -> usize {
+        let Some(limit) = self.limit(x, || min) else {
             return self.recheck(x, scores, None);
         };
         let mut first = None;
@@ -335,7 +334,7 @@ impl Centres {
     /// The CPU must support AVX-512F.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn scores_avx512(&self, block: &[f64], scores: &mut [f64]) {
+    unsafe fn scores_avx512(&self, block: &[f64], scores: &mut [f64], mins: &mut [f64; ROWS]) {
         use std::arch::x86_64::*;
         let dim = self.dim;
         let padded = self.padded;
@@ -343,6 +342,8 @@ impl Centres {
         assert!(self.transposed.len() == dim * padded && self.norms.len() == padded);
         let x = block.as_ptr();
         let t = self.transposed.as_ptr();
+        // Each row's minimum score, kept in registers as the tiles are stored.
+        let mut m = [_mm512_set1_pd(f64::INFINITY); ROWS];
         for c0 in (0..padded).step_by(WIDE) {
             let mut a = [_mm512_setzero_pd(); 8];
             for j in 0..dim {
@@ -365,12 +366,18 @@ impl Centres {
                 let n_lo = _mm512_loadu_pd(self.norms.as_ptr().add(c0));
                 let n_hi = _mm512_loadu_pd(self.norms.as_ptr().add(c0 + 8));
                 let minus_two = _mm512_set1_pd(-2.0);
-                for r in 0..ROWS {
+                for (r, m) in m.iter_mut().enumerate() {
                     let out = scores.as_mut_ptr().add(r * padded + c0);
-                    _mm512_storeu_pd(out, _mm512_fmadd_pd(minus_two, a[2 * r], n_lo));
-                    _mm512_storeu_pd(out.add(8), _mm512_fmadd_pd(minus_two, a[2 * r + 1], n_hi));
+                    let lo = _mm512_fmadd_pd(minus_two, a[2 * r], n_lo);
+                    let hi = _mm512_fmadd_pd(minus_two, a[2 * r + 1], n_hi);
+                    _mm512_storeu_pd(out, lo);
+                    _mm512_storeu_pd(out.add(8), hi);
+                    *m = _mm512_min_pd(*m, _mm512_min_pd(lo, hi));
                 }
             }
+        }
+        for (min, m) in mins.iter_mut().zip(m) {
+            *min = _mm512_reduce_min_pd(m);
         }
     }
 
@@ -381,26 +388,14 @@ impl Centres {
     /// The CPU must support AVX-512F.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn pick_avx512(&self, x: &[f64], scores: &[f64]) -> usize {
+    unsafe fn pick_avx512(&self, x: &[f64], scores: &[f64], min: f64) -> usize {
         use std::arch::x86_64::*;
         let padded = self.padded;
         assert!(scores.len() >= padded && padded.is_multiple_of(WIDE));
         let p = scores.as_ptr();
-        let min = || {
-            // SAFETY: `c0 + 16 <= padded <= scores.len()` (asserted above); two chains of
-            // minima hide the instruction's latency.
-            unsafe {
-                let mut lo = _mm512_set1_pd(f64::INFINITY);
-                let mut hi = lo;
-                for c0 in (0..padded).step_by(WIDE) {
-                    lo = _mm512_min_pd(lo, _mm512_loadu_pd(p.add(c0)));
-                    hi = _mm512_min_pd(hi, _mm512_loadu_pd(p.add(c0 + 8)));
-                }
-                _mm512_reduce_min_pd(_mm512_min_pd(lo, hi))
-            }
-        };
-        // As in `pick_avx2`: a finite limit means every score is finite.
-        let Some(limit) = self.limit(x, min) else {
+        // As in `pick_avx2`: a finite limit means every score is finite (and `min`, taken
+        // over the scores by the tile loop, is their minimum).
+        let Some(limit) = self.limit(x, || min) else {
             return self.recheck(x, scores, None);
         };
         let window = _mm512_set1_pd(limit);
@@ -425,6 +420,31 @@ impl Centres {
         }
     }
 
+    /// The smallest of a row's `padded` scores (four chains of vector minima).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn row_min_avx2(&self, scores: &[f64]) -> f64 {
+        use std::arch::x86_64::*;
+        let padded = self.padded;
+        assert!(scores.len() >= padded && padded.is_multiple_of(WIDE));
+        let p = scores.as_ptr();
+        // SAFETY: `c0 + 16 <= padded <= scores.len()` (asserted above).
+        unsafe {
+            let mut m = [_mm256_set1_pd(f64::INFINITY); 4];
+            for c0 in (0..padded).step_by(WIDE) {
+                for (i, m) in m.iter_mut().enumerate() {
+                    *m = _mm256_min_pd(*m, _mm256_loadu_pd(p.add(c0 + 4 * i)));
+                }
+            }
+            let m = _mm256_min_pd(_mm256_min_pd(m[0], m[1]), _mm256_min_pd(m[2], m[3]));
+            let m2 = _mm_min_pd(_mm256_castpd256_pd128(m), _mm256_extractf128_pd(m, 1));
+            _mm_cvtsd_f64(_mm_min_sd(m2, _mm_unpackhi_pd(m2, m2)))
+        }
+    }
+
     /// As [`Centres::pick_plain`] with AVX2: a vector minimum, then one pass that counts the
     /// scores within the window and finds the first of them.
     ///
@@ -432,29 +452,14 @@ impl Centres {
     /// The CPU must support AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn pick_avx2(&self, x: &[f64], scores: &[f64]) -> usize {
+    unsafe fn pick_avx2(&self, x: &[f64], scores: &[f64], min: f64) -> usize {
         use std::arch::x86_64::*;
         let padded = self.padded;
         assert!(scores.len() >= padded && padded.is_multiple_of(WIDE));
         let p = scores.as_ptr();
-        let min = || {
-            // SAFETY: `c0 + 16 <= padded <= scores.len()` (asserted above). Four independent
-            // chains of minima hide the instruction's latency.
-            unsafe {
-                let mut m = [_mm256_set1_pd(f64::INFINITY); 4];
-                for c0 in (0..padded).step_by(WIDE) {
-                    for (i, m) in m.iter_mut().enumerate() {
-                        *m = _mm256_min_pd(*m, _mm256_loadu_pd(p.add(c0 + 4 * i)));
-                    }
-                }
-                let m = _mm256_min_pd(_mm256_min_pd(m[0], m[1]), _mm256_min_pd(m[2], m[3]));
-                let m2 = _mm_min_pd(_mm256_castpd256_pd128(m), _mm256_extractf128_pd(m, 1));
-                _mm_cvtsd_f64(_mm_min_sd(m2, _mm_unpackhi_pd(m2, m2)))
-            }
-        };
-        // Finite `limit` means every score is finite (see `limit`), so the vector minimum
-        // above saw no NaN; the padding is +inf and never within the window.
-        let Some(limit) = self.limit(x, min) else {
+        // Finite `limit` means every score is finite (see `limit`), so `min` (from
+        // `row_min_avx2`) saw no NaN; the padding is +inf and never within the window.
+        let Some(limit) = self.limit(x, || min) else {
             return self.recheck(x, scores, None);
         };
         let window = _mm256_set1_pd(limit);
@@ -522,23 +527,25 @@ struct Avx512;
 #[cfg(target_arch = "x86_64")]
 impl Kernel for Avx512 {
     #[inline(always)]
-    fn scores(centres: &Centres, block: &[f64], scores: &mut [f64]) {
+    fn scores(centres: &Centres, block: &[f64], scores: &mut [f64], mins: &mut [f64; ROWS]) {
         // SAFETY: `Avx512` is only chosen by `Centres::assign` after detecting AVX-512F and
         // FMA (AVX2 comes with AVX-512F).
-        unsafe { centres.scores_avx512(block, scores) }
+        unsafe { centres.scores_avx512(block, scores, mins) }
     }
 
     #[inline(always)]
-    fn pick(centres: &Centres, x: &[f64], scores: &[f64]) -> usize {
+    fn pick(centres: &Centres, x: &[f64], scores: &[f64], min: f64) -> usize {
         // SAFETY: as above.
-        unsafe { centres.pick_avx512(x, scores) }
+        unsafe { centres.pick_avx512(x, scores, min) }
     }
 }
 
 /// Which score kernel [`Centres::assign_with`] runs.
 trait Kernel {
-    fn scores(centres: &Centres, block: &[f64], scores: &mut [f64]);
-    fn pick(centres: &Centres, x: &[f64], scores: &[f64]) -> usize;
+    /// Scores of a block of [`ROWS`] points, and each row's smallest score (any value when a
+    /// score is NaN: the pick then ignores it).
+    fn scores(centres: &Centres, block: &[f64], scores: &mut [f64], mins: &mut [f64; ROWS]);
+    fn pick(centres: &Centres, x: &[f64], scores: &[f64], min: f64) -> usize;
 }
 
 /// The portable kernel.
@@ -546,13 +553,17 @@ struct Plain;
 
 impl Kernel for Plain {
     #[inline(always)]
-    fn scores(centres: &Centres, block: &[f64], scores: &mut [f64]) {
+    fn scores(centres: &Centres, block: &[f64], scores: &mut [f64], mins: &mut [f64; ROWS]) {
         centres.scores_plain(block, scores);
+        for (r, min) in mins.iter_mut().enumerate() {
+            let row = &scores[r * centres.padded..r * centres.padded + centres.k];
+            *min = row.iter().fold(f64::INFINITY, |m, &s| m.min(s));
+        }
     }
 
     #[inline(always)]
-    fn pick(centres: &Centres, x: &[f64], scores: &[f64]) -> usize {
-        centres.pick_plain(x, scores)
+    fn pick(centres: &Centres, x: &[f64], scores: &[f64], min: f64) -> usize {
+        centres.pick_plain(x, scores, min)
     }
 }
 
@@ -563,15 +574,20 @@ struct Avx2;
 #[cfg(target_arch = "x86_64")]
 impl Kernel for Avx2 {
     #[inline(always)]
-    fn scores(centres: &Centres, block: &[f64], scores: &mut [f64]) {
+    fn scores(centres: &Centres, block: &[f64], scores: &mut [f64], mins: &mut [f64; ROWS]) {
         // SAFETY: `Avx2` is only chosen by `Centres::assign` after detecting AVX2 and FMA.
-        unsafe { centres.scores_avx2(block, scores) }
+        unsafe { centres.scores_avx2(block, scores) };
+        for (r, min) in mins.iter_mut().enumerate() {
+            let row = &scores[r * centres.padded..(r + 1) * centres.padded];
+            // SAFETY: as above.
+            *min = unsafe { centres.row_min_avx2(row) };
+        }
     }
 
     #[inline(always)]
-    fn pick(centres: &Centres, x: &[f64], scores: &[f64]) -> usize {
+    fn pick(centres: &Centres, x: &[f64], scores: &[f64], min: f64) -> usize {
         // SAFETY: as above.
-        unsafe { centres.pick_avx2(x, scores) }
+        unsafe { centres.pick_avx2(x, scores, min) }
     }
 }
 
