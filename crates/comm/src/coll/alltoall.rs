@@ -72,6 +72,27 @@ unsafe fn bytes_of<'a>(addr: usize, len: usize) -> &'a [u8] {
 }
 
 impl Comm<'_> {
+    /// All-to-all-v of byte blocks handed to the receiver as a stream: `blocks` lists
+    /// (destination, bytes) for every non-empty block this member sends, at most one per
+    /// destination; `sink` gets each arriving block with its source, in source rank order,
+    /// straight from where it arrived (a sender's buffer on this node, or the bundle from
+    /// another node), so the receiver decides where the bytes go (memory, a spill file) and
+    /// nothing concatenates them.
+    ///
+    /// # Cost
+    /// As `alltoallv`, without the copy into one receive buffer.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRank`] for a destination outside the communicator, a communication
+    /// error, or the first error `sink` returns (every member still completes the exchange).
+    pub fn alltoallv_stream(
+        &self,
+        blocks: &[(usize, &[u8])],
+        sink: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        self.alltoall_core(blocks, "alltoallv_stream", &mut |_| {}, sink)
+    }
+
     /// The exchange: `blocks` lists (destination, bytes) for every non-empty block this member
     /// sends, at most one per destination; `reserve` learns the total bytes that arrive, then
     /// `sink` gets each arriving block in source rank order.

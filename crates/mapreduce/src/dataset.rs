@@ -1,0 +1,219 @@
+//! Datasets: records partitioned over the ranks, stored in storage-backed memory.
+
+use std::marker::PhantomData;
+
+use spillway_comm::{Collectives, Comm, Sum};
+use spillway_runtime::{Rank, SbVec};
+
+use crate::data::{put, take, Data};
+use crate::error::Error;
+use crate::Input;
+
+/// A distributed dataset of `(K, V)` records: every rank holds its own part, which stays on
+/// that rank (the output of a MapReduce operation is on the ranks that own its keys' hash
+/// ranges, and is the next operation's input there).
+///
+/// Records are stored encoded in storage-backed memory ([`SbVec`]), so a part larger than
+/// the memory budget lives in the spill directory.
+pub struct Dataset<K, V> {
+    bytes: SbVec<u8>,
+    len: u64,
+    _kv: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K: Data, V: Data> Dataset<K, V> {
+    /// An empty part on `rank`.
+    ///
+    /// # Errors
+    /// A runtime error if storage cannot be allocated.
+    pub fn empty(rank: &Rank) -> Result<Dataset<K, V>, Error> {
+        Ok(Dataset {
+            bytes: SbVec::with_capacity(rank, 0)?,
+            len: 0,
+            _kv: PhantomData,
+        })
+    }
+
+    /// This rank's part made of `records` (rank-local data: no communication).
+    ///
+    /// # Errors
+    /// A runtime error if storage cannot be allocated.
+    pub fn from_local<I: IntoIterator<Item = (K, V)>>(
+        rank: &Rank,
+        records: I,
+    ) -> Result<Dataset<K, V>, Error> {
+        let mut b = DatasetBuilder::new(rank)?;
+        for (k, v) in records {
+            b.push(&k, &v)?;
+        }
+        b.finish()
+    }
+
+    /// Records on this rank.
+    pub fn local_len(&self) -> u64 {
+        self.len
+    }
+
+    /// Bytes of this rank's part as stored.
+    pub fn local_bytes(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    /// Records on all ranks (a collective).
+    ///
+    /// # Errors
+    /// A communication error.
+    pub fn count(&self, comm: &Comm) -> Result<u64, Error> {
+        Ok(comm.allreduce(&[self.len], Sum)?[0])
+    }
+
+    /// Calls `f` with every record of this rank's part, in stored order (loading a window
+    /// of the storage at a time).
+    pub fn for_each(&self, mut f: impl FnMut(K, V)) {
+        let total = self.bytes.len();
+        let mut at = 0;
+        while at < total {
+            let want = WINDOW.min(total - at);
+            let mut window = self.bytes.range(at..at + want);
+            let mut pos = 0;
+            loop {
+                match record_end::<K, V>(window, pos) {
+                    Some(end) => {
+                        let k = take::<K>(window, &mut pos);
+                        let v = take::<V>(window, &mut pos);
+                        debug_assert_eq!(pos, end);
+                        f(k, v);
+                        if pos == window.len() {
+                            break;
+                        }
+                    }
+                    None if pos == 0 => {
+                        // One record larger than the window: load all of it.
+                        let end = record_end::<K, V>(self.bytes.range(at..total), 0)
+                            .expect("a stored record is complete");
+                        window = self.bytes.range(at..at + end);
+                    }
+                    None => break,
+                }
+            }
+            at += pos;
+        }
+        self.bytes.unload();
+    }
+
+    /// This rank's records as a vector.
+    pub fn to_local_vec(&self) -> Vec<(K, V)> {
+        let mut out = Vec::with_capacity(self.len as usize);
+        self.for_each(|k, v| out.push((k, v)));
+        out
+    }
+
+    /// Every rank's records, in rank order, at `root` (`None` elsewhere); a collective.
+    ///
+    /// # Errors
+    /// A communication error.
+    pub fn gather(&self, comm: &Comm, root: usize) -> Result<Option<Vec<(K, V)>>, Error> {
+        let all = comm.gatherv(root, self.bytes.as_slice())?;
+        self.bytes.unload();
+        Ok(all.map(|(bytes, _)| {
+            let mut out = Vec::new();
+            let mut at = 0;
+            while at < bytes.len() {
+                let k = take::<K>(&bytes, &mut at);
+                let v = take::<V>(&bytes, &mut at);
+                out.push((k, v));
+            }
+            out
+        }))
+    }
+}
+
+impl<K: Data, V: Data> Input for Dataset<K, V> {
+    type Key = K;
+    type Value = V;
+
+    fn for_each(self, f: &mut dyn FnMut(K, V)) -> Result<(), Error> {
+        // Read in windows so that only a window is resident at a time besides the map's
+        // own memory; the part is freed when the operation is done with it.
+        Dataset::for_each(&self, f);
+        Ok(())
+    }
+}
+
+/// Bytes of storage loaded at a time while reading a part.
+const WINDOW: usize = 4 << 20;
+
+/// The end of the record that starts at `at` in `bytes`, if all of it is there.
+fn record_end<K: Data, V: Data>(bytes: &[u8], at: usize) -> Option<usize> {
+    let field = |at: usize, size: Option<usize>| -> Option<usize> {
+        let end = match size {
+            Some(n) => at + n,
+            None => {
+                let p = bytes.get(at..at + 4)?;
+                at + 4 + u32::from_le_bytes(p.try_into().expect("4")) as usize
+            }
+        };
+        (end <= bytes.len()).then_some(end)
+    };
+    if at >= bytes.len() {
+        return None;
+    }
+    let k = field(at, K::SIZE)?;
+    field(k, V::SIZE)
+}
+
+/// Builds a rank's part record by record, in storage-backed memory.
+pub struct DatasetBuilder<K, V> {
+    buf: Vec<u8>,
+    bytes: SbVec<u8>,
+    len: u64,
+    _kv: PhantomData<fn() -> (K, V)>,
+}
+
+/// Records are copied into storage in blocks of this size.
+const BLOCK: usize = 256 << 10;
+
+impl<K: Data, V: Data> DatasetBuilder<K, V> {
+    /// An empty part on `rank`.
+    ///
+    /// # Errors
+    /// A runtime error if storage cannot be allocated.
+    pub fn new(rank: &Rank) -> Result<DatasetBuilder<K, V>, Error> {
+        Ok(DatasetBuilder {
+            buf: Vec::new(),
+            bytes: SbVec::with_capacity(rank, 0)?,
+            len: 0,
+            _kv: PhantomData,
+        })
+    }
+
+    /// Appends a record.
+    ///
+    /// # Errors
+    /// A runtime error if storage cannot grow.
+    #[inline]
+    pub fn push(&mut self, key: &K, value: &V) -> Result<(), Error> {
+        put(key, &mut self.buf);
+        put(value, &mut self.buf);
+        self.len += 1;
+        if self.buf.len() >= BLOCK {
+            self.bytes.extend_from_slice(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// The finished part.
+    ///
+    /// # Errors
+    /// A runtime error if storage cannot grow.
+    pub fn finish(mut self) -> Result<Dataset<K, V>, Error> {
+        self.bytes.extend_from_slice(&self.buf)?;
+        self.bytes.unload();
+        Ok(Dataset {
+            bytes: self.bytes,
+            len: self.len,
+            _kv: PhantomData,
+        })
+    }
+}

@@ -1,0 +1,73 @@
+//! Iterative MapReduce on spillway ranks, after the decentralised BSP MapReduce of the
+//! fault-tolerance thesis (KIT) with Twister's local aggregation.
+//!
+//! * [`Dataset`]: records partitioned over the ranks, in storage-backed memory; made from
+//!   rank-local records ([`Dataset::from_local`], [`DatasetBuilder`]), counted, gathered.
+//! * [`MapReduce`]: one object per communicator that runs operations
+//!   ([`map_reduce`](MapReduce::map_reduce), [`map_combine_reduce`](MapReduce::map_combine_reduce));
+//!   an operation's output is the next one's input ([`Input`]), and so are text files read in
+//!   bounded chunks ([`TextFiles`]).
+//! * [`Data`]: how keys and values become bytes (plain data by copy, others through
+//!   [`Serde`]).
+//!
+//! ```
+//! use spillway_comm::Comm;
+//! use spillway_mapreduce::{Dataset, MapReduce};
+//! use spillway_runtime::{run, Config};
+//!
+//! // Word count over 3 ranks: every rank contributes one line.
+//! let counts = run(&Config::new(3), |rank| {
+//!     let world = Comm::world(rank);
+//!     let line = ["a b a", "b c", "a"][world.rank()].as_bytes().to_vec();
+//!     let lines = Dataset::from_local(rank, [(0u64, line)])?;
+//!     let mut mr = MapReduce::new(&world);
+//!     let counts = mr.map_combine_reduce(
+//!         lines,
+//!         |_, text: Vec<u8>, emit| {
+//!             for w in text.split(|b| b.is_ascii_whitespace()).filter(|w| !w.is_empty()) {
+//!                 emit.emit_raw_key(w, 1u64);
+//!             }
+//!         },
+//!         |a, b| *a += b,
+//!         |word: Vec<u8>, ones, out| out.emit(&word, &ones.sum::<u64>()),
+//!     )?;
+//!     let mut all = counts.gather(&world, 0)?.unwrap_or_default();
+//!     all.sort();
+//!     Ok::<_, spillway_mapreduce::Error>(all)
+//! })
+//! .unwrap();
+//! assert_eq!(counts[0], [(b"a".to_vec(), 3), (b"b".to_vec(), 2), (b"c".to_vec(), 1)]);
+//! ```
+#![deny(missing_docs, unreachable_pub)]
+
+mod data;
+mod dataset;
+mod emit;
+mod error;
+mod hash;
+mod job;
+mod run;
+mod text;
+
+pub use data::{Data, Serde, Values};
+pub use dataset::{Dataset, DatasetBuilder};
+pub use emit::Emitter;
+pub use error::Error;
+pub use hash::HashRanges;
+pub use job::{MapReduce, NodeAggregation, OpStats, Output};
+pub use text::TextFiles;
+
+/// The input of an operation: a source of `(key, value)` records on each rank, consumed
+/// once.
+pub trait Input {
+    /// Key of an input record.
+    type Key;
+    /// Value of an input record.
+    type Value;
+
+    /// Calls `f` with every record of this rank's part.
+    ///
+    /// # Errors
+    /// If the records cannot be read.
+    fn for_each(self, f: &mut dyn FnMut(Self::Key, Self::Value)) -> Result<(), Error>;
+}
