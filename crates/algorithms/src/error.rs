@@ -29,6 +29,8 @@ pub enum AlgoError {
     Comm(spillway_comm::Error),
     /// A BSP primitive failed (see [`spillway_bsp::Error`]).
     Bsp(spillway_bsp::Error),
+    /// A MapReduce operation failed in its spill files (see [`spillway_mapreduce::Error`]).
+    MapReduce(spillway_mapreduce::Error),
 }
 
 impl AlgoError {
@@ -48,6 +50,7 @@ impl fmt::Display for AlgoError {
             }
             AlgoError::Comm(e) => write!(f, "{e}"),
             AlgoError::Bsp(e) => write!(f, "{e}"),
+            AlgoError::MapReduce(e) => write!(f, "{e}"),
         }
     }
 }
@@ -59,6 +62,7 @@ impl std::error::Error for AlgoError {
             AlgoError::Output { source, .. } => Some(source),
             AlgoError::Comm(e) => Some(e),
             AlgoError::Bsp(e) => Some(e),
+            AlgoError::MapReduce(e) => Some(e),
             AlgoError::BadParameter { .. } => None,
         }
     }
@@ -81,6 +85,18 @@ impl From<spillway_bsp::Error> for AlgoError {
         match e {
             spillway_bsp::Error::Runtime(e) => AlgoError::Comm(e),
             e => AlgoError::Bsp(e),
+        }
+    }
+}
+
+impl From<spillway_mapreduce::Error> for AlgoError {
+    fn from(e: spillway_mapreduce::Error) -> AlgoError {
+        match e {
+            spillway_mapreduce::Error::Runtime(e) => AlgoError::Comm(e),
+            spillway_mapreduce::Error::Input { path, source } => {
+                AlgoError::Input(InputError::io(path, &source))
+            }
+            e => AlgoError::MapReduce(e),
         }
     }
 }

@@ -12,11 +12,14 @@
 //!   a seed and a global index, so any split over ranks generates the same data.
 //! * [`fft()`](fft::fft): the BSP FFT of Inda and Bisseling on BSP primitives, rustfft locally.
 //! * [`sample_sort()`](sort::sample_sort): BSP sample sort by regular sampling.
+//! * [`word_count`](wordcount::word_count) and [`connected_components`](cc::connected_components):
+//!   MapReduce algorithms (thesis algorithms 2-3 and 6-9) on `spillway-mapreduce`.
 //! * [`input`]: chunked readers for SNAP edge lists, Matrix Market and CSV that reject
 //!   malformed input with the file, line and reason.
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod assign;
+pub mod cc;
 mod error;
 pub mod fft;
 pub mod generate;
@@ -28,6 +31,7 @@ pub mod pagerank;
 pub mod points;
 mod radix;
 pub mod sort;
+pub mod wordcount;
 
 pub use error::AlgoError;
 

@@ -1,6 +1,7 @@
 //! The `spillway` command-line tool: runs the shipped algorithms on files or generated data.
 
 mod bsp;
+mod mapreduce;
 mod report;
 mod structures;
 
@@ -72,6 +73,10 @@ enum Algorithm {
     Fft(bsp::FftArgs),
     /// BSP sample sort of raw little-endian u64 values.
     Sort(bsp::SortArgs),
+    /// Word count as MapReduce (with a combiner and local aggregation).
+    Wordcount(mapreduce::WordCountArgs),
+    /// Connected components as MapReduce (small-star / large-star).
+    Cc(mapreduce::CcArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -708,6 +713,8 @@ fn main() -> ExitCode {
                 Algorithm::Kmeans(a) => a.runtime.json,
                 Algorithm::Fft(a) => a.runtime.json,
                 Algorithm::Sort(a) => a.runtime.json,
+                Algorithm::Wordcount(a) => a.json(),
+                Algorithm::Cc(a) => a.json(),
                 Algorithm::Dyngraph(_) => unreachable!("handled above"),
             };
             let report = match algorithm {
@@ -715,6 +722,8 @@ fn main() -> ExitCode {
                 Algorithm::Kmeans(a) => run_kmeans(a),
                 Algorithm::Fft(a) => bsp::run_fft(a),
                 Algorithm::Sort(a) => bsp::run_sort(a),
+                Algorithm::Wordcount(a) => mapreduce::run_wordcount(a),
+                Algorithm::Cc(a) => mapreduce::run_cc(a),
                 Algorithm::Dyngraph(_) => unreachable!("handled above"),
             };
             report.and_then(|r| {

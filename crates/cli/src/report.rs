@@ -37,6 +37,9 @@ pub(crate) struct Report {
     pub(crate) peak_storage_backed_bytes: u64,
     pub(crate) peak_rss: Option<u64>,
     pub(crate) output: Option<String>,
+    /// Per-operation statistics of MapReduce algorithms.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) operations: Vec<OpReport>,
     #[serde(skip)]
     pub(crate) facts: Vec<(String, f64)>,
     /// Whether this process prints the report (with the MPI backend, the one holding rank 0).
@@ -74,6 +77,7 @@ impl Report {
             peak_storage_backed_bytes: 0,
             peak_rss: None,
             output: None,
+            operations: Vec::new(),
             facts: Vec::new(),
             primary: true,
         }
@@ -217,9 +221,73 @@ impl Report {
         if let Some(rss) = self.peak_rss {
             let _ = writeln!(o, "  peak RSS    {:.1} MiB", mib(rss));
         }
+        if !self.operations.is_empty() {
+            let _ =
+                writeln!(
+                o,
+                "  operations  {:>3} {:>8} {:>8} {:>8} {:>8} {:>12} {:>12} {:>12} {:>12} {:>12}",
+                "#", "map s", "comb s", "shuf s", "red s", "emitted B", "combined B",
+                "shuffled B", "spilled B", "records out"
+            );
+            for (i, op) in self.operations.iter().enumerate() {
+                let _ = writeln!(
+                    o,
+                    "              {:>3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>12} {:>12} {:>12} {:>12} {:>12}",
+                    i + 1,
+                    op.map_seconds,
+                    op.combine_seconds,
+                    op.shuffle_seconds,
+                    op.reduce_seconds,
+                    op.bytes_emitted,
+                    op.bytes_combined,
+                    op.bytes_shuffled,
+                    op.bytes_spilled,
+                    op.records_out
+                );
+            }
+        }
         if let Some(path) = &self.output {
             let _ = writeln!(o, "  output      {path}");
         }
         o
+    }
+}
+
+/// One MapReduce operation in the report (over all ranks: counts summed, times of the
+/// slowest rank).
+#[derive(Debug, Serialize)]
+pub(crate) struct OpReport {
+    pub(crate) map_seconds: f64,
+    pub(crate) combine_seconds: f64,
+    pub(crate) shuffle_seconds: f64,
+    pub(crate) reduce_seconds: f64,
+    pub(crate) records_emitted: u64,
+    pub(crate) bytes_emitted: u64,
+    pub(crate) records_combined: u64,
+    pub(crate) bytes_combined: u64,
+    pub(crate) bytes_node_shuffled: u64,
+    pub(crate) bytes_shuffled: u64,
+    pub(crate) bytes_spilled: u64,
+    pub(crate) rounds: u64,
+    pub(crate) records_out: u64,
+}
+
+impl From<&spillway::mapreduce::OpStats> for OpReport {
+    fn from(s: &spillway::mapreduce::OpStats) -> OpReport {
+        OpReport {
+            map_seconds: s.map.as_secs_f64(),
+            combine_seconds: s.combine.as_secs_f64(),
+            shuffle_seconds: s.shuffle.as_secs_f64(),
+            reduce_seconds: s.reduce.as_secs_f64(),
+            records_emitted: s.records_emitted,
+            bytes_emitted: s.bytes_emitted,
+            records_combined: s.records_combined,
+            bytes_combined: s.bytes_combined,
+            bytes_node_shuffled: s.bytes_node_shuffled,
+            bytes_shuffled: s.bytes_shuffled,
+            bytes_spilled: s.bytes_spilled,
+            rounds: s.rounds,
+            records_out: s.records_out,
+        }
     }
 }

@@ -21,6 +21,15 @@ pub struct Dataset<K, V> {
     _kv: PhantomData<fn() -> (K, V)>,
 }
 
+impl<K, V> std::fmt::Debug for Dataset<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataset")
+            .field("local_len", &self.len)
+            .field("local_bytes", &self.bytes.len())
+            .finish()
+    }
+}
+
 impl<K: Data, V: Data> Dataset<K, V> {
     /// An empty part on `rank`.
     ///

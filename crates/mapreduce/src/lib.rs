@@ -55,7 +55,7 @@ pub use emit::Emitter;
 pub use error::Error;
 pub use hash::HashRanges;
 pub use job::{MapReduce, NodeAggregation, OpStats, Output};
-pub use text::TextFiles;
+pub use text::{is_space, TextFiles};
 
 /// The input of an operation: a source of `(key, value)` records on each rank, consumed
 /// once.

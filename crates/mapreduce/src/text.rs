@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::Input;
 
 /// The text of several files as one input: every rank gets a contiguous share of the
-/// concatenated bytes, its cut points moved forward to just after an ASCII whitespace byte
+/// concatenated bytes, its cut points moved forward to just after a whitespace byte ([`is_space`])
 /// (or to the start of a file), so no run of non-whitespace bytes is split between ranks or
 /// chunks. A record is `(offset, chunk)`: the chunk's global byte offset and at most about
 /// `chunk` bytes of text (longer only by a word that crosses the chunk's end).
@@ -18,6 +18,13 @@ pub struct TextFiles<'c, 'r> {
     comm: &'c Comm<'r>,
     files: Vec<(PathBuf, u64)>,
     chunk: usize,
+}
+
+/// The ASCII whitespace bytes that separate words: space, tab, newline, vertical tab, form
+/// feed, carriage return (C's `isspace`, Python's `bytes.split()`).
+#[inline]
+pub fn is_space(b: &u8) -> bool {
+    matches!(*b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }
 
 fn input_error(path: &Path, source: std::io::Error) -> Error {
@@ -90,7 +97,7 @@ impl<'c, 'r> TextFiles<'c, 'r> {
             let n = ((len - at) as usize).min(buf.len());
             f.read_exact_at(&mut buf[..n], at)
                 .map_err(|e| input_error(path, e))?;
-            if let Some(k) = buf[..n].iter().position(u8::is_ascii_whitespace) {
+            if let Some(k) = buf[..n].iter().position(is_space) {
                 return Ok(g - off + at + k as u64 + 1);
             }
             at += n as u64;
@@ -134,10 +141,7 @@ impl Input for TextFiles<'_, '_> {
                     if at < stop {
                         // Hand over whole words only: the tail after the last whitespace
                         // byte waits for the next chunk.
-                        let cut = buf
-                            .iter()
-                            .rposition(u8::is_ascii_whitespace)
-                            .map_or(0, |k| k + 1);
+                        let cut = buf.iter().rposition(is_space).map_or(0, |k| k + 1);
                         carry = buf.split_off(cut);
                     }
                     let offset = g;

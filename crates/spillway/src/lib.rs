@@ -36,6 +36,7 @@ pub use spillway_comm::{
     LogicalOr, LogicalXor, Max, Min, Operation, Prod, RecvRequest, SendRequest, Source, Status,
     Sum, Tag, UserOp,
 };
+pub use spillway_mapreduce as mapreduce;
 pub use spillway_runtime::{
     available_memory, current_rss, interrupt, peak_rss, run, run_with_stats, Backend, Config,
     CriticalGuard, DeadlockReport, Error, JobError, JobStats, LinkModel, MemoryStats, NodeBuf,

@@ -1,0 +1,242 @@
+//! The MapReduce commands: `run wordcount` and `run cc`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use spillway::algorithms::cc::{connected_components, load_edges, Variant};
+use spillway::algorithms::output::write_ordered;
+use spillway::algorithms::wordcount::{check_files, word_count, write_counts, WordCountOptions};
+use spillway::algorithms::AlgoError;
+use spillway::mapreduce::NodeAggregation;
+use spillway::{run_with_stats, Collectives, Comm, Config, Max};
+
+use crate::report::{OpReport, Report};
+use crate::{check_output, config_of, Failure, RuntimeArgs};
+
+/// When the ranks of a node combine their map output together.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeAggregationArg {
+    /// With a combiner and more than one node.
+    Auto,
+    /// Whenever a node runs more than one rank.
+    On,
+    /// Never.
+    Off,
+}
+
+impl From<NodeAggregationArg> for NodeAggregation {
+    fn from(a: NodeAggregationArg) -> NodeAggregation {
+        match a {
+            NodeAggregationArg::Auto => NodeAggregation::Auto,
+            NodeAggregationArg::On => NodeAggregation::On,
+            NodeAggregationArg::Off => NodeAggregation::Off,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct WordCountArgs {
+    /// Text files (any bytes; words are maximal runs of non-whitespace bytes).
+    #[arg(long, required = true, num_args = 1..)]
+    input: Vec<PathBuf>,
+    /// Output: "word count" lines, by count descending, then by the word's bytes.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Send every word occurrence through the shuffle (no combiner).
+    #[arg(long)]
+    no_combine: bool,
+    /// Local aggregation across the ranks of a node.
+    #[arg(long, value_enum, default_value = "auto")]
+    node_aggregation: NodeAggregationArg,
+    /// Heap allowance of each rank for MapReduce buffers (e.g. 4M; default: from the memory
+    /// budget, unbounded without one); beyond it, sorted runs spill.
+    #[arg(long)]
+    mr_memory: Option<String>,
+    /// Bytes of text read at a time.
+    #[arg(long, default_value = "4M")]
+    chunk: String,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+impl WordCountArgs {
+    pub(crate) fn json(&self) -> bool {
+        self.runtime.json
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VariantArg {
+    /// Large-star and small-star in turn.
+    Alternating,
+    /// Large-star until it converges, then small-star, repeated.
+    TwoPhase,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct CcArgs {
+    /// SNAP edge list ("src dst" per line, '#' comments); edges are undirected.
+    #[arg(long)]
+    input: PathBuf,
+    /// Order of the star operations.
+    #[arg(long, value_enum, default_value = "alternating")]
+    variant: VariantArg,
+    /// Output: "vertex label" per vertex of an edge (label: the smallest vertex id of its
+    /// component); each rank's vertices in increasing order, ranks one after the other.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Heap allowance of each rank for MapReduce buffers (see `run wordcount`).
+    #[arg(long)]
+    mr_memory: Option<String>,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+impl CcArgs {
+    pub(crate) fn json(&self) -> bool {
+        self.runtime.json
+    }
+}
+
+fn size_arg(name: &str, text: &str) -> Result<usize, Failure> {
+    Config::parse_size(text)
+        .and_then(|b| usize::try_from(b).ok())
+        .filter(|&b| b > 0)
+        .ok_or_else(|| Failure::usage(format!("invalid {name} '{text}' (expected e.g. 4M)")))
+}
+
+fn bad_input(e: AlgoError) -> Failure {
+    Failure {
+        code: if e.is_bad_input() { 2 } else { 1 },
+        message: e.to_string(),
+    }
+}
+
+pub(crate) fn run_wordcount(args: WordCountArgs) -> Result<Report, Failure> {
+    let config = config_of(&args.runtime)?;
+    if let Some(out) = &args.out {
+        check_output(out)?;
+    }
+    check_files(&args.input).map_err(bad_input)?;
+    let options = WordCountOptions {
+        combine: !args.no_combine,
+        node_aggregation: args.node_aggregation.into(),
+        memory: args
+            .mr_memory
+            .as_deref()
+            .map(|m| size_arg("--mr-memory", m))
+            .transpose()?,
+        chunk: size_arg("--chunk", &args.chunk)?,
+    };
+    let bytes: u64 = args
+        .input
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let start = Instant::now();
+    let (results, stats) = run_with_stats(&config, |rank| -> Result<_, AlgoError> {
+        let world = Comm::world(rank);
+        let t = Instant::now();
+        let (counts, op) = word_count(&world, &args.input, &options)?;
+        let compute = world.allreduce(&[t.elapsed().as_secs_f64()], Max)?[0];
+        let distinct = counts.count(&world)?;
+        if let Some(path) = &args.out {
+            write_counts(&world, &counts, path)?;
+        }
+        Ok((op, distinct, compute))
+    })?;
+    let (op, distinct, compute) = results.into_iter().next().expect("rank 0");
+    let compute = std::time::Duration::from_secs_f64(compute);
+    let names: Vec<String> = args.input.iter().map(|p| p.display().to_string()).collect();
+    let mut report = Report::new("wordcount", &names.join(" "), &config);
+    report.set_run(
+        1,
+        &[compute],
+        std::time::Duration::ZERO,
+        compute,
+        start.elapsed(),
+        &stats,
+    );
+    report.output = args.out.as_ref().map(|p| p.display().to_string());
+    report.facts = vec![
+        ("input_bytes".into(), bytes as f64),
+        ("words".into(), op.records_emitted as f64),
+        ("distinct_words".into(), distinct as f64),
+        (
+            "input_bytes_per_second".into(),
+            bytes as f64 / compute.as_secs_f64().max(1e-12),
+        ),
+    ];
+    report.operations = vec![OpReport::from(&op)];
+    Ok(report)
+}
+
+pub(crate) fn run_cc(args: CcArgs) -> Result<Report, Failure> {
+    let config = config_of(&args.runtime)?;
+    if let Some(out) = &args.out {
+        check_output(out)?;
+    }
+    let memory = args
+        .mr_memory
+        .as_deref()
+        .map(|m| size_arg("--mr-memory", m))
+        .transpose()?;
+    let variant = match args.variant {
+        VariantArg::Alternating => Variant::Alternating,
+        VariantArg::TwoPhase => Variant::TwoPhase,
+    };
+    let start = Instant::now();
+    let (results, stats) = run_with_stats(&config, |rank| -> Result<_, AlgoError> {
+        let world = Comm::world(rank);
+        let t0 = Instant::now();
+        let (edges, loops) = load_edges(&world, &args.input)?;
+        let m = edges.count(&world)? + loops.count(&world)?;
+        world.barrier()?;
+        let load = t0.elapsed();
+        let t1 = Instant::now();
+        let result = connected_components(&world, edges, loops, variant, memory)?;
+        let compute = t1.elapsed();
+        let mut labels = result.labels.to_local_vec();
+        labels.sort_unstable();
+        let vertices = result.labels.count(&world)?;
+        let components = labels.iter().filter(|(v, l)| v == l).count() as u64;
+        let components = world.allreduce(&[components], spillway::Sum)?[0];
+        drop(result.labels);
+        if let Some(path) = &args.out {
+            write_ordered(&world, path, |w| {
+                for (v, l) in &labels {
+                    writeln!(w, "{v} {l}")?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok((
+            m,
+            vertices,
+            components,
+            result.star_operations,
+            result.stats,
+            load,
+            compute,
+        ))
+    })?;
+    let (m, vertices, components, ops, op_stats, load, compute) =
+        results.into_iter().next().expect("rank 0");
+    let mut report = Report::new("cc", &args.input.display().to_string(), &config);
+    let times: Vec<std::time::Duration> = op_stats
+        .iter()
+        .map(|s| s.map + s.combine + s.shuffle + s.reduce)
+        .collect();
+    report.set_run(ops, &times, load, compute, start.elapsed(), &stats);
+    report.output = args.out.as_ref().map(|p| p.display().to_string());
+    report.facts = vec![
+        ("edges".into(), m as f64),
+        ("vertices".into(), vertices as f64),
+        ("components".into(), components as f64),
+        ("star_operations".into(), ops as f64),
+    ];
+    report.operations = op_stats.iter().map(OpReport::from).collect();
+    Ok(report)
+}
