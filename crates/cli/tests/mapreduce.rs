@@ -1,0 +1,391 @@
+//! End-to-end tests of `run wordcount` and `run cc`: results against independent references
+//! (`collections.Counter` and `scipy.sparse.csgraph.connected_components` through the scripts
+//! in `tests/reference/`) on inputs generated here, at several rank counts and node layouts;
+//! the out-of-core path against the in-memory one; bad input.
+//!
+//! The Python checks run `$SPILLWAY_PYTHON` (default `python3`); they fail if it cannot run
+//! them, unless `SPILLWAY_SKIP_PYTHON=1`.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{Read, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// Limit for any one spawned command.
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+/// `(ranks, nodes, running per node)`.
+const LAYOUTS: [(u32, u32, u32); 4] = [(1, 1, 1), (3, 1, 2), (3, 2, 1), (7, 2, 2)];
+
+struct Ran {
+    line: String,
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for Ran {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "command: {}\nexit code: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.line, self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs a command with a time limit; panics if it cannot start or runs too long.
+fn run<S: AsRef<OsStr>>(program: impl AsRef<OsStr>, args: &[S]) -> Ran {
+    let args: Vec<OsString> = args.iter().map(|a| a.as_ref().to_owned()).collect();
+    let mut line = program.as_ref().to_string_lossy().into_owned();
+    for a in &args {
+        line.push(' ');
+        line.push_str(&a.to_string_lossy());
+    }
+    let mut child = Command::new(program.as_ref())
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start `{line}`: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped")));
+    let err = drain(Box::new(child.stderr.take().expect("piped")));
+    let deadline = Instant::now() + TIMEOUT;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`{line}` ran longer than {TIMEOUT:?} and was killed");
+        }
+        thread::sleep(Duration::from_millis(5));
+    };
+    Ran {
+        line,
+        code: status.code(),
+        stdout: out.join().expect("stdout"),
+        stderr: err.join().expect("stderr"),
+    }
+}
+
+fn spillway<S: AsRef<OsStr>>(args: &[S]) -> Ran {
+    run(env!("CARGO_BIN_EXE_spillway"), args)
+}
+
+fn ok(ran: Ran) -> Ran {
+    assert_eq!(ran.code, Some(0), "command failed\n{ran}");
+    assert!(!ran.stderr.contains("panicked"), "panic\n{ran}");
+    ran
+}
+
+fn layout_args((ranks, nodes, running): (u32, u32, u32)) -> Vec<String> {
+    vec![
+        "--ranks".into(),
+        ranks.to_string(),
+        "--nodes".into(),
+        nodes.to_string(),
+        "--running".into(),
+        running.to_string(),
+    ]
+}
+
+/// The Python interpreter, or `None` when `SPILLWAY_SKIP_PYTHON=1`.
+fn python() -> Option<String> {
+    if std::env::var_os("SPILLWAY_SKIP_PYTHON").is_some_and(|v| v == "1") {
+        let test = thread::current().name().unwrap_or("test").to_string();
+        let note = format!("{test}: SKIPPED (SPILLWAY_SKIP_PYTHON=1: Python reference not run)\n");
+        let _ = std::io::stderr().write_all(note.as_bytes());
+        return None;
+    }
+    Some(std::env::var("SPILLWAY_PYTHON").unwrap_or_else(|_| "python3".into()))
+}
+
+/// Runs a reference script and asserts that it accepted the result.
+fn check_with_python<S: AsRef<OsStr>>(python: &str, script: &str, args: &[S]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/reference")
+        .join(script);
+    assert!(script.is_file(), "missing {}", script.display());
+    let mut all: Vec<OsString> = vec![script.into_os_string()];
+    all.extend(args.iter().map(|a| a.as_ref().to_owned()));
+    let ran = run(python, &all);
+    assert_eq!(ran.code, Some(0), "reference check failed\n{ran}");
+    println!("{}", ran.stdout);
+}
+
+/// A 64-bit linear congruential generator (Knuth's MMIX constants).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 16
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A text of `words` words: a skewed vocabulary, words with non-UTF-8 bytes, and every
+/// ASCII whitespace byte as separator (runs of them too).
+fn text(seed: u64, words: usize) -> Vec<u8> {
+    let mut rng = Lcg(seed);
+    let mut out = Vec::new();
+    for _ in 0..words {
+        let r = rng.next();
+        let spread = 1 + rng.below(3000);
+        let id = rng.below(spread);
+        match r % 9 {
+            0 => out.extend_from_slice(&[0xff, b'x', 0xc3, (id % 256) as u8 | 0x80]),
+            1 => out.extend_from_slice(format!("W{id}").as_bytes()),
+            _ => out.extend_from_slice(format!("w{id}").as_bytes()),
+        }
+        let seps: &[&[u8]] = &[
+            b" ", b" ", b" ", b"\n", b"\t", b"\r\n", b"\x0b", b"\x0c", b"  \n ",
+        ];
+        out.extend_from_slice(seps[(r >> 8) as usize % seps.len()]);
+    }
+    out
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn wordcount_equals_python_counter_at_several_layouts() {
+    let Some(py) = python() else { return };
+    let dir = TempDir::new().unwrap();
+    let a = write(dir.path(), "a.txt", &text(11, 40_000));
+    let b = write(dir.path(), "b.txt", &text(12, 7_000));
+    let empty = write(dir.path(), "empty.txt", b"");
+    // A file that ends inside a word, and one word that starts the next file.
+    let c = write(dir.path(), "c.txt", b"tail");
+    let d = write(dir.path(), "d.txt", b"tail tail\xff");
+    for (i, layout) in LAYOUTS.into_iter().enumerate() {
+        let out = dir.path().join(format!("wc{i}.txt"));
+        let mut args: Vec<OsString> = ["run", "wordcount", "--input"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        for f in [&a, &b, &empty, &c, &d] {
+            args.push(f.into());
+        }
+        args.extend([
+            "--out".into(),
+            out.clone().into(),
+            "--chunk".into(),
+            "8K".into(),
+        ]);
+        args.extend(layout_args(layout).into_iter().map(OsString::from));
+        if i == 2 {
+            args.push("--no-combine".into());
+        }
+        ok(spillway(&args));
+        let mut check: Vec<OsString> = vec![out.into()];
+        for f in [&a, &b, &empty, &c, &d] {
+            check.push(f.into());
+        }
+        check_with_python(&py, "wordcount_ref.py", &check);
+    }
+}
+
+fn json_of(ran: &Ran) -> serde_json::Value {
+    serde_json::from_str(ran.stdout.trim()).unwrap_or_else(|e| panic!("bad JSON ({e})\n{ran}"))
+}
+
+#[test]
+fn wordcount_out_of_core_equals_the_in_memory_run() {
+    let dir = TempDir::new().unwrap();
+    let a = write(dir.path(), "a.txt", &text(21, 150_000));
+    let mem = dir.path().join("mem.txt");
+    let small = dir.path().join("small.txt");
+    for (out, extra) in [
+        (&mem, vec![]),
+        (&small, vec!["--mem-budget", "4M", "--mr-memory", "32K"]),
+    ] {
+        for combine in [true, false] {
+            let mut args: Vec<OsString> =
+                ["run", "wordcount", "--json", "--chunk", "16K", "--input"]
+                    .iter()
+                    .map(OsString::from)
+                    .collect();
+            args.push(a.clone().into());
+            args.extend(["--out".into(), out.clone().into()]);
+            args.extend(layout_args((4, 2, 2)).into_iter().map(OsString::from));
+            args.extend(extra.iter().map(OsString::from));
+            if !combine {
+                args.push("--no-combine".into());
+            }
+            let ran = ok(spillway(&args));
+            let op = &json_of(&ran)["operations"][0];
+            let spilled = op["bytes_spilled"].as_u64().unwrap();
+            let rounds = op["rounds"].as_u64().unwrap();
+            if extra.is_empty() {
+                assert_eq!((spilled, rounds), (0, 1), "{ran}");
+            } else {
+                assert!(
+                    spilled > 0 && rounds > 1,
+                    "the spill path did not run\n{ran}"
+                );
+                assert_eq!(
+                    std::fs::read(&mem).unwrap(),
+                    std::fs::read(&small).unwrap(),
+                    "combine {combine}"
+                );
+            }
+        }
+    }
+}
+
+/// A graph with many components: paths with shuffled ids (many star rounds), small random
+/// clusters, duplicate and reversed edges, self loops, and isolated self loops.
+fn graph(seed: u64, n: u64) -> Vec<(u64, u64)> {
+    let mut rng = Lcg(seed);
+    let mut perm: Vec<u64> = (0..n).collect();
+    for i in (1..n as usize).rev() {
+        perm.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let mut edges = Vec::new();
+    // A long path over the first fifth of the (permuted) ids.
+    for i in 0..n / 5 - 1 {
+        edges.push((perm[i as usize], perm[i as usize + 1]));
+    }
+    // Random edges among clusters of 20 ids.
+    for _ in 0..n {
+        let c = n / 5 + rng.below(n * 3 / 5 / 20) * 20;
+        let (u, v) = (c + rng.below(20), c + rng.below(20));
+        edges.push((perm[u as usize], perm[v as usize]));
+        if rng.below(10) == 0 {
+            edges.push((perm[v as usize], perm[u as usize]));
+        }
+    }
+    // Isolated self loops.
+    for v in (n * 4 / 5..n).step_by(7) {
+        edges.push((perm[v as usize], perm[v as usize]));
+    }
+    edges
+}
+
+fn write_graph(dir: &Path, name: &str, edges: &[(u64, u64)]) -> PathBuf {
+    let mut s = String::from("# generated\n");
+    for (u, v) in edges {
+        s.push_str(&format!("{u}\t{v}\n"));
+    }
+    write(dir, name, s.as_bytes())
+}
+
+#[test]
+fn cc_equals_scipy_at_several_layouts_and_both_variants() {
+    let Some(py) = python() else { return };
+    let dir = TempDir::new().unwrap();
+    let g = write_graph(dir.path(), "g.txt", &graph(5, 3000));
+    for (i, layout) in LAYOUTS.into_iter().enumerate() {
+        for variant in ["alternating", "two-phase"] {
+            let out = dir.path().join(format!("cc{i}{variant}.txt"));
+            let mut args: Vec<OsString> = ["run", "cc", "--variant", variant, "--input"]
+                .iter()
+                .map(OsString::from)
+                .collect();
+            args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
+            args.extend(layout_args(layout).into_iter().map(OsString::from));
+            ok(spillway(&args));
+            check_with_python(&py, "cc_ref.py", &[g.as_os_str(), out.as_os_str()]);
+        }
+    }
+}
+
+#[test]
+fn cc_out_of_core_equals_the_in_memory_run() {
+    let dir = TempDir::new().unwrap();
+    let g = write_graph(dir.path(), "g.txt", &graph(9, 20_000));
+    let mut outputs = Vec::new();
+    for extra in [vec![], vec!["--mem-budget", "4M", "--mr-memory", "16K"]] {
+        let out = dir.path().join(format!("cc{}.txt", outputs.len()));
+        let mut args: Vec<OsString> = ["run", "cc", "--json", "--input"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
+        args.extend(layout_args((3, 2, 1)).into_iter().map(OsString::from));
+        args.extend(extra.iter().map(OsString::from));
+        let ran = ok(spillway(&args));
+        let spilled: u64 = json_of(&ran)["operations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["bytes_spilled"].as_u64().unwrap())
+            .sum();
+        assert_eq!(spilled > 0, !extra.is_empty(), "{ran}");
+        outputs.push(std::fs::read(&out).unwrap());
+    }
+    assert_eq!(outputs[0], outputs[1]);
+}
+
+#[test]
+fn malformed_edge_lines_and_unreadable_text_exit_2_without_output() {
+    let dir = TempDir::new().unwrap();
+    let mut body = String::new();
+    for i in 0..5000 {
+        body.push_str(&format!("{i} {}\n", i + 1));
+    }
+    body.push_str("17 x9\n");
+    let g = write(dir.path(), "bad.txt", body.as_bytes());
+    let out = dir.path().join("out.txt");
+    for layout in [(1, 1, 1), (3, 2, 1)] {
+        let mut args: Vec<OsString> = ["run", "cc", "--input"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
+        args.extend(layout_args(layout).into_iter().map(OsString::from));
+        let ran = spillway(&args);
+        assert_eq!(ran.code, Some(2), "{ran}");
+        assert!(
+            ran.stderr
+                .contains(&format!("{}:5001: invalid vertex id 'x9'", g.display())),
+            "{ran}"
+        );
+        assert!(!out.exists(), "partial output left behind");
+    }
+    let missing = dir.path().join("missing.txt");
+    let ran = spillway(&[
+        OsStr::new("run"),
+        OsStr::new("wordcount"),
+        OsStr::new("--input"),
+        missing.as_os_str(),
+        OsStr::new("--out"),
+        out.as_os_str(),
+    ]);
+    assert_eq!(ran.code, Some(2), "{ran}");
+    assert!(ran.stderr.contains("missing.txt"), "{ran}");
+    assert!(!out.exists());
+    let ran = spillway(&[
+        OsStr::new("run"),
+        OsStr::new("wordcount"),
+        OsStr::new("--input"),
+        dir.path().as_os_str(),
+    ]);
+    assert_eq!(ran.code, Some(2), "{ran}");
+    assert!(ran.stderr.contains("is a directory"), "{ran}");
+}
