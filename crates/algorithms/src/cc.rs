@@ -42,6 +42,9 @@ pub struct CcResult {
     pub stats: Vec<OpStats>,
 }
 
+/// Edges `(u, v)` of an undirected graph (each edge once, in either direction).
+pub type Edges = Dataset<u32, u32>;
+
 /// Reads a SNAP edge list ("src dst" per line, `#` comments) into a dataset of edges, each
 /// rank reading its line-aligned part in chunks; returns the edges without self loops and
 /// the vertices that have self loops (as `(v, v)`).
@@ -49,10 +52,7 @@ pub struct CcResult {
 /// # Errors
 /// [`AlgoError::Input`] with the file, line and reason of the first malformed line (the
 /// same on every rank), or an unreadable file.
-pub fn load_edges(
-    comm: &Comm,
-    path: &Path,
-) -> Result<(Dataset<u32, u32>, Dataset<u32, u32>), AlgoError> {
+pub fn load_edges(comm: &Comm, path: &Path) -> Result<(Edges, Edges), AlgoError> {
     let rank = comm.runtime();
     let mut edges = DatasetBuilder::new(rank)?;
     let mut loops = DatasetBuilder::new(rank)?;

@@ -8,6 +8,7 @@
 //! spillway-bench scale [--ranks 64,256,1024,4096] [--running 2] [--rounds 20] [--barrier-ranks 10000]
 //! spillway-bench bsp [--what exchange,fft,sort,model] [--ranks 2] [--exchange-bytes 64M]
 //!                     [--fft-log 24] [--sort-log 27] [--model-max 256M] [--python PY]
+//! spillway-bench mapreduce [--input FILE | --generate 256M] [--ranks 1,2] [--nodes 1] [--reps 3]
 //! spillway-bench dyngraph [--scale 20] [--edge-factor 16] [--structures ll,bcsr,daa,diaa,dcaa] [--fold fraction:0.25] [--time-limit 600]
 //! ```
 //!
@@ -24,6 +25,7 @@ mod bsp;
 mod collectives;
 mod dyngraph;
 mod harness;
+mod mapreduce;
 mod pagerank;
 mod scale;
 
@@ -52,6 +54,9 @@ enum Bench {
     /// One point of `scale`, run in a child process (prints one JSON line).
     #[command(hide = true)]
     ScaleRun(scale::RunArgs),
+    /// Word count on MapReduce against a sequential HashMap count, with and without the
+    /// combiner.
+    Mapreduce(mapreduce::Args),
     /// Dynamic graph structures on an R-MAT edge stream against a CSR rebuilt from scratch.
     Dyngraph(dyngraph::Args),
     /// The BSP layer: total exchange vs memcpy, BSP FFT vs rustfft, sample sort vs
@@ -66,6 +71,7 @@ fn main() -> ExitCode {
         Bench::Pagerank(a) => pagerank::main(a),
         Bench::Scale(a) => scale::main(a),
         Bench::ScaleRun(a) => scale::run_point(a),
+        Bench::Mapreduce(a) => mapreduce::main(a),
         Bench::Dyngraph(a) => dyngraph::main(a),
         Bench::Bsp(a) => bsp::main(a),
     };

@@ -228,17 +228,17 @@ impl<K: Data, V: Data> Emitter<'_, K, V> {
                 pairs.clear();
             }
             Collector::Combine { table, .. } => {
-                if table.vals.is_empty() {
+                if table.len() == 0 {
                     return Ok(None);
                 }
-                let mut pairs: Vec<(u64, u64)> = (0..table.vals.len())
+                let mut pairs: Vec<(u64, u64)> = (0..table.len())
                     .map(|i| (partition_hash(table.key(i)), i as u64))
                     .collect();
                 radix_sort(&mut pairs);
                 for &(h, i) in &pairs {
                     w.entry(h, |b| {
                         put_raw::<K>(table.key(i as usize), b);
-                        put(&table.vals[i as usize], b);
+                        put(table.value(i as usize), b);
                     })?;
                 }
                 *table = Table::new();
@@ -249,75 +249,114 @@ impl<K: Data, V: Data> Emitter<'_, K, V> {
 }
 
 /// An open-addressing hash table from encoded keys to combined values, probed with the
-/// grouping hash.
+/// grouping hash. A slot packs the hash's high 32 bits (a tag checked before the key) and
+/// the entry's index + 1, so a probe touches the slot array, then one entry, then the key.
 struct Table<V> {
-    /// Index + 1 of the entry in each slot, 0 for an empty slot.
-    slots: Vec<u32>,
-    hashes: Vec<u64>,
-    keys: Vec<(u32, u32)>,
+    /// `tag << 32 | (index + 1)`, 0 for an empty slot.
+    slots: Vec<u64>,
+    entries: Vec<TableEntry<V>>,
     arena: Vec<u8>,
-    vals: Vec<V>,
+}
+
+struct TableEntry<V> {
+    at: u32,
+    len: u32,
+    value: V,
+}
+
+/// Equality of short byte strings without a library call.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if a.len() <= 16 {
+        let mut diff = 0u8;
+        for i in 0..a.len() {
+            diff |= a[i] ^ b[i];
+        }
+        diff == 0
+    } else {
+        a == b
+    }
 }
 
 impl<V> Table<V> {
     fn new() -> Table<V> {
         Table {
             slots: Vec::new(),
-            hashes: Vec::new(),
-            keys: Vec::new(),
+            entries: Vec::new(),
             arena: Vec::new(),
-            vals: Vec::new(),
         }
     }
 
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     fn key(&self, i: usize) -> &[u8] {
-        let (at, len) = self.keys[i];
-        &self.arena[at as usize..(at + len) as usize]
+        let e = &self.entries[i];
+        &self.arena[e.at as usize..(e.at + e.len) as usize]
+    }
+
+    fn value(&self, i: usize) -> &V {
+        &self.entries[i].value
     }
 
     fn heap_bytes(&self) -> usize {
-        4 * self.slots.len()
-            + 16 * self.hashes.len()
+        8 * self.slots.len()
+            + std::mem::size_of::<TableEntry<V>>() * self.entries.len()
             + self.arena.len()
-            + std::mem::size_of::<V>() * self.vals.len()
     }
 
     fn grow(&mut self) {
         let size = (2 * self.slots.len()).max(1 << 12);
         let mask = size - 1;
-        let mut slots = vec![0u32; size];
-        for (idx, &h) in self.hashes.iter().enumerate() {
+        let mut slots = vec![0u64; size];
+        for &s in &self.slots {
+            if s == 0 {
+                continue;
+            }
+            let idx = (s & 0xffff_ffff) as usize - 1;
+            let h = group_hash(self.key(idx));
             let mut i = h as usize & mask;
             while slots[i] != 0 {
                 i = (i + 1) & mask;
             }
-            slots[i] = idx as u32 + 1;
+            slots[i] = s;
         }
         self.slots = slots;
     }
 
     #[inline]
     fn insert(&mut self, key: &[u8], value: V, combine: &dyn Fn(&mut V, V)) {
-        if 2 * (self.vals.len() + 1) > self.slots.len() {
+        if 2 * (self.entries.len() + 1) > self.slots.len() {
             self.grow();
         }
         let mask = self.slots.len() - 1;
         let h = group_hash(key);
+        let tag = h >> 32;
         let mut i = h as usize & mask;
         loop {
             let s = self.slots[i];
             if s == 0 {
-                self.slots[i] = self.vals.len() as u32 + 1;
-                self.hashes.push(h);
-                self.keys.push((self.arena.len() as u32, key.len() as u32));
+                self.slots[i] = tag << 32 | (self.entries.len() as u64 + 1);
+                self.entries.push(TableEntry {
+                    at: self.arena.len() as u32,
+                    len: key.len() as u32,
+                    value,
+                });
                 self.arena.extend_from_slice(key);
-                self.vals.push(value);
                 return;
             }
-            let idx = (s - 1) as usize;
-            if self.hashes[idx] == h && self.key(idx) == key {
-                combine(&mut self.vals[idx], value);
-                return;
+            if s >> 32 == tag {
+                let idx = (s & 0xffff_ffff) as usize - 1;
+                let e = &self.entries[idx];
+                let stored = &self.arena[e.at as usize..(e.at + e.len) as usize];
+                if same_bytes(stored, key) {
+                    combine(&mut self.entries[idx].value, value);
+                    return;
+                }
             }
             i = (i + 1) & mask;
         }

@@ -83,12 +83,9 @@ pub(crate) fn radix_sort(pairs: &mut Vec<(u64, u64)>) {
             c[((h >> (8 * d)) & 0xff) as usize] += 1;
         }
     }
-    let mut other: Vec<(u64, u64)> = Vec::with_capacity(n);
-    // SAFETY: `(u64, u64)` has no invalid bit patterns and every element below `n` is
-    // written by the scatter before `other` is read or swapped into `pairs`.
-    unsafe { other.set_len(n) };
+    let mut other: Vec<(u64, u64)> = vec![(0, 0); n];
     for (d, count) in counts.iter().enumerate() {
-        if count.iter().any(|&c| c == n) {
+        if count.contains(&n) {
             continue; // every hash has the same digit here
         }
         let mut offsets = [0usize; 256];
