@@ -14,7 +14,7 @@ use std::path::Path;
 
 use spillway_comm::{Collectives, Comm, Sum};
 use spillway_mapreduce::{
-    Dataset, DatasetBuilder, Emitter, Input, MapReduce, OpStats, Output, Values,
+    Chain, Dataset, DatasetBuilder, Emitter, MapReduce, OpStats, Output, Values,
 };
 
 use crate::error::AlgoError;
@@ -70,22 +70,6 @@ pub fn load_edges(comm: &Comm, path: &Path) -> Result<(Edges, Edges), AlgoError>
     })?;
     agree_on_error(comm, path, read.error, before)?;
     Ok((edges.finish()?, loops.finish()?))
-}
-
-/// Two datasets read one after the other as one input.
-struct Both<A, B>(A, B);
-
-impl<A: Input, B: Input<Key = A::Key, Value = A::Value>> Input for Both<A, B> {
-    type Key = A::Key;
-    type Value = A::Value;
-
-    fn for_each(
-        self,
-        f: &mut dyn FnMut(A::Key, A::Value),
-    ) -> Result<(), spillway_mapreduce::Error> {
-        self.0.for_each(f)?;
-        self.1.for_each(f)
-    }
 }
 
 /// The distinct values of a key, sorted.
@@ -195,7 +179,7 @@ pub fn connected_components(
     // The graph is now stars centred at each component's smallest vertex: every vertex's
     // label is the smallest id among itself and its neighbours.
     let labels = mr.map_combine_reduce(
-        Both(edges, loops),
+        Chain(edges, loops),
         |u: u32, v: u32, emit: &mut Emitter<'_, u32, u32>| {
             let m = u.min(v);
             emit.emit(&u, m);

@@ -13,7 +13,8 @@
 //! * [`fft()`](fft::fft): the BSP FFT of Inda and Bisseling on BSP primitives, rustfft locally.
 //! * [`sample_sort()`](sort::sample_sort): BSP sample sort by regular sampling.
 //! * [`word_count`](wordcount::word_count) and [`connected_components`](cc::connected_components):
-//!   MapReduce algorithms (thesis algorithms 2-3 and 6-9) on `spillway-mapreduce`.
+//!   MapReduce algorithms (thesis algorithms 2-3 and 6-9) on `spillway-mapreduce`, and
+//!   [`pagerank_mapreduce`](pagerank_mr::pagerank_mapreduce) (algorithms 4-5).
 //! * [`input`]: chunked readers for SNAP edge lists, Matrix Market and CSV that reject
 //!   malformed input with the file, line and reason.
 #![deny(missing_docs, unreachable_pub)]
@@ -28,6 +29,7 @@ pub mod input;
 pub mod kmeans;
 pub mod output;
 pub mod pagerank;
+pub mod pagerank_mr;
 pub mod points;
 mod radix;
 pub mod sort;

@@ -204,6 +204,12 @@ struct PageRankArgs {
     /// Output: "vertex rank" per line for every vertex.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Engine: the direct push PageRank, or iterative MapReduce (thesis algorithms 4-5).
+    #[arg(long, value_enum, default_value = "direct")]
+    engine: mapreduce::EngineArg,
+    /// Heap allowance of each rank for MapReduce buffers (with `--engine mapreduce`).
+    #[arg(long)]
+    mr_memory: Option<String>,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -399,6 +405,9 @@ fn node_io(rank: &spillway::Rank) -> u64 {
 }
 
 fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
+    if args.engine == mapreduce::EngineArg::Mapreduce {
+        return mapreduce::run_pagerank_mr(args);
+    }
     let config = config_of(&args.runtime)?;
     if let Some(out) = &args.out {
         check_output(out)?;

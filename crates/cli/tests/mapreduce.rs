@@ -389,3 +389,73 @@ fn malformed_edge_lines_and_unreadable_text_exit_2_without_output() {
     assert_eq!(ran.code, Some(2), "{ran}");
     assert!(ran.stderr.contains("is a directory"), "{ran}");
 }
+
+/// "vertex rank" lines as a vector in vertex order (asserting that order).
+fn read_ranks(path: &Path) -> Vec<f64> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let (v, r) = l.split_once(' ').unwrap();
+            assert_eq!(v.parse::<usize>().unwrap(), i, "{}", path.display());
+            r.parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn mapreduce_pagerank_equals_the_direct_engine_and_the_references() {
+    let py = python();
+    let dir = TempDir::new().unwrap();
+    // Dangling vertices, duplicate edges, self loops, and isolated ids (no edges at all).
+    let mut edges = graph(17, 2000);
+    edges.extend([(3, 5), (3, 5), (1999, 0)]);
+    let g = write_graph(dir.path(), "g.txt", &edges);
+    let direct = dir.path().join("direct.txt");
+    ok(spillway(&[
+        OsStr::new("run"),
+        OsStr::new("pagerank"),
+        OsStr::new("--input"),
+        g.as_os_str(),
+        OsStr::new("--out"),
+        direct.as_os_str(),
+        OsStr::new("--iterations"),
+        OsStr::new("500"),
+        OsStr::new("--tolerance"),
+        OsStr::new("1e-13"),
+    ]));
+    let expected = read_ranks(&direct);
+    for (i, layout) in LAYOUTS.into_iter().enumerate() {
+        let out = dir.path().join(format!("mr{i}.txt"));
+        let mut args: Vec<OsString> = [
+            "run",
+            "pagerank",
+            "--engine",
+            "mapreduce",
+            "--iterations",
+            "500",
+            "--tolerance",
+            "1e-13",
+            "--input",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
+        args.extend(layout_args(layout).into_iter().map(OsString::from));
+        if i == 3 {
+            args.extend(["--mr-memory".into(), "16K".into()]);
+        }
+        ok(spillway(&args));
+        let got = read_ranks(&out);
+        assert_eq!(got.len(), expected.len());
+        let l1: f64 = got.iter().zip(&expected).map(|(a, b)| (a - b).abs()).sum();
+        assert!(
+            l1 <= 1e-12,
+            "layout {layout:?}: L1 {l1:e} from the direct engine"
+        );
+        if let Some(py) = &py {
+            check_with_python(py, "pagerank_ref.py", &[g.as_os_str(), out.as_os_str()]);
+        }
+    }
+}

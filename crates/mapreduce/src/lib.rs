@@ -71,3 +71,18 @@ pub trait Input {
     /// If the records cannot be read.
     fn for_each(self, f: &mut dyn FnMut(Self::Key, Self::Value)) -> Result<(), Error>;
 }
+
+/// Two inputs read one after the other as one (e.g. a dataset of edges and a dataset of
+/// vertices, so that a map sees both).
+#[derive(Debug)]
+pub struct Chain<A, B>(pub A, pub B);
+
+impl<A: Input, B: Input<Key = A::Key, Value = A::Value>> Input for Chain<A, B> {
+    type Key = A::Key;
+    type Value = A::Value;
+
+    fn for_each(self, f: &mut dyn FnMut(A::Key, A::Value)) -> Result<(), Error> {
+        self.0.for_each(f)?;
+        self.1.for_each(f)
+    }
+}
