@@ -32,6 +32,7 @@ pub mod pagerank;
 pub mod pagerank_mr;
 pub mod points;
 mod radix;
+pub mod rmat;
 pub mod sort;
 pub mod wordcount;
 

@@ -95,6 +95,13 @@ enum Generator {
         /// Output file ("src dst" per line).
         #[arg(long)]
         out: PathBuf,
+        /// Remove duplicate edges with a MapReduce job (the edges of each rank in
+        /// increasing order, ranks one after the other).
+        #[arg(long)]
+        dedup: bool,
+        /// Ranks of the `--dedup` job.
+        #[arg(long, default_value_t = 4)]
+        ranks: u32,
     },
     /// Points around Gaussian blobs, as `run kmeans --generate blobs:N:D:K[:SEED]` makes them.
     Blobs {
@@ -753,8 +760,16 @@ fn main() -> ExitCode {
                     edge_factor,
                     seed,
                     out,
+                    dedup,
+                    ranks,
                 },
-        } => gen_rmat(scale, edge_factor, seed, out),
+        } => {
+            if dedup {
+                mapreduce::gen_rmat_dedup(scale, edge_factor, seed, out, ranks)
+            } else {
+                gen_rmat(scale, edge_factor, seed, out)
+            }
+        }
         Command::Gen {
             what:
                 Generator::Blobs {

@@ -10,6 +10,7 @@ use spillway::algorithms::graph::GraphSource;
 use spillway::algorithms::output::write_ordered;
 use spillway::algorithms::pagerank::PageRankOptions;
 use spillway::algorithms::pagerank_mr::{load_edge_dataset, pagerank_mapreduce};
+use spillway::algorithms::rmat::rmat_dedup;
 use spillway::algorithms::wordcount::{check_files, word_count, write_counts, WordCountOptions};
 use spillway::algorithms::AlgoError;
 use spillway::mapreduce::NodeAggregation;
@@ -330,4 +331,42 @@ pub(crate) fn run_pagerank_mr(args: PageRankArgs) -> Result<Report, Failure> {
     ];
     report.operations = op_stats.iter().map(OpReport::from).collect();
     Ok(report)
+}
+
+/// `gen rmat --dedup`: the R-MAT edges without duplicates, from a MapReduce job.
+pub(crate) fn gen_rmat_dedup(
+    scale: u32,
+    edge_factor: u32,
+    seed: u64,
+    out: PathBuf,
+    ranks: u32,
+) -> Result<(), Failure> {
+    check_output(&out)?;
+    let spec =
+        RmatSpec::parse(&format!("rmat:{scale}:{edge_factor}:{seed}")).map_err(Failure::usage)?;
+    let config = Config::new(ranks);
+    config.layout().map_err(Failure::from)?;
+    run_with_stats(&config, |rank| -> Result<_, AlgoError> {
+        let world = Comm::world(rank);
+        let (edges, _) = rmat_dedup(&world, &spec)?;
+        let mut local: Vec<(u32, u32)> =
+            edges.to_local_vec().into_iter().map(|(e, ())| e).collect();
+        local.sort_unstable();
+        let first = world.rank() == 0;
+        write_ordered(&world, &out, |w| {
+            if first {
+                writeln!(
+                    w,
+                    "# R-MAT scale={scale} edge_factor={edge_factor} seed={seed} \
+                     a=0.57 b=0.19 c=0.19 d=0.05 dedup"
+                )?;
+            }
+            for (s, d) in &local {
+                writeln!(w, "{s} {d}")?;
+            }
+            Ok(())
+        })?;
+        Ok(())
+    })?;
+    Ok(())
 }

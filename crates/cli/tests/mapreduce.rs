@@ -459,3 +459,59 @@ fn mapreduce_pagerank_equals_the_direct_engine_and_the_references() {
         }
     }
 }
+
+#[test]
+fn gen_rmat_dedup_equals_the_distinct_edges_of_gen_rmat() {
+    let dir = TempDir::new().unwrap();
+    let plain = dir.path().join("plain.txt");
+    let args = [
+        "gen",
+        "rmat",
+        "--scale",
+        "11",
+        "--edge-factor",
+        "8",
+        "--seed",
+        "3",
+        "--out",
+    ];
+    let mut a: Vec<OsString> = args.iter().map(OsString::from).collect();
+    a.push(plain.clone().into());
+    ok(spillway(&a));
+    let edges = |p: &Path| -> Vec<(u32, u32)> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let (s, d) = l.split_once(' ').unwrap();
+                (s.parse().unwrap(), d.parse().unwrap())
+            })
+            .collect()
+    };
+    let all = edges(&plain);
+    let mut expected = all.clone();
+    expected.sort_unstable();
+    expected.dedup();
+    assert!(
+        expected.len() < all.len(),
+        "the graph has no duplicates to remove"
+    );
+    for ranks in ["1", "3"] {
+        let out = dir.path().join(format!("dedup{ranks}.txt"));
+        let mut a: Vec<OsString> = args.iter().map(OsString::from).collect();
+        a.extend([
+            out.clone().into(),
+            "--dedup".into(),
+            "--ranks".into(),
+            ranks.into(),
+        ]);
+        ok(spillway(&a));
+        let mut got = edges(&out);
+        let n = got.len();
+        got.sort_unstable();
+        got.dedup();
+        assert_eq!(got.len(), n, "duplicates left");
+        assert_eq!(got, expected);
+    }
+}
