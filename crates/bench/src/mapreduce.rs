@@ -26,9 +26,13 @@ use crate::harness::{format_duration, format_size, parse_size, BoxError, Stats};
 /// Arguments of `spillway-bench mapreduce`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Text file to count (default: a generated one of `--generate` bytes).
+    /// Text file to count; generated (`--generate` bytes) if it does not exist. Default: a
+    /// generated file in a temporary directory.
     #[arg(long)]
     input: Option<PathBuf>,
+    /// Only generate the text (at `--input`), then exit.
+    #[arg(long)]
+    generate_only: bool,
     /// Size of the generated text (Zipf-like words "w<id>" over a 1M-word vocabulary).
     #[arg(long, default_value = "256M")]
     generate: String,
@@ -138,16 +142,18 @@ fn spillway_count(
 /// Unreadable input, a failed job, or counts that differ from the baseline's.
 pub fn main(args: Args) -> Result<(), BoxError> {
     let dir = tempfile::tempdir()?;
-    let path = match &args.input {
-        Some(p) => p.clone(),
-        None => {
-            let bytes = parse_size(&args.generate)?;
-            let p = dir.path().join("text.txt");
-            eprintln!("generating {} of text", format_size(bytes));
-            generate(&p, bytes)?;
-            p
-        }
-    };
+    let path = args
+        .input
+        .clone()
+        .unwrap_or_else(|| dir.path().join("text.txt"));
+    if !path.exists() {
+        let bytes = parse_size(&args.generate)?;
+        eprintln!("generating {} of text", format_size(bytes));
+        generate(&path, bytes)?;
+    }
+    if args.generate_only {
+        return Ok(());
+    }
     let size = std::fs::metadata(&path)?.len() as usize;
     eprintln!("sequential HashMap count");
     let mut times = Vec::new();
