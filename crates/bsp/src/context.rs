@@ -7,7 +7,7 @@ use bytemuck::Pod;
 use spillway_comm::Comm;
 
 use crate::error::{Capacity, Error, Misuse, Result};
-use crate::memory::{Area, Memory, Slot};
+use crate::memory::{Area, Memory, Slot, GENERATION_MASK};
 use crate::probe::Machine;
 use crate::sync::NodeState;
 
@@ -163,6 +163,17 @@ impl<'r> Bsp<'r> {
 
     #[track_caller]
     fn register<T: Pod>(&mut self, memory: Memory<T>, global: bool) -> Result<Slot<T>> {
+        self.register_area(global, |active_from, generation| {
+            Area::new(memory, active_from, generation)
+        })
+    }
+
+    #[track_caller]
+    fn register_area<T: Pod>(
+        &mut self,
+        global: bool,
+        make: impl FnOnce(u64, u32) -> Area,
+    ) -> Result<Slot<T>> {
         let location = Location::caller();
         if self.registered >= self.reg_capacity {
             return Err(Error::CapacityExceeded {
@@ -172,7 +183,7 @@ impl<'r> Bsp<'r> {
             });
         }
         let index = self.take_slot_index(global);
-        self.generation = self.generation.wrapping_add(1);
+        self.generation = self.generation.wrapping_add(1) & GENERATION_MASK;
         let generation = self.generation;
         // A global registration may be named by other ranks from the next superstep on.
         let active_from = if global {
@@ -180,7 +191,7 @@ impl<'r> Bsp<'r> {
         } else {
             self.superstep
         };
-        let area = Area::new(memory, active_from, generation);
+        let area = make(active_from, generation);
         let table = if global {
             self.global_ops += 1;
             &mut self.globals
@@ -190,6 +201,50 @@ impl<'r> Bsp<'r> {
         table[index as usize] = Some(area);
         self.registered += 1;
         Ok(Slot::new(index, generation, global))
+    }
+
+    /// Registers `bytes` bytes at `ptr`, memory the caller keeps owning, as a global slot of
+    /// bytes (LPF's `lpf_register_global` exactly: for a C interface, or memory that cannot
+    /// move into the context). As [`register_global`](Self::register_global) otherwise;
+    /// storage-backed memory (the pages of an [`SbVec`](spillway_runtime::SbVec) of this
+    /// rank) is recognised and read in place by other ranks.
+    ///
+    /// # Safety
+    /// Until [`deregister_raw`](Self::deregister_raw) (or the end of the context), `ptr` must
+    /// be valid for reads and writes of `bytes` bytes, and nothing else may read or write those
+    /// bytes while this rank is inside [`sync`](Self::sync) (other ranks' syncs read and write
+    /// them then). `bytes == 0` allows any `ptr`.
+    ///
+    /// # Errors
+    /// As [`register_global`](Self::register_global).
+    #[track_caller]
+    pub unsafe fn register_global_raw(&mut self, ptr: *mut u8, bytes: usize) -> Result<Slot<u8>> {
+        self.register_raw(ptr, bytes, true)
+    }
+
+    /// Registers `bytes` bytes at `ptr` as a local slot of bytes (LPF's `lpf_register_local`).
+    ///
+    /// # Safety
+    /// As [`register_global_raw`](Self::register_global_raw).
+    ///
+    /// # Errors
+    /// As [`register_local`](Self::register_local).
+    #[track_caller]
+    pub unsafe fn register_local_raw(&mut self, ptr: *mut u8, bytes: usize) -> Result<Slot<u8>> {
+        self.register_raw(ptr, bytes, false)
+    }
+
+    #[track_caller]
+    fn register_raw(&mut self, ptr: *mut u8, bytes: usize, global: bool) -> Result<Slot<u8>> {
+        let storage = bytes > 0 && {
+            // SAFETY: the caller guarantees `ptr` is valid for `bytes` bytes; the slice only
+            // tells the runtime which address range to look up, and is dropped at once.
+            let range = unsafe { std::slice::from_raw_parts(ptr.cast_const(), bytes) };
+            self.comm.runtime().is_storage_backed(range)
+        };
+        self.register_area(global, |active_from, generation| {
+            Area::raw(ptr, bytes, storage, active_from, generation)
+        })
     }
 
     /// Registers `memory` as a global slot: every rank registers its corresponding area, in
@@ -262,7 +317,36 @@ impl<'r> Bsp<'r> {
     /// put or get of the current superstep uses it (the slot stays registered).
     #[track_caller]
     pub fn deregister<T: Pod>(&mut self, slot: Slot<T>) -> Result<Memory<T>> {
-        self.area_index(slot)?;
+        if self.area_index(slot)?.is_raw() {
+            return Err(Error::misuse(
+                Misuse::UnknownSlot,
+                format!("{slot:?} was registered by address: use deregister_raw"),
+                Some(Location::caller()),
+            ));
+        }
+        Ok(self.deregister_area(slot)?.into_memory())
+    }
+
+    /// Deregisters a slot registered by address
+    /// ([`register_global_raw`](Self::register_global_raw),
+    /// [`register_local_raw`](Self::register_local_raw)); the memory is the caller's again.
+    ///
+    /// # Errors
+    /// As [`deregister`](Self::deregister).
+    #[track_caller]
+    pub fn deregister_raw(&mut self, slot: Slot<u8>) -> Result<()> {
+        if !self.area_index(slot)?.is_raw() {
+            return Err(Error::misuse(
+                Misuse::UnknownSlot,
+                format!("{slot:?} owns its memory: use deregister"),
+                Some(Location::caller()),
+            ));
+        }
+        self.deregister_area(slot).map(drop)
+    }
+
+    #[track_caller]
+    fn deregister_area<T: Pod>(&mut self, slot: Slot<T>) -> Result<Area> {
         let used_locally = self.puts.iter().any(|p| match p.src {
             PutSource::Slot { index, global, .. } => index == slot.index && global == slot.global,
             PutSource::Buffer(_) => false,
@@ -287,7 +371,7 @@ impl<'r> Bsp<'r> {
         };
         let area = table[slot.index as usize].take().expect("checked above");
         self.registered -= 1;
-        Ok(area.into_memory())
+        Ok(area)
     }
 
     /// The contents of a slot, for reading between syncs.

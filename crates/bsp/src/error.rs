@@ -97,6 +97,21 @@ impl Error {
         }
     }
 
+    /// The message without the caller's location (for interfaces such as LPF's C API, where
+    /// the Rust location of the call is not the user's).
+    pub fn describe(&self) -> String {
+        match self {
+            Error::CapacityExceeded { location, .. } | Error::OutOfMemory { location, .. } => {
+                let full = self.to_string();
+                full.strip_prefix(&format!("{location}: "))
+                    .unwrap_or(&full)
+                    .to_owned()
+            }
+            Error::Misuse { kind, detail, .. } => format!("{}: {detail}", kind.text()),
+            Error::Runtime(e) => e.to_string(),
+        }
+    }
+
     /// Whether the call that returned this error had no effect, so that the program can go on.
     pub fn is_mitigable(&self) -> bool {
         matches!(

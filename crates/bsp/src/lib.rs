@@ -76,6 +76,6 @@ pub use error::{Capacity, Error, Misuse, Result};
 pub use exec::{exec, hook};
 pub use memory::{Memory, Slot};
 pub use probe::{
-    cache_dir, cache_file, fit, last_level_cache, measure, Machine, Pattern, ProbeOptions,
+    cache_dir, cache_file, fit, last_level_cache, machine, measure, Machine, Pattern, ProbeOptions,
     ProbeReport, Sample,
 };

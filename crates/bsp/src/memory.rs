@@ -106,7 +106,32 @@ impl<T> Slot<T> {
     pub fn is_global(&self) -> bool {
         self.global
     }
+
+    /// The slot as one integer (for handles that cross a C interface, such as LPF's
+    /// `lpf_memslot_t`): the index in the low 32 bits, the generation above, the global flag in
+    /// the top bit. Never `u64::MAX`.
+    pub fn to_bits(self) -> u64 {
+        (u64::from(self.global) << 63) | (u64::from(self.generation) << 32) | u64::from(self.index)
+    }
+
+    /// The slot of [`to_bits`](Self::to_bits). Any integer is accepted: one that names no
+    /// registered slot is reported as [`Misuse::UnknownSlot`](crate::Misuse::UnknownSlot) by
+    /// the call that uses it.
+    pub fn from_bits(bits: u64) -> Slot<T> {
+        Slot::new(
+            bits as u32,
+            ((bits >> 32) as u32) & GENERATION_MASK,
+            bits >> 63 == 1,
+        )
+    }
 }
+
+/// Generations of slots fit in 31 bits (see [`Slot::to_bits`]).
+pub(crate) const GENERATION_MASK: u32 = 0x7fff_ffff;
+
+/// Memory registered by address ([`Bsp::register_global_raw`](crate::Bsp::register_global_raw)):
+/// owned by the caller, not by the context.
+struct Raw;
 
 impl<T> Clone for Slot<T> {
     fn clone(&self) -> Self {
@@ -145,6 +170,8 @@ pub(crate) struct Area {
     touch: fn(&mut dyn Any),
     /// Whether the area is storage-backed.
     pub(crate) storage: bool,
+    /// Whether the area is memory registered by address (elements are bytes).
+    raw: bool,
     /// First superstep in which other ranks may name the area (global slots).
     pub(crate) active_from: u64,
     pub(crate) generation: u32,
@@ -169,9 +196,36 @@ impl Area {
             type_name: std::any::type_name::<T>(),
             touch: touch_memory::<T>,
             storage,
+            raw: false,
             active_from,
             generation,
         }
+    }
+
+    /// An area of `bytes` bytes at `base`, owned by the caller (see `register_global_raw`).
+    pub(crate) fn raw(
+        base: *mut u8,
+        bytes: usize,
+        storage: bool,
+        active_from: u64,
+        generation: u32,
+    ) -> Area {
+        Area {
+            owner: Box::new(Raw),
+            base,
+            bytes,
+            type_name: "u8 (registered by address)",
+            touch: |_| {},
+            storage,
+            raw: true,
+            active_from,
+            generation,
+        }
+    }
+
+    /// Whether the area was registered by address.
+    pub(crate) fn is_raw(&self) -> bool {
+        self.raw
     }
 
     /// Loads the area for writing by its owner (storage-backed memory).
@@ -189,7 +243,11 @@ impl Area {
     }
 
     pub(crate) fn is<T: Pod>(&self) -> bool {
-        self.owner.is::<Memory<T>>()
+        if self.raw {
+            std::any::TypeId::of::<T>() == std::any::TypeId::of::<u8>()
+        } else {
+            self.owner.is::<Memory<T>>()
+        }
     }
 
     pub(crate) fn addr(&self) -> usize {

@@ -168,15 +168,20 @@ fn backend_name(_rank: &Rank) -> String {
 
 /// The cached machine of this layout, or an estimate (`measured: false`).
 pub(crate) fn cached(rank: &Rank, p: usize) -> Machine {
-    let nodes = rank.nodes() as usize;
-    let found = cache_file(p, nodes, &backend_name(rank))
+    machine(p, rank.nodes() as usize, &backend_name(rank))
+}
+
+/// The machine parameters for `p` ranks on `nodes` nodes of `backend` (`"local"` or
+/// `"mpi"`): as measured by [`measure`] (`spillway probe`) when the cache holds that layout,
+/// otherwise a conservative estimate (`measured: false`, 2 GB/s per rank and 20 us per sync).
+pub fn machine(p: usize, nodes: usize, backend: &str) -> Machine {
+    let found = cache_file(p, nodes, backend)
         .and_then(|f| std::fs::read(f).ok())
         .and_then(|b| serde_json::from_slice::<ProbeReport>(&b).ok());
     match found {
         Some(r) => r.machine,
         None => Machine {
             p,
-            // A conservative guess: 2 GB/s per rank and 20 µs per sync.
             g: 0.5e-9,
             l: 20e-6,
             measured: false,

@@ -1,0 +1,93 @@
+//! Contexts behind an `lpf_t`: the one-process context ([`Solo`]: `LPF_ROOT` and nested
+//! sections of one process) and the context of a process of an SPMD section ([`Spmd`]).
+
+use std::ffi::c_void;
+
+use crate::ffi::{lpf_err_t, lpf_memslot_t, lpf_pid_t, ERR_FATAL, ERR_OUT_OF_MEMORY, SUCCESS};
+use crate::solo::Solo;
+use crate::spmd::Spmd;
+
+/// What a call returns to C, before mapping to an `lpf_err_t`.
+#[derive(Debug)]
+pub(crate) enum Fail {
+    /// A mitigable error (capacity or memory): nothing happened.
+    Mitigable(String),
+    /// The context is unusable (misuse, another process failed or left).
+    Fatal,
+}
+
+pub(crate) type Res<T> = Result<T, Fail>;
+
+/// Maps a result to LPF's error codes, reporting mitigable errors once per context.
+pub(crate) fn code(r: Res<()>, warned: &mut bool, call: &str) -> lpf_err_t {
+    match r {
+        Ok(()) => SUCCESS,
+        Err(Fail::Mitigable(m)) => {
+            if !*warned {
+                *warned = true;
+                eprintln!("spillway-lpf: {call}: {m} (the call had no effect)");
+            }
+            ERR_OUT_OF_MEMORY
+        }
+        Err(Fail::Fatal) => ERR_FATAL,
+    }
+}
+
+/// The operations every context offers.
+pub(crate) trait Context {
+    /// (processors of the machine, processors free for this process).
+    fn processors(&self) -> (u32, u32);
+    fn resize_memory_register(&mut self, n: usize) -> Res<()>;
+    fn resize_message_queue(&mut self, n: usize) -> Res<()>;
+    /// # Safety
+    /// `ptr` valid for `size` bytes until deregistered (LPF's contract).
+    unsafe fn register(&mut self, global: bool, ptr: *mut u8, size: usize) -> Res<lpf_memslot_t>;
+    fn deregister(&mut self, slot: lpf_memslot_t) -> Res<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &mut self,
+        src: lpf_memslot_t,
+        src_off: usize,
+        pid: lpf_pid_t,
+        dst: lpf_memslot_t,
+        dst_off: usize,
+        size: usize,
+    ) -> Res<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn get(
+        &mut self,
+        pid: lpf_pid_t,
+        src: lpf_memslot_t,
+        src_off: usize,
+        dst: lpf_memslot_t,
+        dst_off: usize,
+        size: usize,
+    ) -> Res<()>;
+    fn sync(&mut self) -> Res<()>;
+    fn alloc(&mut self, size: usize) -> Res<*mut c_void>;
+    fn free(&mut self, ptr: *mut c_void) -> Res<()>;
+    /// Whether a mitigable error was reported already (reports go once per context).
+    fn warned(&mut self) -> &mut bool;
+}
+
+/// What an `lpf_t` other than `LPF_ROOT` points to.
+pub(crate) enum Ctx {
+    Solo(Solo),
+    Spmd(Spmd),
+}
+
+impl Ctx {
+    pub(crate) fn as_dyn(&mut self) -> &mut dyn Context {
+        match self {
+            Ctx::Solo(s) => s,
+            Ctx::Spmd(s) => s,
+        }
+    }
+}
+
+/// Reports a misuse of the API (LPF leaves its behaviour undefined; spillway reports it and
+/// fails the context).
+pub(crate) fn misuse(call: &str, what: impl std::fmt::Display) -> Fail {
+    eprintln!("spillway-lpf: {call}: {what}");
+    Fail::Fatal
+}

@@ -1,0 +1,350 @@
+//! SPMD sections: the context of one process ([`Spmd`], over a [`Bsp`] context of spillway's
+//! BSP layer) and the launch of sections (`lpf_exec`, `lpf_rehook`, `lpf_hook`).
+//!
+//! # Leaving early
+//! LPF requires that when some processes return from the SPMD function while others still
+//! call `lpf_sync`, those syncs return `LPF_ERR_FATAL` instead of hanging. Every `lpf_sync`
+//! therefore starts with a sum over the processes of "has returned" (0 while in the SPMD
+//! function), and a process that returns takes part in one last such sum with 1: a sync that
+//! sees a non-zero sum fails (the context is dead from then on, its calls return
+//! `LPF_ERR_FATAL` without communicating), and the section succeeds only if that last sum
+//! counted every process.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::ptr::NonNull;
+
+use spillway_bsp::{Bsp, Error, Options, Slot};
+use spillway_comm::{Collectives, Comm, Sum};
+use spillway_runtime::{Config, SbVec};
+
+use crate::ctx::{Context, Ctx, Fail, Res};
+use crate::ffi::{lpf_args_t, lpf_err_t, lpf_memslot_t, lpf_pid_t, lpf_t, ERR_FATAL, SUCCESS};
+use crate::solo::Solo;
+
+/// The SPMD function of a section, with the arguments it gets.
+#[derive(Clone, Copy)]
+pub(crate) struct Section {
+    pub(crate) spmd: unsafe extern "C" fn(lpf_t, lpf_pid_t, lpf_pid_t, lpf_args_t),
+    pub(crate) args: lpf_args_t,
+    /// Whether only process 0 gets input and output (`lpf_exec`), or every process its own
+    /// (`lpf_hook`, `lpf_rehook`).
+    pub(crate) args_to_first: bool,
+}
+
+// SAFETY: the arguments are pointers into the caller's memory that LPF hands to the SPMD
+// function of every process (threads of this process): sharing them is what LPF specifies,
+// and the C program is responsible for how its processes use them.
+unsafe impl Sync for Section {}
+// SAFETY: as above.
+unsafe impl Send for Section {}
+
+impl Section {
+    fn args_for(&self, pid: usize) -> lpf_args_t {
+        if pid == 0 || !self.args_to_first {
+            self.args
+        } else {
+            lpf_args_t {
+                input: std::ptr::null(),
+                input_size: 0,
+                output: std::ptr::null_mut(),
+                output_size: 0,
+                ..self.args
+            }
+        }
+    }
+}
+
+/// The context of one process of an SPMD section.
+pub(crate) struct Spmd {
+    /// The BSP context, alive for the whole SPMD call (see [`run_process`]).
+    bsp: NonNull<Bsp<'static>>,
+    processors: (u32, u32),
+    checked: bool,
+    dead: bool,
+    allocs: HashMap<usize, SbVec<u8>>,
+    warned: bool,
+}
+
+impl Spmd {
+    fn bsp(&mut self) -> &mut Bsp<'static> {
+        // SAFETY: `run_process` creates the context from a `&mut Bsp` that outlives it (the
+        // context is dropped before `run_process` returns), and only this process's thread
+        // uses it (LPF contexts are not shared between processes).
+        unsafe { self.bsp.as_mut() }
+    }
+
+    /// Maps an error of the BSP layer: mitigable errors go back to the caller; anything else
+    /// ends the section (the message reaches `lpf_exec`'s report) and kills the context.
+    fn fail(&mut self, call: &str, e: Error) -> Fail {
+        if e.is_mitigable() {
+            return Fail::Mitigable(e.describe());
+        }
+        if !matches!(e, Error::Runtime(spillway_runtime::Error::Aborted)) {
+            let message = format!("{call}: {}", e.describe());
+            self.bsp().comm().runtime().fail_job(message);
+        }
+        self.dead = true;
+        Fail::Fatal
+    }
+
+    fn alive(&self) -> Res<()> {
+        if self.dead {
+            Err(Fail::Fatal)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Number of processes that have returned from the SPMD function, summed with ours.
+    fn exchange(&mut self, returned: u64) -> Res<u64> {
+        match self.bsp().comm().allreduce(&[returned], Sum) {
+            Ok(v) => Ok(v[0]),
+            Err(e) => Err(self.fail("lpf_sync", Error::Runtime(e))),
+        }
+    }
+
+    /// The last exchange of a process that returned: whether every process returned with it.
+    fn finish(&mut self) -> bool {
+        if self.dead {
+            return false;
+        }
+        let n = self.bsp().nprocs() as u64;
+        matches!(self.exchange(1), Ok(k) if k == n)
+    }
+
+    /// Loads this process's storage-backed memory (it is about to run and use it).
+    fn load(&mut self) {
+        for v in self.allocs.values_mut() {
+            let _ = v.as_mut_slice();
+        }
+    }
+}
+
+fn slot(s: lpf_memslot_t) -> Slot<u8> {
+    Slot::from_bits(s as u64)
+}
+
+impl Context for Spmd {
+    fn processors(&self) -> (u32, u32) {
+        self.processors
+    }
+
+    fn resize_memory_register(&mut self, n: usize) -> Res<()> {
+        self.alive()?;
+        self.bsp()
+            .resize_memory_register(n)
+            .map_err(|e| Fail::Mitigable(e.describe()))
+    }
+
+    fn resize_message_queue(&mut self, n: usize) -> Res<()> {
+        self.alive()?;
+        self.bsp()
+            .resize_message_queue(n)
+            .map_err(|e| Fail::Mitigable(e.describe()))
+    }
+
+    unsafe fn register(&mut self, global: bool, ptr: *mut u8, size: usize) -> Res<lpf_memslot_t> {
+        self.alive()?;
+        // SAFETY: forwarded from the caller (LPF's contract on registered memory).
+        let r = unsafe {
+            if global {
+                self.bsp().register_global_raw(ptr, size)
+            } else {
+                self.bsp().register_local_raw(ptr, size)
+            }
+        };
+        let call = if global {
+            "lpf_register_global"
+        } else {
+            "lpf_register_local"
+        };
+        r.map(|s| s.to_bits() as lpf_memslot_t)
+            .map_err(|e| self.fail(call, e))
+    }
+
+    fn deregister(&mut self, s: lpf_memslot_t) -> Res<()> {
+        self.alive()?;
+        let r = self.bsp().deregister_raw(slot(s));
+        r.map_err(|e| self.fail("lpf_deregister", e))
+    }
+
+    fn put(
+        &mut self,
+        src: lpf_memslot_t,
+        src_off: usize,
+        pid: lpf_pid_t,
+        dst: lpf_memslot_t,
+        dst_off: usize,
+        size: usize,
+    ) -> Res<()> {
+        self.alive()?;
+        let r = self
+            .bsp()
+            .put(slot(src), src_off, pid as usize, slot(dst), dst_off, size);
+        r.map_err(|e| self.fail("lpf_put", e))
+    }
+
+    fn get(
+        &mut self,
+        pid: lpf_pid_t,
+        src: lpf_memslot_t,
+        src_off: usize,
+        dst: lpf_memslot_t,
+        dst_off: usize,
+        size: usize,
+    ) -> Res<()> {
+        self.alive()?;
+        let r = self
+            .bsp()
+            .get(pid as usize, slot(src), src_off, slot(dst), dst_off, size);
+        r.map_err(|e| self.fail("lpf_get", e))
+    }
+
+    fn sync(&mut self) -> Res<()> {
+        self.alive()?;
+        if self.exchange(0)? > 0 {
+            // Some process has returned from the SPMD function: this sync can never complete.
+            self.dead = true;
+            return Err(Fail::Fatal);
+        }
+        let r = self.bsp().sync();
+        r.map_err(|e| self.fail("lpf_sync", e))?;
+        self.load();
+        Ok(())
+    }
+
+    fn alloc(&mut self, size: usize) -> Res<*mut c_void> {
+        self.alive()?;
+        let rank = self.bsp().comm().runtime();
+        // At least one byte, so that every allocation has its own address.
+        let mut v = SbVec::<u8>::zeroed(rank, size.max(1))
+            .map_err(|e| Fail::Mitigable(format!("no storage for {size} bytes: {e}")))?;
+        let p = v.as_mut_slice().as_mut_ptr();
+        self.allocs.insert(p as usize, v);
+        Ok(p.cast())
+    }
+
+    fn free(&mut self, ptr: *mut c_void) -> Res<()> {
+        match self.allocs.remove(&(ptr as usize)) {
+            Some(_) => Ok(()),
+            None => Err(crate::ctx::misuse(
+                "spillway_lpf_free",
+                format!("{ptr:p} was not allocated by spillway_lpf_alloc of this context"),
+            )),
+        }
+    }
+
+    fn warned(&mut self) -> &mut bool {
+        &mut self.warned
+    }
+}
+
+/// Runs `section` as process `bsp.pid()`; returns whether every process returned together.
+fn run_process(
+    bsp: &mut Bsp<'_>,
+    processors: (u32, u32),
+    checked: bool,
+    section: &Section,
+) -> bool {
+    let pid = bsp.pid();
+    let nprocs = bsp.nprocs();
+    let mut ctx = Box::new(Ctx::Spmd(Spmd {
+        bsp: NonNull::from(bsp).cast(),
+        processors,
+        checked,
+        dead: false,
+        allocs: HashMap::new(),
+        warned: false,
+    }));
+    let handle: lpf_t = (&mut *ctx as *mut Ctx).cast();
+    // SAFETY: calling the C program's SPMD function with LPF's arguments; `handle` stays
+    // valid until it returns.
+    unsafe {
+        (section.spmd)(
+            handle,
+            pid as lpf_pid_t,
+            nprocs as lpf_pid_t,
+            section.args_for(pid),
+        )
+    };
+    match &mut *ctx {
+        Ctx::Spmd(s) => s.finish(),
+        Ctx::Solo(_) => unreachable!("made as an SPMD context above"),
+    }
+}
+
+/// The processors of process `i` of `n` that share `free` free processors.
+fn share(free: u32, n: u32, i: u32) -> u32 {
+    (free / n + u32::from(i < free % n)).max(1)
+}
+
+/// Runs `section` on a new job of `n` processes (`lpf_exec`).
+pub(crate) fn exec_job(
+    config: &Config,
+    total: u32,
+    free: u32,
+    checked: bool,
+    section: Section,
+) -> lpf_err_t {
+    let n = config.ranks_total();
+    let result = spillway_runtime::run(config, |rank| {
+        let world = Comm::world(rank);
+        spillway_bsp::hook(&world, Options::checked(checked), |bsp| {
+            let processors = (total, share(free, n, bsp.pid() as u32));
+            Ok::<_, Error>(run_process(bsp, processors, checked, &section))
+        })
+    });
+    report("lpf_exec", result)
+}
+
+/// Maps a job's outcome to LPF's error code, reporting failures.
+pub(crate) fn report<E: std::fmt::Display>(call: &str, r: Result<Vec<bool>, E>) -> lpf_err_t {
+    match r {
+        Ok(all) if all.iter().all(|&ok| ok) => SUCCESS,
+        Ok(_) => ERR_FATAL,
+        Err(e) => {
+            eprintln!("spillway-lpf: {call}: {e}");
+            ERR_FATAL
+        }
+    }
+}
+
+/// Runs `section` in a one-process context on the calling thread.
+pub(crate) fn exec_solo(processors: (u32, u32), section: Section) -> lpf_err_t {
+    let mut ctx = Box::new(Ctx::Solo(Solo::new(processors)));
+    let handle: lpf_t = (&mut *ctx as *mut Ctx).cast();
+    // SAFETY: as in `run_process`.
+    unsafe { (section.spmd)(handle, 0, 1, section.args) };
+    SUCCESS
+}
+
+/// `lpf_rehook` on an SPMD context: the same processes, a pristine context.
+pub(crate) fn rehook(ctx: &mut Spmd, section: Section) -> lpf_err_t {
+    if ctx.dead {
+        return ERR_FATAL;
+    }
+    let processors = ctx.processors;
+    let checked = ctx.checked;
+    let r = ctx.bsp().rehook(Options::checked(checked), |bsp| {
+        Ok(run_process(bsp, processors, checked, &section))
+    });
+    match r {
+        Ok(true) => SUCCESS,
+        Ok(false) => ERR_FATAL,
+        Err(e) => {
+            eprintln!("spillway-lpf: lpf_rehook: {e}");
+            ctx.dead = true;
+            ERR_FATAL
+        }
+    }
+}
+
+/// Runs `section` with a BSP context on the members of `comm` (`lpf_hook` over MPI).
+#[cfg(feature = "mpi")]
+pub(crate) fn hook_comm(comm: &Comm<'_>, total: u32, checked: bool, section: &Section) -> bool {
+    let r = spillway_bsp::hook(comm, Options::checked(checked), |bsp| {
+        Ok::<_, Error>(run_process(bsp, (total, 1), checked, section))
+    });
+    r.unwrap_or(false)
+}
