@@ -515,3 +515,94 @@ fn gen_rmat_dedup_equals_the_distinct_edges_of_gen_rmat() {
         assert_eq!(got, expected);
     }
 }
+
+/// Peak RSS (bytes) and the first operation's spilled bytes from a `--json` report.
+fn rss_and_spill(ran: &Ran) -> (u64, u64) {
+    let v = json_of(ran);
+    let spilled = v["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["bytes_spilled"].as_u64().unwrap())
+        .sum();
+    (
+        v["peak_rss"].as_u64().expect("peak RSS is measured"),
+        spilled,
+    )
+}
+
+#[test]
+fn out_of_core_word_count_and_cc_stay_within_the_budget_plus_64_mib() {
+    let dir = TempDir::new().unwrap();
+    let budget: u64 = 8 << 20;
+    // A text of 8 times the budget.
+    let mut big = Vec::with_capacity(9 << 23);
+    let mut seed = 1;
+    while big.len() < 8 * budget as usize {
+        big.extend_from_slice(&text(seed, 100_000));
+        seed += 1;
+    }
+    let t = write(dir.path(), "big.txt", &big);
+    drop(big);
+    let mem = dir.path().join("mem.txt");
+    let ooc = dir.path().join("ooc.txt");
+    for (out, with_budget) in [(&mem, false), (&ooc, true)] {
+        let mut args: Vec<OsString> = ["run", "wordcount", "--json", "--ranks", "4", "--input"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        args.extend([t.clone().into(), "--out".into(), out.clone().into()]);
+        if with_budget {
+            args.extend(["--mem-budget".into(), "8M".into()]);
+        }
+        let ran = ok(spillway(&args));
+        if with_budget {
+            let (rss, spilled) = rss_and_spill(&ran);
+            assert!(spilled > 0, "{ran}");
+            assert!(
+                rss <= budget + (64 << 20),
+                "peak RSS {} MiB\n{ran}",
+                rss >> 20
+            );
+        }
+    }
+    assert_eq!(std::fs::read(&mem).unwrap(), std::fs::read(&ooc).unwrap());
+
+    // A graph whose edges take 4 times the budget as u32 pairs (2M edges, 16 MiB; 4 MiB budget).
+    let budget: u64 = 4 << 20;
+    let g = dir.path().join("g.txt");
+    ok(spillway(&[
+        OsStr::new("gen"),
+        OsStr::new("rmat"),
+        OsStr::new("--scale"),
+        OsStr::new("17"),
+        OsStr::new("--edge-factor"),
+        OsStr::new("16"),
+        OsStr::new("--out"),
+        g.as_os_str(),
+    ]));
+    let mut outputs = Vec::new();
+    for with_budget in [false, true] {
+        let out = dir.path().join(format!("cc{with_budget}.txt"));
+        let mut args: Vec<OsString> = ["run", "cc", "--json", "--ranks", "2", "--input"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
+        if with_budget {
+            args.extend(["--mem-budget".into(), "4M".into()]);
+        }
+        let ran = ok(spillway(&args));
+        if with_budget {
+            let (rss, spilled) = rss_and_spill(&ran);
+            assert!(spilled > 0, "{ran}");
+            assert!(
+                rss <= budget + (64 << 20),
+                "peak RSS {} MiB\n{ran}",
+                rss >> 20
+            );
+        }
+        outputs.push(std::fs::read(&out).unwrap());
+    }
+    assert_eq!(outputs[0], outputs[1]);
+}
