@@ -1,11 +1,14 @@
 //! Word count as MapReduce (thesis algorithms 2-3): words are maximal runs of bytes that
 //! are not ASCII whitespace ([`is_space`]); they need not be UTF-8.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use spillway_comm::Comm;
 use spillway_mapreduce::{is_space, Dataset, MapReduce, NodeAggregation, OpStats, TextFiles};
+use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::input::{AtomicFile, InputError};
@@ -91,8 +94,10 @@ pub fn for_each_word(text: &[u8], mut f: impl FnMut(&[u8])) {
 /// the word's bytes (the words are written as they are, bytes and all); a collective.
 ///
 /// # Semantics
-/// The counts are gathered at rank 0 (the distinct words must fit in its memory); the file
-/// appears only when complete.
+/// Every rank sorts its part into storage-backed memory; rank 0 merges the sorted parts,
+/// pulling them from the other ranks in chunks of 256 KiB, so no rank holds more than its
+/// own part's sort index and one chunk per rank on its heap. The file appears only when
+/// complete.
 ///
 /// # Errors
 /// [`AlgoError::Output`] naming the path; communication errors.
@@ -101,24 +106,131 @@ pub fn write_counts(
     counts: &Dataset<Vec<u8>, u64>,
     path: &Path,
 ) -> Result<(), AlgoError> {
-    let all = counts.gather(comm, 0)?;
-    if let Some(mut all) = all {
-        all.sort_unstable_by(|(wa, ca), (wb, cb)| cb.cmp(ca).then_with(|| wa.cmp(wb)));
+    let comm = comm.dup();
+    let part = sorted_part(&comm, counts)?;
+    let (p, me) = (comm.size(), comm.rank());
+    if me == 0 {
         let out = |e| AlgoError::Output {
             path: path.to_path_buf(),
             source: e,
         };
         let mut file = AtomicFile::create(path).map_err(out)?;
+        let mut own_pos = 0;
+        let mut fetch = |r: usize| -> Result<Vec<u8>, AlgoError> {
+            if r == 0 {
+                Ok(next_chunk(&part, &mut own_pos))
+            } else {
+                comm.send(r, REQUEST, &[1u8])?;
+                Ok(comm.recv::<u8>(r, CHUNK_TAG)?.0)
+            }
+        };
+        // (chunk, position) per rank; a rank is done when it hands back an empty chunk.
+        let mut cursors: Vec<(Vec<u8>, usize)> = Vec::with_capacity(p);
+        let mut heap = BinaryHeap::new();
+        for r in 0..p {
+            let chunk = fetch(r)?;
+            if let Some((count, word, _)) = record(&chunk, 0) {
+                heap.push((count, Reverse(word.to_vec()), Reverse(r)));
+            }
+            cursors.push((chunk, 0));
+        }
         let w = file.writer();
-        for (word, count) in &all {
-            w.write_all(word).map_err(out)?;
+        while let Some((count, Reverse(word), Reverse(r))) = heap.pop() {
+            w.write_all(&word).map_err(out)?;
             writeln!(w, " {count}").map_err(out)?;
+            let (chunk, pos) = &mut cursors[r];
+            let (_, _, next) = record(chunk, *pos).expect("the record just taken");
+            *pos = next;
+            if *pos == chunk.len() {
+                *chunk = fetch(r)?;
+                *pos = 0;
+            }
+            if let Some((count, word, _)) = record(&cursors[r].0, cursors[r].1) {
+                heap.push((count, Reverse(word.to_vec()), Reverse(r)));
+            }
         }
         file.commit().map_err(out)?;
+    } else {
+        let mut pos = 0;
+        loop {
+            comm.recv::<u8>(0, REQUEST)?;
+            let chunk = next_chunk(&part, &mut pos);
+            comm.send(0, CHUNK_TAG, &chunk)?;
+            if chunk.is_empty() {
+                break;
+            }
+        }
     }
     // The others wait for rank 0, so nobody reports success before the file exists.
-    spillway_comm::Collectives::barrier(comm)?;
+    spillway_comm::Collectives::barrier(&comm)?;
     Ok(())
+}
+
+const REQUEST: i32 = 1;
+const CHUNK_TAG: i32 = 2;
+/// Bytes of sorted records handed over at a time.
+const CHUNK: usize = 256 << 10;
+
+/// The record `[count u64][length u32][word]` at `at`: count, word and the next position.
+fn record(bytes: &[u8], at: usize) -> Option<(u64, &[u8], usize)> {
+    let head = bytes.get(at..at + 12)?;
+    let count = u64::from_le_bytes(head[..8].try_into().expect("8"));
+    let len = u32::from_le_bytes(head[8..].try_into().expect("4")) as usize;
+    let word = bytes.get(at + 12..at + 12 + len)?;
+    Some((count, word, at + 12 + len))
+}
+
+/// This rank's counts as records sorted by count descending, then word, in storage.
+fn sorted_part(comm: &Comm, counts: &Dataset<Vec<u8>, u64>) -> Result<SbVec<u8>, AlgoError> {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut offsets: Vec<usize> = Vec::with_capacity(counts.local_len() as usize);
+    counts.for_each(|w, c| {
+        offsets.push(buf.len());
+        buf.extend_from_slice(&c.to_le_bytes());
+        buf.extend_from_slice(&(w.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&w);
+    });
+    offsets.sort_unstable_by(|&a, &b| {
+        let (ca, wa, _) = record(&buf, a).expect("a record");
+        let (cb, wb, _) = record(&buf, b).expect("a record");
+        cb.cmp(&ca).then_with(|| wa.cmp(wb))
+    });
+    let mut part = SbVec::with_capacity(comm.runtime(), buf.len())?;
+    let mut block = Vec::with_capacity(64 << 10);
+    for &o in &offsets {
+        let (_, _, end) = record(&buf, o).expect("a record");
+        block.extend_from_slice(&buf[o..end]);
+        if block.len() >= 64 << 10 {
+            part.extend_from_slice(&block)?;
+            block.clear();
+        }
+    }
+    part.extend_from_slice(&block)?;
+    part.unload();
+    Ok(part)
+}
+
+/// The next whole records of `part` from `*pos`, about [`CHUNK`] bytes (empty at the end).
+fn next_chunk(part: &SbVec<u8>, pos: &mut usize) -> Vec<u8> {
+    let len = part.len();
+    if *pos >= len {
+        return Vec::new();
+    }
+    let mut want = CHUNK.min(len - *pos);
+    loop {
+        let window = part.range(*pos..*pos + want);
+        let mut at = 0;
+        while let Some((_, _, next)) = record(window, at) {
+            at = next;
+        }
+        if at > 0 {
+            let chunk = window[..at].to_vec();
+            *pos += at;
+            return chunk;
+        }
+        // One record longer than the window.
+        want = (2 * want).min(len - *pos);
+    }
 }
 
 /// Checks that every file can be opened, for a usage error before any work.
