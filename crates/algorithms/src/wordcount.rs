@@ -182,22 +182,25 @@ fn record(bytes: &[u8], at: usize) -> Option<(u64, &[u8], usize)> {
 
 /// This rank's counts as records sorted by count descending, then word, in storage.
 fn sorted_part(comm: &Comm, counts: &Dataset<Vec<u8>, u64>) -> Result<SbVec<u8>, AlgoError> {
+    // One rank of a node sorts at a time, so the node's heap holds one part's sort buffers.
+    let _one_at_a_time = comm.runtime().enter_critical()?;
     let mut buf: Vec<u8> = Vec::new();
-    let mut offsets: Vec<usize> = Vec::with_capacity(counts.local_len() as usize);
+    let mut offsets: Vec<u64> = Vec::with_capacity(counts.local_len() as usize);
     counts.for_each(|w, c| {
-        offsets.push(buf.len());
+        offsets.push(buf.len() as u64);
         buf.extend_from_slice(&c.to_le_bytes());
         buf.extend_from_slice(&(w.len() as u32).to_le_bytes());
         buf.extend_from_slice(&w);
     });
     offsets.sort_unstable_by(|&a, &b| {
-        let (ca, wa, _) = record(&buf, a).expect("a record");
-        let (cb, wb, _) = record(&buf, b).expect("a record");
+        let (ca, wa, _) = record(&buf, a as usize).expect("a record");
+        let (cb, wb, _) = record(&buf, b as usize).expect("a record");
         cb.cmp(&ca).then_with(|| wa.cmp(wb))
     });
     let mut part = SbVec::with_capacity(comm.runtime(), buf.len())?;
     let mut block = Vec::with_capacity(64 << 10);
     for &o in &offsets {
+        let o = o as usize;
         let (_, _, end) = record(&buf, o).expect("a record");
         block.extend_from_slice(&buf[o..end]);
         if block.len() >= 64 << 10 {

@@ -150,7 +150,7 @@ impl<K: Data, V: Data> Input for Dataset<K, V> {
 }
 
 /// Bytes of storage loaded at a time while reading a part.
-const WINDOW: usize = 4 << 20;
+const WINDOW: usize = 1 << 20;
 
 /// The end of the record that starts at `at` in `bytes`, if all of it is there.
 fn record_end<K: Data, V: Data>(bytes: &[u8], at: usize) -> Option<usize> {
