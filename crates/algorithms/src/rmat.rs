@@ -8,16 +8,16 @@ use crate::error::AlgoError;
 use crate::generate::RmatSpec;
 use crate::graph::heap_allowance;
 
+/// Distinct directed edges as keys (no values).
+pub type EdgeSet = Dataset<(u32, u32), ()>;
+
 /// The distinct edges of the R-MAT graph `spec` (directed: `(u, v)` and `(v, u)` are
 /// different), each on the rank that owns its hash, and the operation's statistics (totals
 /// over ranks).
 ///
 /// # Errors
 /// Communication and spill errors.
-pub fn rmat_dedup(
-    comm: &Comm,
-    spec: &RmatSpec,
-) -> Result<(Dataset<(u32, u32), ()>, OpStats), AlgoError> {
+pub fn rmat_dedup(comm: &Comm, spec: &RmatSpec) -> Result<(EdgeSet, OpStats), AlgoError> {
     let e = spec.num_edges();
     let (p, r) = (comm.size() as u64, comm.rank() as u64);
     // The map's input: this rank's slices of edge indices, generated in bounded batches.
