@@ -67,7 +67,8 @@ def main():
         for _ in range(a.reps):
             t = time.perf_counter()
             g = nk.graph.Graph(n, weighted=False, directed=False)
-            g.addEdges((edges[:, 0], edges[:, 1]))
+            g.addEdges((np.ascontiguousarray(edges[:, 0], dtype=np.uint64),
+                        np.ascontiguousarray(edges[:, 1], dtype=np.uint64)))
             build.append(time.perf_counter() - t)
             t = time.perf_counter()
             cc = nk.components.ConnectedComponents(g)
