@@ -25,6 +25,7 @@ mod bsp;
 mod collectives;
 mod dyngraph;
 mod harness;
+mod load;
 mod mapreduce;
 mod pagerank;
 mod scale;
@@ -62,6 +63,8 @@ enum Bench {
     /// The BSP layer: total exchange vs memcpy, BSP FFT vs rustfft, sample sort vs
     /// sort_unstable, and the g*h + l model's fit.
     Bsp(bsp::Args),
+    /// Loading an R-MAT graph in memory, next to generating its edges alone.
+    Load(load::Args),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Bench::Mapreduce(a) => mapreduce::main(a),
         Bench::Dyngraph(a) => dyngraph::main(a),
         Bench::Bsp(a) => bsp::main(a),
+        Bench::Load(a) => load::main(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

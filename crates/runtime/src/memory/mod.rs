@@ -6,9 +6,16 @@
 //! in the spill directory (see [`spill`]: nothing outlives the process). Residency is managed
 //! without signal handlers:
 //!
-//! * **unload**: `msync` writes modified pages to the file, `madvise(MADV_DONTNEED)` drops them
-//!   from the process, `posix_fadvise(POSIX_FADV_DONTNEED)` drops them from the page cache, so
-//!   the data then lives only in storage;
+//! * **unload**: `sync_file_range` starts writing modified pages to the file (asynchronously:
+//!   the write-back overlaps with other ranks' work; the file's blocks are allocated up front so
+//!   it cannot run out of space), `madvise(MADV_DONTNEED)` drops the pages from the process.
+//!   What stays in the page cache is the kernel's to reclaim (a memory cgroup bounds it; see
+//!   `scripts/bench_ooc_cgroup.py`). `SPILLWAY_SYNC_UNLOAD=1` waits for the write-back
+//!   (`msync`) and drops the page cache too (`posix_fadvise(POSIX_FADV_DONTNEED)`), so the
+//!   data then lives only in storage;
+//! * **prefetch**: when a worker takes up a rank, the unloaded allocations of the rank it will
+//!   resume next are read into the page cache in the background (`MADV_WILLNEED`; aggressive-read
+//!   policies only; `SPILLWAY_NO_PREFETCH=1` turns it off);
 //! * **load**: the pages are read back (aggressive: the whole allocation at its first access
 //!   after a block, with one `MADV_POPULATE_READ`; lazy: page by page as the rank touches them).
 //!
@@ -184,6 +191,9 @@ pub(crate) struct NodeMem {
     /// The ranks' regions by start address (to recognise storage-backed memory that another
     /// rank read in place).
     by_addr: Mutex<BTreeMap<usize, Weak<Region>>>,
+    /// The node's index and first rank (for trace events).
+    pub(crate) node_id: u32,
+    pub(crate) first_rank: u32,
 }
 
 impl NodeMem {
@@ -210,7 +220,16 @@ impl NodeMem {
             message_spill_threshold,
             first_error: Mutex::new(None),
             by_addr: Mutex::new(BTreeMap::new()),
+            node_id: 0,
+            first_rank: 0,
         }
+    }
+
+    /// Names the node (index and first rank) for trace events.
+    pub(crate) fn ids(mut self, node: u32, first_rank: u32) -> NodeMem {
+        self.node_id = node;
+        self.first_rank = first_rank;
+        self
     }
 
     /// Records where `region` is mapped (again after it moved from `old`).
@@ -423,6 +442,29 @@ impl NodeMem {
             .collect();
         for r in regions {
             r.unload();
+        }
+    }
+
+    /// Starts reading `local`'s unloaded storage-backed memory in the background (the kernel's
+    /// readahead into the page cache), because the scheduler will resume it next: its loads
+    /// then find the pages in memory instead of waiting for the disk (OpenOOC's overlap of
+    /// page-in with computation). Nothing is reserved under the budget until the rank loads.
+    /// Only under the aggressive-read policies (which load whole allocations anyway: LRLW
+    /// reads only what the rank touches), and not when `SPILLWAY_NO_PREFETCH=1` (for
+    /// measuring what prefetching gains).
+    pub(crate) fn prefetch_rank(&self, local: usize) {
+        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let off =
+            *OFF.get_or_init(|| std::env::var_os("SPILLWAY_NO_PREFETCH").is_some_and(|v| v == "1"));
+        if self.budget.is_none() || self.policy == Policy::Lrlw || off {
+            return;
+        }
+        let regions: Vec<Arc<Region>> = lock(&self.ranks[local])
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for r in regions {
+            r.prefetch();
         }
     }
 

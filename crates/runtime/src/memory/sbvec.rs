@@ -229,6 +229,7 @@ impl Region {
         self.node.counters.loads.fetch_add(1, Ordering::Relaxed);
         st.loaded = true;
         if self.node.policy != Policy::Lrlw && st.on_disk {
+            let t0 = crate::trace::enabled().then(crate::trace::now);
             // Pages already resident were read back since the unload by other ranks reading
             // this buffer in a collective: they count as read too, so every page is.
             // Aggressive read: bring the whole allocation in now (one system call; the kernel
@@ -249,6 +250,9 @@ impl Region {
                 .counters
                 .bytes_read
                 .fetch_add(map_len as u64, Ordering::Relaxed);
+            if let Some(t0) = t0 {
+                self.trace("load", t0, map_len as u64);
+            }
         }
         self.loaded_fast.store(true, Ordering::Release);
     }
@@ -308,6 +312,8 @@ impl Region {
             return;
         }
         let (ptr, map_len) = (self.ptr(), self.map_len());
+        let t0 = crate::trace::enabled().then(crate::trace::now);
+        let mut written = 0u64;
         // Pages faulted in by anybody since the load (the owner, or another rank reading this
         // buffer inside a collective) are counted here, whatever the policy.
         let resident = self.resident_pages();
@@ -317,9 +323,24 @@ impl Region {
                 .bytes_read
                 .fetch_add((resident * PAGE) as u64, Ordering::Relaxed);
         }
+        let sync = sync_unload();
         if st.dirty {
-            // SAFETY: the whole mapping, page-aligned.
-            let rc = unsafe { libc::msync(ptr.cast(), map_len, libc::MS_SYNC) };
+            // Write-back starts now and proceeds while the rank is blocked and others run
+            // (the file's blocks were allocated when it was created, so it cannot fail for
+            // lack of space later); SPILLWAY_SYNC_UNLOAD=1 waits for it instead.
+            // SAFETY: the whole mapping, page-aligned; the file range of the same length.
+            let rc = unsafe {
+                if sync {
+                    libc::msync(ptr.cast(), map_len, libc::MS_SYNC)
+                } else {
+                    libc::sync_file_range(
+                        file.as_raw_fd(),
+                        0,
+                        map_len as i64,
+                        libc::SYNC_FILE_RANGE_WRITE,
+                    )
+                }
+            };
             if rc != 0 {
                 self.node.record_error(io::Error::last_os_error());
                 return;
@@ -328,18 +349,23 @@ impl Region {
                 .counters
                 .bytes_written
                 .fetch_add((resident * PAGE) as u64, Ordering::Relaxed);
+            written = (resident * PAGE) as u64;
             st.on_disk = true;
         }
         // SAFETY: dropping the pages of a shared file mapping keeps their contents in the file
-        // (synced above when modified); later accesses fault them back in.
+        // (modified pages stay in the page cache until written back); later accesses fault
+        // them back in. The page cache is the kernel's to reclaim (a memory cgroup bounds it);
+        // SPILLWAY_SYNC_UNLOAD=1 also drops it at once.
         unsafe {
             libc::madvise(ptr.cast(), map_len, libc::MADV_DONTNEED);
-            libc::posix_fadvise(
-                file.as_raw_fd(),
-                0,
-                map_len as i64,
-                libc::POSIX_FADV_DONTNEED,
-            );
+            if sync {
+                libc::posix_fadvise(
+                    file.as_raw_fd(),
+                    0,
+                    map_len as i64,
+                    libc::POSIX_FADV_DONTNEED,
+                );
+            }
         }
         let reserved = if st.loaded {
             map_len as u64
@@ -353,6 +379,40 @@ impl Region {
         self.dirty_fast.store(false, Ordering::Relaxed);
         self.node.counters.unloads.fetch_add(1, Ordering::Relaxed);
         self.node.release(self.owner, reserved);
+        if let Some(t0) = t0 {
+            self.trace("unload", t0, written);
+        }
+    }
+
+    /// Asks the kernel to read the unloaded allocation into the page cache in the background.
+    pub(crate) fn prefetch(&self) {
+        if self.file.is_none() || self.loaded_fast.load(Ordering::Acquire) {
+            return;
+        }
+        let st = lock(&self.state);
+        if st.loaded || !st.on_disk {
+            return;
+        }
+        // SAFETY: the whole mapping, page-aligned; MADV_WILLNEED only starts readahead.
+        unsafe { libc::madvise(self.ptr().cast(), self.map_len(), libc::MADV_WILLNEED) };
+    }
+
+    /// Records a trace interval of this region's owner from `t0` to now.
+    fn trace(&self, name: &'static str, t0: u64, bytes: u64) {
+        let track = match self.owner {
+            Owner::Rank(l) => self.node.first_rank + l as u32,
+            Owner::Node => crate::trace::NODE_TRACK,
+        };
+        let t1 = crate::trace::now();
+        crate::trace::interval(
+            name,
+            "memory",
+            self.node.node_id,
+            track,
+            t0,
+            t1,
+            Some(bytes),
+        );
     }
 
     /// Drops the contents without writing them (the next access reads zeros).
@@ -453,6 +513,12 @@ impl Drop for Region {
             libc::munmap(self.ptr().cast(), map_len);
         }
     }
+}
+
+/// Whether unloads write back synchronously and drop the page cache (`SPILLWAY_SYNC_UNLOAD=1`).
+fn sync_unload() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SPILLWAY_SYNC_UNLOAD").is_some_and(|v| v == "1"))
 }
 
 enum Storage<T> {
