@@ -22,7 +22,8 @@ pub struct WordCountOptions {
     pub node_aggregation: NodeAggregation,
     /// The heap allowance of each rank (default: derived from the memory budget).
     pub memory: Option<usize>,
-    /// Bytes of text read at a time.
+    /// Bytes of text read at a time (under a memory budget, at most an eighth of a rank's
+    /// share of it).
     pub chunk: usize,
 }
 
@@ -52,8 +53,17 @@ pub fn word_count(
     if let Some(m) = options.memory {
         mr = mr.memory(m);
     }
+    // Under a budget a chunk is at most an eighth of a rank's share of it: every rank of a
+    // node may hold one while others run.
+    let rt = comm.runtime();
+    let chunk = match rt.mem_budget() {
+        Some(b) => options
+            .chunk
+            .min((b / (8 * u64::from(rt.local_size().max(1)))).max(64 << 10) as usize),
+        None => options.chunk,
+    };
     // Every rank opens every file, so all of them report the same unreadable file.
-    let input = TextFiles::open(comm, files, options.chunk)?;
+    let input = TextFiles::open(comm, files, chunk)?;
     let map = |_: u64, text: Vec<u8>, emit: &mut spillway_mapreduce::Emitter<'_, Vec<u8>, u64>| {
         for_each_word(&text, |w| emit.emit_raw_key(w, 1));
     };
