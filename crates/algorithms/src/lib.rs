@@ -12,11 +12,17 @@
 //!   a seed and a global index, so any split over ranks generates the same data.
 //! * [`fft()`](fft::fft): the BSP FFT of Inda and Bisseling on BSP primitives, rustfft locally.
 //! * [`sample_sort()`](sort::sample_sort): BSP sample sort by regular sampling.
+//! * [`spkmeans()`](spkmeans::spkmeans): BDMPI's spherical K-means on sparse rows balanced by
+//!   non-zeros ([`sparse::load_rows`]).
+//! * [`sgd()`](sgd::sgd): matrix factorisation by SGD on a sqrt(p) x sqrt(p) grid, one diagonal
+//!   of blocks per step ([`sgd::load_ratings`]).
+//! * [`colour()`](colour::colour): Jones-Plassmann graph colouring.
 //! * [`input`]: chunked readers for SNAP edge lists, Matrix Market and CSV that reject
 //!   malformed input with the file, line and reason.
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod assign;
+pub mod colour;
 mod error;
 pub mod fft;
 pub mod generate;
@@ -27,7 +33,10 @@ pub mod output;
 pub mod pagerank;
 pub mod points;
 mod radix;
+pub mod sgd;
 pub mod sort;
+pub mod sparse;
+pub mod spkmeans;
 
 pub use error::AlgoError;
 

@@ -1,6 +1,7 @@
 //! The `spillway` command-line tool: runs the shipped algorithms on files or generated data.
 
 mod bsp;
+mod more;
 mod report;
 mod structures;
 
@@ -72,6 +73,13 @@ enum Algorithm {
     Fft(bsp::FftArgs),
     /// BSP sample sort of raw little-endian u64 values.
     Sort(bsp::SortArgs),
+    /// Spherical K-means on sparse rows (BDMPI: bcast, assign, reduce).
+    Spkmeans(more::SpKMeansArgs),
+    /// SGD matrix factorisation on a sqrt(p) x sqrt(p) grid of blocks, one diagonal per step.
+    Sgd(more::SgdArgs),
+    /// Jones-Plassmann graph colouring.
+    #[command(alias = "color")]
+    Colour(more::ColourArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -708,6 +716,9 @@ fn main() -> ExitCode {
                 Algorithm::Kmeans(a) => a.runtime.json,
                 Algorithm::Fft(a) => a.runtime.json,
                 Algorithm::Sort(a) => a.runtime.json,
+                Algorithm::Spkmeans(a) => a.runtime.json,
+                Algorithm::Sgd(a) => a.runtime.json,
+                Algorithm::Colour(a) => a.runtime.json,
                 Algorithm::Dyngraph(_) => unreachable!("handled above"),
             };
             let report = match algorithm {
@@ -715,6 +726,9 @@ fn main() -> ExitCode {
                 Algorithm::Kmeans(a) => run_kmeans(a),
                 Algorithm::Fft(a) => bsp::run_fft(a),
                 Algorithm::Sort(a) => bsp::run_sort(a),
+                Algorithm::Spkmeans(a) => more::run_spkmeans(a),
+                Algorithm::Sgd(a) => more::run_sgd(a),
+                Algorithm::Colour(a) => more::run_colour(a),
                 Algorithm::Dyngraph(_) => unreachable!("handled above"),
             };
             report.and_then(|r| {
