@@ -756,12 +756,15 @@ fn sgd_test_rmse_decreases_below_the_global_mean() {
         .map(|i| json_number(&ran, &format!("test_rmse_{i}")))
         .collect();
     println!("global mean RMSE {baseline:.4}; test RMSE {rmse:.4?}");
-    // Decreasing over every block of five iterations, and at the end well below the baseline.
-    for w in rmse.chunks(5).collect::<Vec<_>>().windows(2) {
-        assert!(w[1][0] < w[0][0], "test RMSE did not decrease: {rmse:?}");
-    }
+    // Decreasing while it learns (iterations 1, 5, 10), then settled near its minimum (the
+    // noise of the data is the floor), and well below the baseline.
+    assert!(
+        rmse[4] < rmse[0] && rmse[9] < rmse[4],
+        "test RMSE did not decrease: {rmse:?}"
+    );
     let last = *rmse.last().unwrap();
-    assert!(last < rmse[0], "{rmse:?}");
+    let min = rmse.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(last <= 1.05 * min, "test RMSE rose again: {rmse:?}");
     assert!(
         last < 0.5 * baseline,
         "test RMSE {last} not below half the global mean's {baseline}"
