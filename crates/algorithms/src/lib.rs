@@ -7,6 +7,8 @@
 //!   balanced by non-zeros ([`graph::load_graph`]).
 //! * [`kmeans()`](kmeans::kmeans): Lloyd's K-means in the Harp style — local assignment and
 //!   partial sums, then an allreduce ([`points::load_points`]).
+//! * [`kmeans_regroup()`](harp::kmeans_regroup): K-means for a large `k` (Harp's regroup +
+//!   allgather with one copy of the centroids and sums per node).
 //! * [`assign`]: the blocked nearest-centre kernel (exact re-check near ties).
 //! * [`generate`]: R-MAT graphs (Graph500 parameters) and Gaussian blobs, as pure functions of
 //!   a seed and a global index, so any split over ranks generates the same data.
@@ -27,6 +29,7 @@ mod error;
 pub mod fft;
 pub mod generate;
 pub mod graph;
+pub mod harp;
 pub mod input;
 pub mod kmeans;
 pub mod output;
