@@ -13,7 +13,9 @@
 //! # Data
 //! The rows of [`load_graph`](crate::graph::load_graph)'s 1-D decomposition, made symmetric by
 //! sending every edge's reverse to the owner of its target; neighbours owned by other ranks are
-//! ghosts, whose colours arrive at the end of the round in which they are coloured.
+//! ghosts, whose colours arrive at the end of the round in which they are coloured. The
+//! symmetric adjacency is kept in storage-backed memory; building it, and the per-vertex
+//! priorities and colours, take heap memory proportional to the rank's edges and vertices.
 //!
 //! # Cost per round
 //! Work proportional to the local edges of uncoloured vertices; one sparse exchange carrying the

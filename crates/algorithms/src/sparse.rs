@@ -175,7 +175,7 @@ fn parse_svmlight(
                 Ok(j) => j,
                 Err(reason) => return Some((index as u64, reason)),
             };
-            if u64::from(j) + 1 <= last {
+            if u64::from(j) < last {
                 return Some((
                     index as u64,
                     format!("column index {idx} is not larger than the previous one"),

@@ -275,7 +275,7 @@ fn base_seed() -> u64 {
     let seed = std::env::var("SPILLWAY_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_15);
+        .unwrap_or(0x005e_ed15);
     println!("base seed {seed} (SPILLWAY_TEST_SEED)");
     seed
 }
