@@ -21,7 +21,12 @@ const DOMAIN_BLOB_POINT: u64 = 0x424C_4F42_504F_494E; // "BLOBPOIN"
 
 /// SplitMix64 output function applied to `state + GOLDEN_GAMMA`.
 fn splitmix64(state: u64) -> u64 {
-    let mut z = state.wrapping_add(GOLDEN_GAMMA);
+    mix64(state.wrapping_add(GOLDEN_GAMMA))
+}
+
+/// SplitMix64's output mixing of a counter value.
+#[inline]
+fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -159,39 +164,50 @@ impl RmatSpec {
         };
         out.reserve(count);
         let [t_a, t_b, t_c] = quadrant_thresholds(GRAPH500_ABCD);
+        // Edge `i` uses the counter values `key + (i * draws + j + 1) * GOLDEN_GAMMA` for
+        // j < draws, each mixed into 64 random bits (SplitMix64 indexed by the counter): no
+        // generator state is seeded per edge, and the draws of an edge are independent of
+        // each other, so they overlap in the pipeline.
+        let draws = u64::from(self.scale.div_ceil(LEVELS_PER_DRAW));
+        let key = splitmix64(self.seed ^ DOMAIN_RMAT_EDGE);
         for index in range {
-            let mut rng = item_rng(self.seed, DOMAIN_RMAT_EDGE, index);
+            let mut counter =
+                key.wrapping_add(index.wrapping_mul(draws).wrapping_mul(GOLDEN_GAMMA));
             let (mut src, mut dst) = (0u32, 0u32);
-            let mut bits = 0u64;
-            let mut left = 0u32;
-            for level in (0..self.scale).rev() {
-                if left == 0 {
-                    bits = rng.next_u64();
-                    left = 2;
+            // Four levels per draw (16 bits each), high levels first, appended to the ids bit
+            // by bit. The quadrant is chosen without branches (they are unpredictable): src
+            // bit when r >= a + b, dst bit when a <= r < a + b or r >= a + b + c.
+            let mut step = |bits: u64, levels: u32| {
+                for q in 0..levels {
+                    let r = ((bits >> (16 * q)) & 0xFFFF) as u32;
+                    let s = u32::from(r >= t_b);
+                    let d = (u32::from(r >= t_a) & u32::from(r < t_b)) | u32::from(r >= t_c);
+                    src = (src << 1) | s;
+                    dst = (dst << 1) | d;
                 }
-                let r = bits & 0xFFFF_FFFF;
-                bits >>= 32;
-                left -= 1;
-                if r < t_a {
-                    // Quadrant a: neither bit.
-                } else if r < t_b {
-                    dst |= 1 << level;
-                } else if r < t_c {
-                    src |= 1 << level;
-                } else {
-                    src |= 1 << level;
-                    dst |= 1 << level;
-                }
+            };
+            let mut left = self.scale;
+            while left >= LEVELS_PER_DRAW {
+                counter = counter.wrapping_add(GOLDEN_GAMMA);
+                step(mix64(counter), LEVELS_PER_DRAW);
+                left -= LEVELS_PER_DRAW;
+            }
+            if left > 0 {
+                counter = counter.wrapping_add(GOLDEN_GAMMA);
+                step(mix64(counter), left);
             }
             out.push((src, dst));
         }
     }
 }
 
-/// Cumulative thresholds for `a`, `a + b`, `a + b + c` on 32-bit draws.
-fn quadrant_thresholds(p: [f64; 4]) -> [u64; 3] {
-    let scale = (1u64 << 32) as f64;
-    let t = |x: f64| (x * scale).round() as u64;
+/// R-MAT levels decided by one 64-bit draw (16 bits each: probabilities to 1.5e-5).
+const LEVELS_PER_DRAW: u32 = 4;
+
+/// Cumulative thresholds for `a`, `a + b`, `a + b + c` on 16-bit draws.
+fn quadrant_thresholds(p: [f64; 4]) -> [u32; 3] {
+    let scale = (1u32 << 16) as f64;
+    let t = |x: f64| (x * scale).round() as u32;
     [t(p[0]), t(p[0] + p[1]), t(p[0] + p[1] + p[2])]
 }
 
@@ -455,6 +471,34 @@ mod tests {
         }
     }
 
+    /// Levels decided by the same 64-bit draw (9, 8, 7, 6 at scale 10) and by neighbouring
+    /// draws (6 and 5) are independent: the joint frequencies of their quadrants are the
+    /// products of the marginals.
+    #[test]
+    fn rmat_levels_are_independent() {
+        let spec = RmatSpec::parse("rmat:10:200:5").expect("parse");
+        let edges = rmat_edges(&spec, 0..200_000);
+        let quadrant =
+            |s: u32, d: u32, bit: u32| ((((s >> bit) & 1) << 1) | ((d >> bit) & 1)) as usize;
+        let probs = GRAPH500_ABCD;
+        for (hi, lo) in [(9u32, 8u32), (9, 6), (6, 5), (1, 0)] {
+            let mut joint = [[0u64; 4]; 4];
+            for &(s, d) in &edges {
+                joint[quadrant(s, d, hi)][quadrant(s, d, lo)] += 1;
+            }
+            for (x, row) in joint.iter().enumerate() {
+                for (y, &c) in row.iter().enumerate() {
+                    let got = c as f64 / edges.len() as f64;
+                    let want = probs[x] * probs[y];
+                    assert!(
+                        (got - want).abs() < 0.004,
+                        "levels {hi},{lo}: quadrants {x},{y}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn rmat_degree_skew() {
         // R-MAT concentrates edges on low ids: vertex 0 gets far more than
@@ -468,8 +512,8 @@ mod tests {
     #[test]
     fn rmat_thresholds_are_cumulative() {
         let t = quadrant_thresholds(GRAPH500_ABCD);
-        assert!(t[0] < t[1] && t[1] < t[2] && t[2] < 1 << 32);
-        assert_eq!(quadrant_thresholds([1.0, 0.0, 0.0, 0.0]), [1 << 32; 3]);
+        assert!(t[0] < t[1] && t[1] < t[2] && t[2] < 1 << 16);
+        assert_eq!(quadrant_thresholds([1.0, 0.0, 0.0, 0.0]), [1 << 16; 3]);
     }
 
     fn blobs(s: &str) -> BlobsSpec {

@@ -21,7 +21,6 @@ use crate::input::{
     count_lines, line_aligned_range, parse_mtx_chunk, parse_mtx_header, parse_snap_chunk,
     InputError,
 };
-use crate::radix;
 
 /// Where a graph comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -479,32 +478,32 @@ fn distribute(
         {
             let a = (r * round).min(edges.len());
             let z = ((r + 1) * round).min(edges.len());
-            // Group the round's edges by owner (stable radix sort on the owner).
-            let mut keyed: Vec<(u32, [u32; 2])> = edges
-                .range(a..z)
+            // Group the round's edges by owner: a counting sort (stable, so every owner gets
+            // its edges in input order), two passes over the round.
+            let round_edges = edges.range(a..z);
+            let owners: Vec<u32> = round_edges
                 .iter()
-                .map(|&e| (owner(u64::from(e[0])) as u32, e))
+                .map(|e| owner(u64::from(e[0])) as u32)
                 .collect();
-            let mut scratch = keyed.clone();
-            let sorted =
-                if radix::sort_by_key(&mut keyed, &mut scratch, p as u64, |e| u64::from(e.0)) {
-                    scratch
-                } else {
-                    keyed
-                };
-            send.resize(sorted.len())?;
-            for (o, e) in send.as_mut_slice().iter_mut().zip(&sorted) {
-                *o = e.1;
+            let mut counts = vec![0usize; p];
+            for &o in &owners {
+                counts[o as usize] += 1;
             }
+            let mut next = vec![0usize; p];
             let mut start = 0;
-            while start < sorted.len() {
-                let q = sorted[start].0;
-                let mut end = start;
-                while end < sorted.len() && sorted[end].0 == q {
-                    end += 1;
+            for q in 0..p {
+                next[q] = start;
+                if counts[q] > 0 {
+                    index.push((q, start, counts[q]));
                 }
-                index.push((q as usize, start, end - start));
-                start = end;
+                start += counts[q];
+            }
+            send.resize(round_edges.len())?;
+            let out = send.as_mut_slice();
+            for (e, &o) in round_edges.iter().zip(&owners) {
+                let at = &mut next[o as usize];
+                out[*at] = *e;
+                *at += 1;
             }
         }
         let received = {

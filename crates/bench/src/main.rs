@@ -24,6 +24,7 @@ mod bsp;
 mod collectives;
 mod dyngraph;
 mod harness;
+mod load;
 mod pagerank;
 mod scale;
 
@@ -57,6 +58,8 @@ enum Bench {
     /// The BSP layer: total exchange vs memcpy, BSP FFT vs rustfft, sample sort vs
     /// sort_unstable, and the g*h + l model's fit.
     Bsp(bsp::Args),
+    /// Loading an R-MAT graph in memory, next to generating its edges alone.
+    Load(load::Args),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Bench::ScaleRun(a) => scale::run_point(a),
         Bench::Dyngraph(a) => dyngraph::main(a),
         Bench::Bsp(a) => bsp::main(a),
+        Bench::Load(a) => load::main(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -183,6 +183,10 @@ struct RuntimeArgs {
     /// Stack size of each rank (e.g. 256K, 4M; default 1M).
     #[arg(long)]
     stack_size: Option<String>,
+    /// Write a Chrome trace of the run to FILE (opens in Perfetto or chrome://tracing): each
+    /// rank's running and blocked intervals, loads and unloads of storage-backed memory.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
     /// Print the final report as one JSON object on stdout, and nothing else.
     #[arg(long)]
     json: bool,
@@ -350,6 +354,9 @@ fn config_of(rt: &RuntimeArgs) -> Result<Config, Failure> {
             ))
         })?;
         config = config.mem_budget(bytes);
+    }
+    if let Some(path) = &rt.trace {
+        config = config.trace(path);
     }
     if let Some(text) = &rt.stack_size {
         let bytes = Config::parse_size(text)

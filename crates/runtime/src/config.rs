@@ -75,6 +75,7 @@ pub struct Config {
     pub(crate) link_model: Option<LinkModel>,
     pub(crate) peer_timeout: std::time::Duration,
     pub(crate) spin: std::time::Duration,
+    pub(crate) trace: Option<PathBuf>,
 }
 
 impl Config {
@@ -95,7 +96,17 @@ impl Config {
             link_model: None,
             peer_timeout: std::time::Duration::from_secs(30),
             spin: std::time::Duration::from_micros(50),
+            trace: None,
         }
+    }
+
+    /// Writes a Chrome trace of the job to `path` when it ends (each rank's running and blocked
+    /// intervals, loads and unloads of storage-backed memory; see the `trace` module). With
+    /// the MPI backend each process writes its own nodes' part to `path` with `.node<N>`
+    /// appended.
+    pub fn trace(mut self, path: impl Into<PathBuf>) -> Config {
+        self.trace = Some(path.into());
+        self
     }
 
     /// Memory budget of each node in bytes: storage-backed memory and buffered messages are

@@ -108,13 +108,16 @@ impl Job {
             .clone()
             .map(|n| {
                 let size = layout.local_size(n) as usize;
-                let mem = Arc::new(NodeMem::new(
-                    config.mem_budget,
-                    config.policy,
-                    Arc::clone(&spill),
-                    size,
-                    config.message_spill_threshold,
-                ));
+                let mem = Arc::new(
+                    NodeMem::new(
+                        config.mem_budget,
+                        config.policy,
+                        Arc::clone(&spill),
+                        size,
+                        config.message_spill_threshold,
+                    )
+                    .ids(n, layout.first_rank(n)),
+                );
                 Node {
                     first: layout.first_rank(n),
                     sched: Sched::new(
@@ -124,7 +127,8 @@ impl Job {
                         config.dynamic_running,
                         Arc::clone(&mem),
                         Arc::clone(&activity),
-                    ),
+                    )
+                    .ids(n, layout.first_rank(n)),
                     mailboxes: (0..size).map(|_| Mutex::new(Mailbox::default())).collect(),
                     mail_seq: (0..size).map(|_| Default::default()).collect(),
                     mem,

@@ -159,6 +159,7 @@ where
     check_map_limit(local.len() as u64)?;
     let _live = crate::interrupt::register(&job);
     let start = Instant::now();
+    let trace_start = config.trace.as_ref().map(|_| crate::trace::begin());
     let slots: Vec<Mutex<Option<(R, RankStats)>>> =
         local.clone().map(|_| Mutex::new(None)).collect();
     let stack_size = config.stack_size;
@@ -226,6 +227,22 @@ where
         }
         progress(&job);
     });
+    if let (Some(path), Some(t0)) = (&config.trace, trace_start) {
+        let ranks: Vec<(u32, u32)> = local.clone().map(|r| (job.layout.node_of(r), r)).collect();
+        let path = if config.backend == spillway_transport::Backend::Mpi {
+            let mut p = path.clone().into_os_string();
+            p.push(format!(".node{}", job.layout.node_of(local.start)));
+            std::path::PathBuf::from(p)
+        } else {
+            path.clone()
+        };
+        crate::trace::finish(&path, t0, &ranks).map_err(|e| {
+            JobError::Storage(std::io::Error::new(
+                e.kind(),
+                format!("trace file {}: {e}", path.display()),
+            ))
+        })?;
+    }
     if let Some(failure) = job.take_failure() {
         return Err(failure);
     }

@@ -40,6 +40,7 @@ mod node;
 mod rank;
 mod route;
 mod sched;
+mod trace;
 
 pub use config::{available_memory, Config, ResumePolicy};
 pub use error::{DeadlockReport, Error, JobError, WaitState};

@@ -184,6 +184,9 @@ pub(crate) struct NodeMem {
     /// The ranks' regions by start address (to recognise storage-backed memory that another
     /// rank read in place).
     by_addr: Mutex<BTreeMap<usize, Weak<Region>>>,
+    /// The node's index and first rank (for trace events).
+    pub(crate) node_id: u32,
+    pub(crate) first_rank: u32,
 }
 
 impl NodeMem {
@@ -210,7 +213,16 @@ impl NodeMem {
             message_spill_threshold,
             first_error: Mutex::new(None),
             by_addr: Mutex::new(BTreeMap::new()),
+            node_id: 0,
+            first_rank: 0,
         }
+    }
+
+    /// Names the node (index and first rank) for trace events.
+    pub(crate) fn ids(mut self, node: u32, first_rank: u32) -> NodeMem {
+        self.node_id = node;
+        self.first_rank = first_rank;
+        self
     }
 
     /// Records where `region` is mapped (again after it moved from `old`).

@@ -229,6 +229,7 @@ impl Region {
         self.node.counters.loads.fetch_add(1, Ordering::Relaxed);
         st.loaded = true;
         if self.node.policy != Policy::Lrlw && st.on_disk {
+            let t0 = crate::trace::enabled().then(crate::trace::now);
             // Pages already resident were read back since the unload by other ranks reading
             // this buffer in a collective: they count as read too, so every page is.
             // Aggressive read: bring the whole allocation in now (one system call; the kernel
@@ -249,6 +250,9 @@ impl Region {
                 .counters
                 .bytes_read
                 .fetch_add(map_len as u64, Ordering::Relaxed);
+            if let Some(t0) = t0 {
+                self.trace("load", t0, map_len as u64);
+            }
         }
         self.loaded_fast.store(true, Ordering::Release);
     }
@@ -308,6 +312,8 @@ impl Region {
             return;
         }
         let (ptr, map_len) = (self.ptr(), self.map_len());
+        let t0 = crate::trace::enabled().then(crate::trace::now);
+        let mut written = 0u64;
         // Pages faulted in by anybody since the load (the owner, or another rank reading this
         // buffer inside a collective) are counted here, whatever the policy.
         let resident = self.resident_pages();
@@ -328,6 +334,7 @@ impl Region {
                 .counters
                 .bytes_written
                 .fetch_add((resident * PAGE) as u64, Ordering::Relaxed);
+            written = (resident * PAGE) as u64;
             st.on_disk = true;
         }
         // SAFETY: dropping the pages of a shared file mapping keeps their contents in the file
@@ -353,6 +360,27 @@ impl Region {
         self.dirty_fast.store(false, Ordering::Relaxed);
         self.node.counters.unloads.fetch_add(1, Ordering::Relaxed);
         self.node.release(self.owner, reserved);
+        if let Some(t0) = t0 {
+            self.trace("unload", t0, written);
+        }
+    }
+
+    /// Records a trace interval of this region's owner from `t0` to now.
+    fn trace(&self, name: &'static str, t0: u64, bytes: u64) {
+        let track = match self.owner {
+            Owner::Rank(l) => self.node.first_rank + l as u32,
+            Owner::Node => crate::trace::NODE_TRACK,
+        };
+        let t1 = crate::trace::now();
+        crate::trace::interval(
+            name,
+            "memory",
+            self.node.node_id,
+            track,
+            t0,
+            t1,
+            Some(bytes),
+        );
     }
 
     /// Drops the contents without writing them (the next access reads zeros).

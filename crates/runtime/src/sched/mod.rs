@@ -34,6 +34,28 @@ pub enum WaitKind {
     Critical,
 }
 
+impl WaitKind {
+    /// The name of a blocked interval in a trace.
+    fn trace_name(self) -> &'static str {
+        match self {
+            WaitKind::Recv => "recv",
+            WaitKind::Probe => "probe",
+            WaitKind::Wait => "wait",
+            WaitKind::Collective(name) => name,
+            WaitKind::Critical => "critical",
+        }
+    }
+}
+
+/// Moves a worker's trace events to the job's list when the worker ends.
+struct FlushTrace;
+
+impl Drop for FlushTrace {
+    fn drop(&mut self) {
+        crate::trace::flush_thread();
+    }
+}
+
 /// Something that can say what a blocked rank waits for (shown in deadlock reports).
 pub trait Describe: Send + Sync {
     /// One line: what the rank waits for.
@@ -168,6 +190,9 @@ pub(crate) struct Sched {
     dynamic: bool,
     mem: Arc<NodeMem>,
     activity: Arc<Activity>,
+    /// The node's index and its first rank (for trace events).
+    node_id: u32,
+    first_rank: u32,
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -212,6 +237,8 @@ impl Sched {
             dynamic,
             mem,
             activity,
+            node_id: 0,
+            first_rank: 0,
         };
         // Every rank starts queued on its worker, in rank order.
         let st = sched.state.get_mut().unwrap_or_else(|e| e.into_inner());
@@ -227,6 +254,13 @@ impl Sched {
             *sched.queued[w].get_mut() += 1;
         }
         sched
+    }
+
+    /// Names the node (index and first rank) for trace events.
+    pub(crate) fn ids(mut self, node: u32, first_rank: u32) -> Sched {
+        self.node_id = node;
+        self.first_rank = first_rank;
+        self
     }
 
     /// Slots of the node: the most ranks executing at once (its worker threads).
@@ -334,6 +368,9 @@ impl Sched {
     ) {
         let _ = self.threads[w].set(std::thread::current());
         let mut fibers: Vec<Option<Fiber>> = (0..self.left_of(w)).map(|_| None).collect();
+        // Trace: since when, and on what, each of this worker's ranks has been blocked.
+        let mut blocked: Vec<Option<(u64, &'static str)>> = vec![None; fibers.len()];
+        let _flush = FlushTrace;
         loop {
             let local = {
                 let mut st = lock(&self.state);
@@ -365,13 +402,31 @@ impl Sched {
                     }
                 }
             }
+            let tracing = crate::trace::enabled();
+            let rank = self.first_rank + local as u32;
+            let t0 = if tracing { crate::trace::now() } else { 0 };
+            if let Some((since, what)) = blocked[local / self.workers].take() {
+                if tracing {
+                    crate::trace::interval(what, "blocked", self.node_id, rank, since, t0, None);
+                }
+            }
             let done = slot.as_mut().expect("the fiber exists").resume();
+            if tracing {
+                let t1 = crate::trace::now();
+                crate::trace::interval("running", "sched", self.node_id, rank, t0, t1, None);
+            }
             if done {
                 // Its stack goes now; `finish` ran on the fiber.
                 *slot = None;
                 continue;
             }
             let mut st = lock(&self.state);
+            if tracing {
+                let what = st.wait[local]
+                    .as_ref()
+                    .map_or("blocked", |w| w.kind.trace_name());
+                blocked[local / self.workers] = Some((crate::trace::now(), what));
+            }
             match st.status[local] {
                 Status::Blocking { woken: true } => {
                     // Its own worker: not idle, nothing to unpark.
