@@ -331,17 +331,25 @@ fn colour_is_valid_within_max_degree_plus_one_and_independent_of_the_layout() {
     let seed = base_seed();
     let input = write(dir.path(), "graph.txt", &colour_graph(seed, 3000, 12_000));
     let mut first: Option<String> = None;
-    for layout in [(1, 1, 1), (3, 1, 2), (7, 2, 2)] {
+    for (layout, budget) in [
+        ((1, 1, 1), None),
+        ((3, 1, 2), None),
+        ((7, 2, 2), None),
+        ((6, 2, 1), Some("1M")),
+    ] {
         let out = dir
             .path()
             .join(format!("colours-{}.txt", layout_name(layout)));
-        let ran = Cmd::spillway()
+        let mut cmd = Cmd::spillway()
             .args(["run", "colour", "--input"])
             .arg(&input)
             .args(["--seed", "11", "--json", "--out"])
             .arg(&out)
-            .layout(layout)
-            .ok();
+            .layout(layout);
+        if let Some(b) = budget {
+            cmd = cmd.args(["--mem-budget", b]);
+        }
+        let ran = cmd.ok();
         let colours = json_number(&ran, "colours");
         let max_degree = json_number(&ran, "max_degree");
         assert!(colours <= max_degree + 1.0, "{ran}");
@@ -678,8 +686,13 @@ fn sgd_factors_equal_the_sequential_schedule_bit_for_bit() {
     let dir = tempdir();
     let (train, _) = low_rank_ratings(base_seed() ^ 0x59d, 130, 70, 3, 0.25);
     let input = write(dir.path(), "train.mtx", &train);
-    for (p, nodes, running) in [(1, 1, 1), (4, 2, 2), (9, 3, 2)] {
-        let tag = format!("p{p}");
+    for (p, nodes, running, budget) in [
+        (1, 1, 1, None),
+        (4, 2, 2, None),
+        (9, 3, 2, None),
+        (9, 1, 2, Some("1M")),
+    ] {
+        let tag = format!("p{p}n{nodes}");
         let (u, v) = (
             dir.path().join(format!("u-{tag}.csv")),
             dir.path().join(format!("v-{tag}.csv")),
@@ -700,6 +713,7 @@ fn sgd_factors_equal_the_sequential_schedule_bit_for_bit() {
             .arg("--out-v")
             .arg(&v)
             .layout((p, nodes, running))
+            .args(budget.map_or(vec![], |b| vec!["--mem-budget", b]))
             .ok();
         if let Some(py) = python() {
             check_with_python(
