@@ -438,6 +438,28 @@ impl NodeMem {
         }
     }
 
+    /// Starts reading `local`'s unloaded storage-backed memory in the background (the kernel's
+    /// readahead into the page cache), because the scheduler will resume it next: its loads
+    /// then find the pages in memory instead of waiting for the disk (OpenOOC's overlap of
+    /// page-in with computation). Nothing is reserved under the budget until the rank loads.
+    /// Only under the aggressive-read policies (which load whole allocations anyway: LRLW
+    /// reads only what the rank touches), and not when `SPILLWAY_NO_PREFETCH=1` (for
+    /// measuring what prefetching gains).
+    pub(crate) fn prefetch_rank(&self, local: usize) {
+        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let off = *OFF.get_or_init(|| std::env::var_os("SPILLWAY_NO_PREFETCH").is_some_and(|v| v == "1"));
+        if self.budget.is_none() || self.policy == Policy::Lrlw || off {
+            return;
+        }
+        let regions: Vec<Arc<Region>> = lock(&self.ranks[local])
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for r in regions {
+            r.prefetch();
+        }
+    }
+
     /// The rank blocks: under ARAW (with a budget) it unloads; under the lazy-write policies it
     /// becomes a candidate for eviction.
     pub(crate) fn on_block(&self, local: usize) {

@@ -365,6 +365,19 @@ impl Region {
         }
     }
 
+    /// Asks the kernel to read the unloaded allocation into the page cache in the background.
+    pub(crate) fn prefetch(&self) {
+        if self.file.is_none() || self.loaded_fast.load(Ordering::Acquire) {
+            return;
+        }
+        let st = lock(&self.state);
+        if st.loaded || !st.on_disk {
+            return;
+        }
+        // SAFETY: the whole mapping, page-aligned; MADV_WILLNEED only starts readahead.
+        unsafe { libc::madvise(self.ptr().cast(), self.map_len(), libc::MADV_WILLNEED) };
+    }
+
     /// Records a trace interval of this region's owner from `t0` to now.
     fn trace(&self, name: &'static str, t0: u64, bytes: u64) {
         let track = match self.owner {

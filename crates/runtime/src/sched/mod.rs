@@ -381,6 +381,16 @@ impl Sched {
                     if let Some(local) = self.pick(&mut st, w) {
                         st.status[local] = Status::Running { notified: false };
                         st.running.push(local as u32);
+                        // The rank this worker will resume after this one: its data is read
+                        // while this one runs.
+                        let after = match &st.ready[w] {
+                            Ready::Fifo(q) => q.front().copied(),
+                            Ready::Resident(q) => q.first().map(|&(_, _, l)| l),
+                        };
+                        drop(st);
+                        if let Some(after) = after {
+                            self.mem.prefetch_rank(after as usize);
+                        }
                         break local;
                     }
                     st.idle[w] = true;

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Out of core at disk speed: PageRank and K-means whose rank data is 4x the memory budget, run
+inside a memory cgroup of budget + 128 MiB that also counts the page cache, so the data really
+comes from the disk. Needs root (cgroup v1 memory controller at /sys/fs/cgroup/memory, or
+cgroup v2 at /sys/fs/cgroup with the memory controller).
+
+For each job it measures, in the same run:
+  * the disk's sequential read and write bandwidth (direct I/O on the spill directory's device);
+  * the job in memory (no budget, no cgroup): time per iteration;
+  * the job out of core with 1 and with 1 + K iterations: the difference gives the bytes read
+    and written on the block device per iteration (getrusage of the child: ru_inblock,
+    ru_oublock) without the load phase; time per iteration is the mean of iterations 2..1+K;
+  * "must read": rank data minus the budget, the least an iteration must read back when all of
+    the rank data is touched once per iteration; the ratio time / (must read / read bandwidth)
+    is 1 at disk speed.
+
+Usage: sudo python3 scripts/bench_ooc_cgroup.py [--bin target/release/spillway] [--quick]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+MIB = 1 << 20
+
+
+def disk_bandwidth(directory, size=1 << 30):
+    """Sequential write then read of `size` bytes with O_DIRECT (bytes/s each)."""
+    path = os.path.join(directory, "bandwidth.tmp")
+    bs = 16 * MIB
+    t = time.perf_counter()
+    subprocess.run(["dd", "if=/dev/zero", f"of={path}", f"bs={bs}", f"count={size // bs}",
+                    "oflag=direct", "conv=fsync"], check=True, capture_output=True)
+    write = size / (time.perf_counter() - t)
+    t = time.perf_counter()
+    subprocess.run(["dd", f"if={path}", "of=/dev/null", f"bs={bs}", "iflag=direct"],
+                   check=True, capture_output=True)
+    read = size / (time.perf_counter() - t)
+    os.remove(path)
+    return read, write
+
+
+class Cgroup:
+    """A memory cgroup with a limit that includes the page cache."""
+
+    def __init__(self, name, limit):
+        v1 = "/sys/fs/cgroup/memory"
+        if os.path.isdir(v1):
+            self.path = os.path.join(v1, name)
+            os.makedirs(self.path, exist_ok=True)
+            self._write("memory.limit_in_bytes", str(limit))
+            try:
+                self._write("memory.memsw.limit_in_bytes", str(limit))
+            except OSError:
+                pass  # no swap accounting: there is no swap to escape to anyway
+        else:
+            self.path = os.path.join("/sys/fs/cgroup", name)
+            os.makedirs(self.path, exist_ok=True)
+            self._write("memory.max", str(limit))
+            self._write("memory.swap.max", "0")
+
+    def _write(self, f, v):
+        with open(os.path.join(self.path, f), "w") as fh:
+            fh.write(v)
+
+    def wrap(self, cmd):
+        procs = os.path.join(self.path, "cgroup.procs")
+        return ["sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh", *cmd]
+
+    def remove(self):
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3")
+    except OSError:
+        pass
+
+
+def run_usage(cmd):
+    """Runs `cmd` with wait4 to get its rusage (block I/O of the child)."""
+    drop_caches()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = p.stdout.read()
+    err = p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{err.decode()}")
+    return json.loads(out), usage
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="target/release/spillway")
+    ap.add_argument("--quick", action="store_true", help="small inputs (a check of the script)")
+    ap.add_argument("--spill-dir", default=None)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("run as root (the benchmark creates a memory cgroup)")
+    k = 4
+    if a.quick:
+        jobs = [
+            ("pagerank", ["pagerank", "--generate", "rmat:18:16", "--ranks", "16", "--tolerance", "0"], 16),
+            ("kmeans", ["kmeans", "--generate", "blobs:500000:32:16:1", "--k", "16", "--init", "random:3",
+                        "--ranks", "16"], 32),
+        ]
+    else:
+        # rmat:23:16: about 2 GiB of rank data; K-means: 8M x 32 doubles = 2 GiB of points.
+        jobs = [
+            ("pagerank", ["pagerank", "--generate", "rmat:23:16", "--ranks", "32", "--tolerance", "0"], 512),
+            ("kmeans", ["kmeans", "--generate", "blobs:4000000:32:16:1", "--k", "16", "--init", "random:3",
+                        "--ranks", "32"], 256),
+        ]
+    spill = a.spill_dir or tempfile.mkdtemp(prefix="spillway-ooc-")
+    read_bw, write_bw = disk_bandwidth(spill)
+    print(f"disk: sequential read {read_bw / 1e9:.2f} GB/s, write {write_bw / 1e9:.2f} GB/s (direct I/O, {spill})")
+    print()
+    print("| job | rank data | budget | in memory s/iter | out of core s/iter | ratio | device read/iter | device write/iter | must read/iter | time / (must read / read bw) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, args, budget_mib in jobs:
+        budget = budget_mib * MIB
+        inmem, _ = run_usage([a.bin, "run", *args, "--iterations", str(1 + k), "--json"])
+        t_mem = sum(inmem["iteration_seconds"][1:]) / k
+        cg = Cgroup(f"spillway-ooc-{os.getpid()}", budget + 128 * MIB)
+        try:
+            base = [a.bin, "run", *args, "--mem-budget", f"{budget_mib}M", "--spill-dir", spill, "--json"]
+            short, u1 = run_usage(cg.wrap(base + ["--iterations", "1"]))
+            long, u2 = run_usage(cg.wrap(base + ["--iterations", str(1 + k)]))
+        finally:
+            cg.remove()
+        t_ooc = sum(long["iteration_seconds"][1:]) / k
+        dev_read = (u2.ru_inblock - u1.ru_inblock) * 512 / k
+        dev_write = (u2.ru_oublock - u1.ru_oublock) * 512 / k
+        data = long["peak_storage_backed_bytes"]
+        must = max(data - budget, 0)
+        ideal = must / read_bw
+        print(f"| {name} {args[2]} | {data / MIB:.0f} MiB | {budget_mib} MiB | {t_mem:.3f} | {t_ooc:.3f} | "
+              f"{t_ooc / t_mem:.2f}x | {dev_read / MIB:.0f} MiB | {dev_write / MIB:.0f} MiB | {must / MIB:.0f} MiB | "
+              f"{t_ooc / ideal if ideal > 0 else float('nan'):.2f} |")
+        print(f"  (out of core: peak RSS {long['peak_rss'] / MIB:.0f} MiB, load {long['load_seconds']:.1f} s, "
+              f"spill written {long['spill_bytes_written'] / MIB:.0f} MiB, read back {long['spill_bytes_read'] / MIB:.0f} MiB)",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
