@@ -336,6 +336,11 @@ pub fn pagerank(
     let mut times = Vec::new();
     let mut delta = f64::INFINITY;
     let mut done = 0;
+    // Out of core, the per-iteration buffers that are overwritten before they are read again
+    // (the contributions, the sums sent, the next values) are discarded once dead: blocking
+    // calls then neither write them back nor load them again. In memory discarding would only
+    // cost page faults.
+    let discard = rt.mem_budget().is_some();
     for it in 0..options.iterations {
         let start = Instant::now();
         {
@@ -358,6 +363,9 @@ pub fn pagerank(
                 .collect();
             comm.exchange(&blocks)?.0
         };
+        if discard {
+            outgoing.discard();
+        }
         let base = (1.0 - d) / n + d * dangling / n;
         let mut local_delta = 0.0;
         dangling_local = 0.0;
@@ -381,6 +389,10 @@ pub fn pagerank(
                     dangling_local += v;
                 }
             }
+        }
+        if discard {
+            contrib.discard();
+            next.discard();
         }
         let sums = comm.allreduce(&[local_delta, dangling_local], Sum)?;
         delta = sums[0];

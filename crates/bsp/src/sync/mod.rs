@@ -29,10 +29,9 @@
 //! # Storage-backed areas
 //! Other ranks read a rank's storage-backed area in place (a shared file mapping: correct
 //! whether loaded or not) and hand the pages back with `Rank::release_read`. The owner loads
-//! its storage-backed destinations (counted against the budget) in step 5, but the node barrier
-//! of step 6 may unload them again under ARAW; its copies then fault the pages back in without
-//! the budget counting them until the owner's next access. A pin that blocking calls respect
-//! (in the runtime) would close that gap.
+//! its storage-backed destinations (counted against the budget) after the node barrier of step
+//! 6, the last blocking call before its copies, so no unload comes between the load and the
+//! writes.
 //!
 //! # Not yet
 //! Inter-node traffic goes per rank pair, not aggregated per node pair; message headers carry
@@ -420,7 +419,12 @@ impl<'r> Bsp<'r> {
             }
         }
         check_conflicts(&mut reads, &mut writes)?;
-        // Load storage-backed destinations for writing while nobody else reads them.
+        self.node_comm.barrier()?;
+
+        // Load storage-backed destinations for writing: after the last blocking call of the
+        // sync, so that no unload (ARAW unloads a rank's memory when it blocks) can come
+        // between the load, which the budget counts, and the copies below. Other ranks may
+        // read other parts of these areas meanwhile: loading changes residency, not contents.
         for area in self
             .globals
             .iter_mut()
@@ -435,7 +439,6 @@ impl<'r> Bsp<'r> {
                 area.touch();
             }
         }
-        self.node_comm.barrier()?;
 
         // Data phase: this rank copies into its own memory.
         let rank = self.comm.runtime();

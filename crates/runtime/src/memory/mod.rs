@@ -6,9 +6,16 @@
 //! in the spill directory (see [`spill`]: nothing outlives the process). Residency is managed
 //! without signal handlers:
 //!
-//! * **unload**: `msync` writes modified pages to the file, `madvise(MADV_DONTNEED)` drops them
-//!   from the process, `posix_fadvise(POSIX_FADV_DONTNEED)` drops them from the page cache, so
-//!   the data then lives only in storage;
+//! * **unload**: `sync_file_range` starts writing modified pages to the file (asynchronously:
+//!   the write-back overlaps with other ranks' work; the file's blocks are allocated up front so
+//!   it cannot run out of space), `madvise(MADV_DONTNEED)` drops the pages from the process.
+//!   What stays in the page cache is the kernel's to reclaim (a memory cgroup bounds it; see
+//!   `scripts/bench_ooc_cgroup.py`). `SPILLWAY_SYNC_UNLOAD=1` waits for the write-back
+//!   (`msync`) and drops the page cache too (`posix_fadvise(POSIX_FADV_DONTNEED)`), so the
+//!   data then lives only in storage;
+//! * **prefetch**: when a worker takes up a rank, the unloaded allocations of the rank it will
+//!   resume next are read into the page cache in the background (`MADV_WILLNEED`; aggressive-read
+//!   policies only; `SPILLWAY_NO_PREFETCH=1` turns it off);
 //! * **load**: the pages are read back (aggressive: the whole allocation at its first access
 //!   after a block, with one `MADV_POPULATE_READ`; lazy: page by page as the rank touches them).
 //!
@@ -447,7 +454,8 @@ impl NodeMem {
     /// measuring what prefetching gains).
     pub(crate) fn prefetch_rank(&self, local: usize) {
         static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let off = *OFF.get_or_init(|| std::env::var_os("SPILLWAY_NO_PREFETCH").is_some_and(|v| v == "1"));
+        let off =
+            *OFF.get_or_init(|| std::env::var_os("SPILLWAY_NO_PREFETCH").is_some_and(|v| v == "1"));
         if self.budget.is_none() || self.policy == Policy::Lrlw || off {
             return;
         }

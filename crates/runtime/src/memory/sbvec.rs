@@ -323,9 +323,24 @@ impl Region {
                 .bytes_read
                 .fetch_add((resident * PAGE) as u64, Ordering::Relaxed);
         }
+        let sync = sync_unload();
         if st.dirty {
-            // SAFETY: the whole mapping, page-aligned.
-            let rc = unsafe { libc::msync(ptr.cast(), map_len, libc::MS_SYNC) };
+            // Write-back starts now and proceeds while the rank is blocked and others run
+            // (the file's blocks were allocated when it was created, so it cannot fail for
+            // lack of space later); SPILLWAY_SYNC_UNLOAD=1 waits for it instead.
+            // SAFETY: the whole mapping, page-aligned; the file range of the same length.
+            let rc = unsafe {
+                if sync {
+                    libc::msync(ptr.cast(), map_len, libc::MS_SYNC)
+                } else {
+                    libc::sync_file_range(
+                        file.as_raw_fd(),
+                        0,
+                        map_len as i64,
+                        libc::SYNC_FILE_RANGE_WRITE,
+                    )
+                }
+            };
             if rc != 0 {
                 self.node.record_error(io::Error::last_os_error());
                 return;
@@ -338,15 +353,19 @@ impl Region {
             st.on_disk = true;
         }
         // SAFETY: dropping the pages of a shared file mapping keeps their contents in the file
-        // (synced above when modified); later accesses fault them back in.
+        // (modified pages stay in the page cache until written back); later accesses fault
+        // them back in. The page cache is the kernel's to reclaim (a memory cgroup bounds it);
+        // SPILLWAY_SYNC_UNLOAD=1 also drops it at once.
         unsafe {
             libc::madvise(ptr.cast(), map_len, libc::MADV_DONTNEED);
-            libc::posix_fadvise(
-                file.as_raw_fd(),
-                0,
-                map_len as i64,
-                libc::POSIX_FADV_DONTNEED,
-            );
+            if sync {
+                libc::posix_fadvise(
+                    file.as_raw_fd(),
+                    0,
+                    map_len as i64,
+                    libc::POSIX_FADV_DONTNEED,
+                );
+            }
         }
         let reserved = if st.loaded {
             map_len as u64
@@ -494,6 +513,12 @@ impl Drop for Region {
             libc::munmap(self.ptr().cast(), map_len);
         }
     }
+}
+
+/// Whether unloads write back synchronously and drop the page cache (`SPILLWAY_SYNC_UNLOAD=1`).
+fn sync_unload() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SPILLWAY_SYNC_UNLOAD").is_some_and(|v| v == "1"))
 }
 
 enum Storage<T> {
