@@ -135,7 +135,7 @@ pub fn initial_centroids(
 }
 
 /// `k` distinct indices of `0..n` (Floyd's algorithm), in selection order.
-fn sample_distinct(n: u64, k: usize, seed: u64) -> Vec<u64> {
+pub(crate) fn sample_distinct(n: u64, k: usize, seed: u64) -> Vec<u64> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut chosen = std::collections::HashSet::with_capacity(k);
     let mut order = Vec::with_capacity(k);

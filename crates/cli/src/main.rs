@@ -2,6 +2,7 @@
 
 mod bsp;
 mod mapreduce;
+mod more;
 mod report;
 mod structures;
 
@@ -14,10 +15,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use spillway::algorithms::generate::{BlobsSpec, RmatSpec};
 use spillway::algorithms::graph::{load_graph, GraphSource};
+use spillway::algorithms::harp::{kmeans_regroup, prefer_regroup};
 use spillway::algorithms::input::{
     remove_temporary_outputs, resolve_output, AtomicFile, InputError,
 };
-use spillway::algorithms::kmeans::{kmeans, Init, KMeansOptions};
+use spillway::algorithms::kmeans::{kmeans, Init, KMeansOptions, KMeansResult};
 use spillway::algorithms::output::write_ordered;
 use spillway::algorithms::pagerank::{pagerank, PageRankOptions};
 use spillway::algorithms::points::{load_points, PointSource};
@@ -77,6 +79,13 @@ enum Algorithm {
     Wordcount(mapreduce::WordCountArgs),
     /// Connected components as MapReduce (small-star / large-star).
     Cc(mapreduce::CcArgs),
+    /// Spherical K-means on sparse rows (BDMPI: bcast, assign, reduce).
+    Spkmeans(more::SpKMeansArgs),
+    /// SGD matrix factorisation on a sqrt(p) x sqrt(p) grid of blocks, one diagonal per step.
+    Sgd(more::SgdArgs),
+    /// Jones-Plassmann graph colouring.
+    #[command(alias = "color")]
+    Colour(more::ColourArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -248,8 +257,24 @@ struct KMeansArgs {
     /// Output: the cluster of each point, one per line.
     #[arg(long)]
     assign: Option<PathBuf>,
+    /// How partial sums are combined: allreduce (every rank holds the centroids and its
+    /// partial sums), regroup (Harp: one copy per node, each rank owns a range of centroids,
+    /// then allgather), or auto (regroup from k x d >= 2^20).
+    #[arg(long, value_enum, default_value = "auto")]
+    collective: KMeansCollective,
     #[command(flatten)]
     runtime: RuntimeArgs,
+}
+
+/// How K-means combines its partial sums.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum KMeansCollective {
+    /// Regroup when the centroids are large (k x d >= 2^20).
+    Auto,
+    /// Partial sums per rank, one allreduce.
+    Allreduce,
+    /// Node aggregation, a range of centroids per rank, allgather.
+    Regroup,
 }
 
 /// A failure of the command, with its exit code: 2 for bad input or arguments (including
@@ -558,7 +583,42 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
             }
         };
         let t1 = Instant::now();
-        let result = kmeans(&world, &points, &options, &mut on_progress)?;
+        let regroup = match args.collective {
+            KMeansCollective::Auto => prefer_regroup(options.k, points.dim),
+            KMeansCollective::Allreduce => false,
+            KMeansCollective::Regroup => true,
+        };
+        let (result, phases) = if regroup {
+            let r = kmeans_regroup(&world, &points, &options, &mut on_progress)?;
+            let result = KMeansResult {
+                // Only rank 0 writes the centroids: the others need no copy of their own.
+                centroids: if world.rank() == 0 {
+                    r.centroids.to_vec()
+                } else {
+                    Vec::new()
+                },
+                assignment: r.assignment,
+                iterations: r.iterations,
+                converged: r.converged,
+                iteration_times: r.iteration_times,
+            };
+            // Each phase's time averaged over the ranks (a rank's reduce includes waiting for
+            // the slowest rank's compute).
+            let mut totals = [0.0f64; 3];
+            for t in &r.phases {
+                totals[0] += t.bcast.as_secs_f64();
+                totals[1] += t.compute.as_secs_f64();
+                totals[2] += t.reduce.as_secs_f64();
+            }
+            let sums = world.allreduce(&totals, Sum)?;
+            let per = (world.size() * r.phases.len().max(1)) as f64;
+            (result, sums.iter().map(|s| s / per).collect::<Vec<f64>>())
+        } else {
+            (
+                kmeans(&world, &points, &options, &mut on_progress)?,
+                Vec::new(),
+            )
+        };
         let compute = t1.elapsed();
         // Both outputs appear only if both are complete: the centroids are committed after
         // the assignment file.
@@ -599,12 +659,14 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
             load,
             compute,
             result.iteration_times,
+            phases,
+            regroup,
         ))
     })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let (n, dim, iterations, converged, load, compute, times) =
+    let (n, dim, iterations, converged, load, compute, times, phases, regroup) =
         results.into_iter().next().expect("rank 0");
     let mut report = Report::new("kmeans", &input_name, &config);
     report.set_run(iterations, &times, load, compute, start.elapsed(), &stats);
@@ -614,7 +676,15 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
         ("dimensions".into(), dim as f64),
         ("k".into(), args.k as f64),
         ("converged".into(), f64::from(u8::from(converged))),
+        ("regroup".into(), f64::from(u8::from(regroup))),
     ];
+    if let [bcast, compute, reduce] = phases[..] {
+        report.facts.extend([
+            ("bcast_seconds_per_iteration".into(), bcast),
+            ("compute_seconds_per_iteration".into(), compute),
+            ("reduce_seconds_per_iteration".into(), reduce),
+        ]);
+    }
     Ok(report)
 }
 
@@ -738,6 +808,9 @@ fn main() -> ExitCode {
                 Algorithm::Sort(a) => a.runtime.json,
                 Algorithm::Wordcount(a) => a.json(),
                 Algorithm::Cc(a) => a.json(),
+                Algorithm::Spkmeans(a) => a.runtime.json,
+                Algorithm::Sgd(a) => a.runtime.json,
+                Algorithm::Colour(a) => a.runtime.json,
                 Algorithm::Dyngraph(_) => unreachable!("handled above"),
             };
             let report = match algorithm {
@@ -747,6 +820,9 @@ fn main() -> ExitCode {
                 Algorithm::Sort(a) => bsp::run_sort(a),
                 Algorithm::Wordcount(a) => mapreduce::run_wordcount(a),
                 Algorithm::Cc(a) => mapreduce::run_cc(a),
+                Algorithm::Spkmeans(a) => more::run_spkmeans(a),
+                Algorithm::Sgd(a) => more::run_sgd(a),
+                Algorithm::Colour(a) => more::run_colour(a),
                 Algorithm::Dyngraph(_) => unreachable!("handled above"),
             };
             report.and_then(|r| {

@@ -1,0 +1,266 @@
+//! Lloyd's K-means for a large `k` (Harp's "regroup + allgather"): the centroids and the
+//! partial sums, not the points, dominate memory.
+//!
+//! # Semantics
+//! The same iterations as [`kmeans()`](crate::kmeans::kmeans) (nearest centroid by squared
+//! Euclidean distance, ties to the lower index; a cluster that lost all its points keeps its
+//! centroid; stop when no point moves or at the iteration limit, then assign once more), so
+//! the assignments equal those of the allreduce version (the sums may be added in another
+//! order, which changes centroids in the last bits only).
+//!
+//! # How data moves (per iteration)
+//! 1. *Compute*: every rank assigns its points against its node's single copy of the
+//!    centroids (a read-only [`Aggregate`] shared by the node's ranks), prepared for the
+//!    blocked kernel once per node and iteration.
+//! 2. *Reduce* (local aggregation, then between nodes): every rank adds its points to its
+//!    node's one buffer of sums and counts ([`Collectives::aggregate`]); the node buffers are
+//!    combined between nodes.
+//! 3. *Regroup*: rank `r` owns centroids `k r / p .. k (r + 1) / p` and computes only those
+//!    from the combined sums.
+//! 4. *Allgather*: each rank writes its range into its node's new copy of the centroids (one
+//!    buffer per node again), combined between nodes.
+//!
+//! # Memory
+//! Per node, however many ranks it runs: one buffer of sums (`k (d + 1)` values), the
+//! centroids (`k d`) and the kernel's two prepared copies of them (`2 k d`); the new
+//! centroids replace the old ones after the sums are freed.
+//! Compare [`kmeans()`](crate::kmeans::kmeans), where every rank holds the centroids and a
+//! `k (d + 1)` partial sum across its allreduce.
+//!
+//! # Cost per iteration (n local points)
+//! O(n k d) local work; between nodes, a combine of `k (d + 1)` and one of `k d` values.
+
+use std::time::{Duration, Instant};
+
+use spillway_comm::{Aggregate, Collectives, Comm, Sum};
+use spillway_runtime::SbVec;
+
+use crate::assign::Centres;
+use crate::error::AlgoError;
+use crate::kmeans::{sample_distinct, Init, KMeansOptions};
+use crate::points::DistPoints;
+use crate::Progress;
+
+/// Centroid values (`k * d`) above which [`prefer_regroup`] chooses this version: 2^20 (8 MiB
+/// of centroids per copy).
+pub const REGROUP_THRESHOLD: usize = 1 << 20;
+
+/// Whether `k` clusters of `d` dimensions are large enough for the regroup version.
+pub fn prefer_regroup(k: usize, d: usize) -> bool {
+    k.saturating_mul(d) >= REGROUP_THRESHOLD
+}
+
+/// Time of one iteration's phases on this rank.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PhaseTimes {
+    /// Spreading the new centroids (the allgather into the node copies), including waiting.
+    pub bcast: Duration,
+    /// Assigning the local points.
+    pub compute: Duration,
+    /// Combining the sums (local aggregation and between nodes) and the regroup.
+    pub reduce: Duration,
+}
+
+/// The result of [`kmeans_regroup`].
+#[derive(Debug)]
+pub struct RegroupResult {
+    /// The node's copy of the final centroids (`k` rows, row-major), shared read-only.
+    pub centroids: Aggregate<f64>,
+    /// Cluster of each local point.
+    pub assignment: SbVec<u32>,
+    /// Iterations performed (assignment passes).
+    pub iterations: usize,
+    /// Whether the last iteration moved no point.
+    pub converged: bool,
+    /// Wall time of each iteration on this rank.
+    pub iteration_times: Vec<Duration>,
+    /// The phases of each iteration on this rank.
+    pub phases: Vec<PhaseTimes>,
+}
+
+fn bad_k(reason: String) -> AlgoError {
+    AlgoError::BadParameter { name: "k", reason }
+}
+
+/// The initial centroids, as one copy per node: each rank writes the chosen points it owns.
+fn initial(
+    comm: &Comm,
+    points: &DistPoints,
+    k: usize,
+    init: &Init,
+) -> Result<Aggregate<f64>, AlgoError> {
+    if k == 0 {
+        return Err(bad_k("k must be at least 1".into()));
+    }
+    if k as u64 > points.total {
+        return Err(bad_k(format!(
+            "k = {k} is larger than the number of points ({})",
+            points.total
+        )));
+    }
+    let dim = points.dim;
+    let wanted: Vec<u64> = match init {
+        Init::First => (0..k as u64).collect(),
+        Init::Random(seed) => sample_distinct(points.total, k, *seed),
+        Init::File(_) => {
+            // Read on every rank (as the allreduce version does); rank 0 writes it.
+            let c = crate::kmeans::initial_centroids(comm, points, k, init)?;
+            let first = comm.rank() == 0;
+            return Ok(comm.aggregate(0.0, k * dim, Sum, &mut |buf| {
+                if first {
+                    buf.copy_from_slice(&c);
+                }
+            })?);
+        }
+    };
+    let end = points.first + points.len() as u64;
+    let mine: Vec<(usize, u64)> = wanted
+        .iter()
+        .enumerate()
+        .filter(|(_, &i)| i >= points.first && i < end)
+        .map(|(pos, &i)| (pos, i))
+        .collect();
+    Ok(comm.aggregate(0.0, k * dim, Sum, &mut |buf| {
+        for &(pos, i) in &mine {
+            let x = points.point((i - points.first) as usize);
+            buf[pos * dim..(pos + 1) * dim].copy_from_slice(x);
+        }
+    })?)
+}
+
+/// Points assigned per call of the blocked kernel.
+const ASSIGN_CHUNK: usize = 4096;
+
+/// Runs K-means with node-level aggregation, regroup and allgather; `progress` is called on
+/// every rank after each iteration with the number of points that changed cluster.
+///
+/// # Errors
+/// As [`crate::kmeans::initial_centroids`]; communication errors.
+pub fn kmeans_regroup(
+    comm: &Comm,
+    points: &DistPoints,
+    options: &KMeansOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<RegroupResult, AlgoError> {
+    let k = options.k;
+    let dim = points.dim;
+    let (p, r) = (comm.size(), comm.rank());
+    let (own_lo, own_hi) = (k * r / p, k * (r + 1) / p);
+    let mut centroids = initial(comm, points, k, &options.init)?;
+    let mut assignment: SbVec<u32> = SbVec::zeroed(comm.runtime(), points.len())?;
+    assignment
+        .as_mut_slice()
+        .iter_mut()
+        .for_each(|a| *a = u32::MAX);
+    let mut times = Vec::new();
+    let mut phases = Vec::new();
+    let mut converged = false;
+    let mut iterations = 0;
+    let mut fresh = vec![0u32; ASSIGN_CHUNK];
+    // Keys of the node's prepared centroids: fresh for this call, one per iteration.
+    let base_key = comm.dup().context_id();
+    while iterations < options.max_iterations {
+        let start = Instant::now();
+        // Compute, against one prepared copy of the centroids per node: the first rank of the
+        // node to get here builds it, the others share it (every rank holds it until the sums
+        // are combined, after all of them have assigned).
+        let key = base_key ^ (iterations as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let centres = comm
+            .runtime()
+            .node_table()
+            .cached(key, || Centres::new(&centroids, dim));
+        let mut changed = 0u64;
+        {
+            let pts = points.values.as_slice();
+            for (block, old) in pts
+                .chunks(ASSIGN_CHUNK * dim)
+                .zip(assignment.as_mut_slice().chunks_mut(ASSIGN_CHUNK))
+            {
+                let fresh = &mut fresh[..old.len()];
+                centres.assign(block, fresh);
+                for (a, &c) in old.iter_mut().zip(fresh.iter()) {
+                    if *a != c {
+                        changed += 1;
+                        *a = c;
+                    }
+                }
+            }
+        }
+        let computed = Instant::now();
+        // Reduce: local aggregation into the node's buffer, then between nodes.
+        let assign = assignment.as_slice();
+        let sums = comm.aggregate(0.0, k * (dim + 1) + 1, Sum, &mut |buf| {
+            for (x, &c) in points.values.as_slice().chunks_exact(dim).zip(assign) {
+                let c = c as usize;
+                buf[c * dim..(c + 1) * dim]
+                    .iter_mut()
+                    .zip(x)
+                    .for_each(|(s, v)| *s += v);
+                buf[k * dim + c] += 1.0;
+            }
+            buf[k * (dim + 1)] += changed as f64;
+        })?;
+        drop(centres);
+        iterations += 1;
+        let moved = sums[k * (dim + 1)];
+        if moved == 0.0 {
+            converged = true;
+            let now = Instant::now();
+            phases.push(PhaseTimes {
+                bcast: Duration::ZERO,
+                compute: computed - start,
+                reduce: now - computed,
+            });
+            times.push(now - start);
+            progress(&Progress {
+                iteration: iterations,
+                max_iterations: options.max_iterations,
+                delta: moved,
+            });
+            break;
+        }
+        // Regroup: this rank's range of centroids.
+        let mut mine = centroids[own_lo * dim..own_hi * dim].to_vec();
+        for c in own_lo..own_hi {
+            let count = sums[k * dim + c];
+            if count > 0.0 {
+                for j in 0..dim {
+                    mine[(c - own_lo) * dim + j] = sums[c * dim + j] / count;
+                }
+            }
+        }
+        drop(sums);
+        let reduced = Instant::now();
+        // The old copy goes before the new one is made.
+        drop(centroids);
+        // Allgather into the node's new copy.
+        centroids = comm.aggregate(0.0, k * dim, Sum, &mut |buf| {
+            buf[own_lo * dim..own_hi * dim].copy_from_slice(&mine);
+        })?;
+        let end = Instant::now();
+        phases.push(PhaseTimes {
+            bcast: end - reduced,
+            compute: computed - start,
+            reduce: reduced - computed,
+        });
+        times.push(end - start);
+        progress(&Progress {
+            iteration: iterations,
+            max_iterations: options.max_iterations,
+            delta: moved,
+        });
+    }
+    if !converged && iterations > 0 {
+        // The last update moved the centroids: assign once more so that the assignment
+        // belongs to the centroids returned.
+        Centres::new(&centroids, dim).assign(points.values.as_slice(), assignment.as_mut_slice());
+    }
+    Ok(RegroupResult {
+        centroids,
+        assignment,
+        iterations,
+        converged,
+        iteration_times: times,
+        phases,
+    })
+}

@@ -1,0 +1,369 @@
+//! Matrix factorisation by stochastic gradient descent on a sqrt(p) x sqrt(p) grid of blocks
+//! (BDMPI's SGD benchmark, after Gemulla et al. and Recht and Ré).
+//!
+//! # Semantics
+//! The ratings `R` (users x items) are approximated by `U V^T` with `factors` columns. With
+//! `p = q * q` ranks, users are cut into `q` ranges (`users * b / q .. users * (b + 1) / q`),
+//! items likewise, and rank `bi * q + bj` holds the ratings of block `(bi, bj)`. One iteration
+//! has `q` steps; in step `s` the ranks of the `s`-th diagonal, blocks `(bi, (bi + s) mod q)`,
+//! update their blocks, so no two ranks touch the same rows of `U` or `V`; the factor blocks
+//! then move on (`U_bi` to the next block of its row, `V_bj` to the previous block of its
+//! column). The result is therefore the same as that of a sequential loop over the same
+//! schedule ([`update_order`]), bit for bit.
+//!
+//! Inside a block, the ratings are put in canonical order (by user, item, then position in the
+//! file) and shuffled by a Fisher-Yates pass driven by [`BlockStream`]`::new(seed, iteration,
+//! bi * q + bj)`: position `i` from the last down to 1 swaps with `next() % (i + 1)`. Each
+//! rating `(u, i, r)` then makes the update, with `e = r - sum_f U[u][f] V[i][f]` (summed in
+//! order of `f`), for every `f` in order:
+//! `U[u][f] += lr (e V[i][f] - reg U[u][f])`, `V[i][f] += lr (e U[u][f] - reg V[i][f])`, both
+//! from the values before this `f`'s update. The initial factors are
+//! [`initial_factor`]`(seed, 1, u, f, factors)` for `U` and `(seed, 2, i, f, factors)` for `V`.
+//!
+//! # Cost per iteration (z local ratings, m users, n items)
+//! O(z factors) work; `q` steps, each sending `(m + n) factors / q` values per active rank;
+//! measuring the RMSE broadcasts the factor blocks along rows and columns of the grid.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use spillway_comm::{Collectives, Comm, Sum};
+use spillway_runtime::SbVec;
+
+use crate::error::AlgoError;
+use crate::input::InputError;
+use crate::sparse::{
+    distribute_entries, entry_col, entry_row, entry_value, read_entries, Entry, SparseSource,
+};
+use crate::Progress;
+
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// The splitmix64 output function.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// `mix64(x + 0x9E3779B97F4A7C15)`: one splitmix64 step from state `x`.
+fn fin(x: u64) -> u64 {
+    mix64(x.wrapping_add(GOLDEN))
+}
+
+/// The random stream that orders the updates of one block in one iteration.
+#[derive(Debug, Clone)]
+pub struct BlockStream {
+    state: u64,
+}
+
+impl BlockStream {
+    /// The stream of `block` (`bi * q + bj`) in `iteration` (0-based): splitmix64 from the
+    /// state `fin(fin(fin(seed) ^ iteration) ^ block)`, where `fin(x)` is one splitmix64 step.
+    pub fn new(seed: u64, iteration: u64, block: u64) -> BlockStream {
+        BlockStream {
+            state: fin(fin(fin(seed) ^ iteration) ^ block),
+        }
+    }
+
+    /// The next value (splitmix64: add 0x9E3779B97F4A7C15, then the output function).
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(GOLDEN);
+        mix64(self.state)
+    }
+}
+
+/// Initial value of factor `f` of row `index` of `U` (`which` = 1) or `V` (`which` = 2):
+/// `(h >> 11) * 2^-53 / sqrt(factors)` with `h = fin(fin(fin(seed ^ which * 0x9E3779B97F4A7C15)
+/// ^ index) ^ f)`, uniform in `[0, 1 / sqrt(factors))`.
+pub fn initial_factor(seed: u64, which: u64, index: u64, f: u64, factors: usize) -> f64 {
+    let h = fin(fin(fin(seed ^ which.wrapping_mul(GOLDEN)) ^ index) ^ f);
+    (h >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * (1.0 / (factors as f64).sqrt())
+}
+
+/// The order in which block `block` applies its `len` ratings (kept in canonical order) in
+/// `iteration`.
+pub fn update_order(seed: u64, iteration: u64, block: u64, len: usize) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..len as u32).collect();
+    let mut rng = BlockStream::new(seed, iteration, block);
+    for i in (1..len).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
+/// SGD parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SgdOptions {
+    /// Columns of `U` and `V`.
+    pub factors: usize,
+    /// Learning rate.
+    pub learning_rate: f64,
+    /// Regularisation.
+    pub regularisation: f64,
+    /// Iterations (each a pass over all ratings).
+    pub iterations: usize,
+    /// Seed of the initial factors and the update order.
+    pub seed: u64,
+}
+
+/// `q` with `q * q = p`, or an error.
+///
+/// # Errors
+/// `p` not a perfect square.
+pub fn grid_side(p: usize) -> Result<usize, AlgoError> {
+    let q = (p as f64).sqrt().round() as usize;
+    if q * q != p {
+        return Err(AlgoError::BadParameter {
+            name: "ranks",
+            reason: format!("SGD needs a square number of ranks (1, 4, 9, ...), found {p}"),
+        });
+    }
+    Ok(q)
+}
+
+/// Range of block `b` of `n` rows cut into `q` blocks.
+pub fn block_range(n: u64, q: usize, b: usize) -> (u64, u64) {
+    (n * b as u64 / q as u64, n * (b as u64 + 1) / q as u64)
+}
+
+/// This rank's block of the ratings.
+#[derive(Debug)]
+pub struct RatingBlock {
+    /// Users (rows of `R`).
+    pub users: u64,
+    /// Items (columns of `R`).
+    pub items: u64,
+    /// Grid side `q`.
+    pub q: usize,
+    /// Block row.
+    pub bi: usize,
+    /// Block column.
+    pub bj: usize,
+    /// Training ratings of the block, in canonical order (user, item, position in the file).
+    pub train: SbVec<Entry>,
+    /// Training ratings of the whole matrix.
+    pub train_total: u64,
+    /// Held-out ratings of the block.
+    pub test: SbVec<Entry>,
+    /// Held-out ratings of the whole matrix.
+    pub test_total: u64,
+}
+
+/// Reads the training ratings (and optionally held-out ones) as Matrix Market coordinate files
+/// `user item rating` and gives every rank its block.
+///
+/// # Errors
+/// Malformed files as [`read_entries`]; a number of ranks that is not a square; a test file
+/// larger than the training matrix.
+pub fn load_ratings(
+    comm: &Comm,
+    train: &Path,
+    test: Option<&Path>,
+) -> Result<RatingBlock, AlgoError> {
+    let q = grid_side(comm.size())?;
+    let read = read_entries(comm, &SparseSource::MatrixMarket(train.to_path_buf()))?;
+    let (users, items) = (read.rows, read.cols);
+    let owner = |e: &Entry| {
+        let bi = block_of(users, q, u64::from(entry_row(e)));
+        let bj = block_of(items, q, u64::from(entry_col(e)));
+        bi * q + bj
+    };
+    let mut mine = distribute_entries(comm, &read.entries, &owner)?;
+    drop(read.entries);
+    mine.as_mut_slice().sort_unstable_by_key(|e| (e[0], e[2]));
+    let (test, test_total) = match test {
+        Some(path) => {
+            let t = read_entries(comm, &SparseSource::MatrixMarket(path.to_path_buf()))?;
+            if t.rows > users || t.cols > items {
+                return Err(InputError::new(
+                    path,
+                    None,
+                    format!(
+                        "the test matrix is {} x {}, larger than the training matrix ({users} x \
+                         {items})",
+                        t.rows, t.cols
+                    ),
+                )
+                .into());
+            }
+            let got = distribute_entries(comm, &t.entries, &owner)?;
+            (got, t.total)
+        }
+        None => (SbVec::with_capacity(comm.runtime(), 0)?, 0),
+    };
+    let r = comm.rank();
+    Ok(RatingBlock {
+        users,
+        items,
+        q,
+        bi: r / q,
+        bj: r % q,
+        train: mine,
+        train_total: read.total,
+        test,
+        test_total,
+    })
+}
+
+/// The block of `x` among `n` rows cut into `q` blocks (as [`block_range`]).
+fn block_of(n: u64, q: usize, x: u64) -> usize {
+    // The largest b with n * b / q <= x.
+    let mut b = ((x * q as u64) / n.max(1)) as usize;
+    while b + 1 < q && block_range(n, q, b + 1).0 <= x {
+        b += 1;
+    }
+    while b > 0 && block_range(n, q, b).0 > x {
+        b -= 1;
+    }
+    b
+}
+
+/// The factors and the error history; `u` and `v` are held by the diagonal ranks only.
+#[derive(Debug)]
+pub struct SgdResult {
+    /// First user of `u` (rank `(b, b)` holds users block `b`).
+    pub u_lo: u64,
+    /// `U` rows of this rank's block, row-major (empty off the diagonal).
+    pub u: Vec<f64>,
+    /// First item of `v`.
+    pub v_lo: u64,
+    /// `V` rows of this rank's block, row-major (empty off the diagonal).
+    pub v: Vec<f64>,
+    /// Training RMSE after each iteration.
+    pub train_rmse: Vec<f64>,
+    /// Held-out RMSE after each iteration (empty without held-out ratings).
+    pub test_rmse: Vec<f64>,
+    /// Wall time of each iteration on this rank (without the RMSE).
+    pub iteration_times: Vec<Duration>,
+}
+
+fn factor_block(seed: u64, which: u64, lo: u64, hi: u64, factors: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity((hi - lo) as usize * factors);
+    for x in lo..hi {
+        for f in 0..factors {
+            out.push(initial_factor(seed, which, x, f as u64, factors));
+        }
+    }
+    out
+}
+
+/// Squared error sum of `ratings` with the factor blocks `u` (from `u_lo`) and `v`.
+fn squared_error(ratings: &[Entry], u: &[f64], u_lo: u64, v: &[f64], v_lo: u64, k: usize) -> f64 {
+    let mut sse = 0.0;
+    for e in ratings {
+        let a = (u64::from(entry_row(e)) - u_lo) as usize * k;
+        let b = (u64::from(entry_col(e)) - v_lo) as usize * k;
+        let mut dot = 0.0;
+        for f in 0..k {
+            dot += u[a + f] * v[b + f];
+        }
+        let err = entry_value(e) - dot;
+        sse += err * err;
+    }
+    sse
+}
+
+const TAG_U: i32 = 0x5344_0001;
+const TAG_V: i32 = 0x5344_0002;
+
+/// Runs SGD; `progress` is called on every rank after each iteration with the training RMSE.
+///
+/// # Errors
+/// A factor count of 0; communication errors.
+pub fn sgd(
+    comm: &Comm,
+    block: &RatingBlock,
+    options: &SgdOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<SgdResult, AlgoError> {
+    let k = options.factors;
+    if k == 0 {
+        return Err(AlgoError::BadParameter {
+            name: "factors",
+            reason: "at least 1".into(),
+        });
+    }
+    let (q, bi, bj) = (block.q, block.bi, block.bj);
+    let at = |i: usize, j: usize| (i % q) * q + (j % q);
+    let diagonal = bi == bj;
+    let (u_lo, u_hi) = block_range(block.users, q, bi);
+    let (v_lo, v_hi) = block_range(block.items, q, bj);
+    let mut u: Vec<f64> = Vec::new();
+    let mut v: Vec<f64> = Vec::new();
+    if diagonal {
+        u = factor_block(options.seed, 1, u_lo, u_hi, k);
+        v = factor_block(options.seed, 2, v_lo, v_hi, k);
+    }
+    let row_comm = comm.split(Some(bi as u32), bj as i64)?.expect("member");
+    let col_comm = comm.split(Some(bj as u32), bi as i64)?.expect("member");
+    let ratings = block.train.as_slice();
+    let (lr, reg) = (options.learning_rate, options.regularisation);
+    let mut train_rmse = Vec::new();
+    let mut test_rmse = Vec::new();
+    let mut times = Vec::new();
+    for it in 0..options.iterations {
+        let start = Instant::now();
+        if !diagonal {
+            u = comm.recv::<f64>(at(bi, bj + q - 1), TAG_U)?.0;
+            v = comm.recv::<f64>(at(bi + 1, bj), TAG_V)?.0;
+        }
+        let order = update_order(options.seed, it as u64, (bi * q + bj) as u64, ratings.len());
+        for &o in &order {
+            let e = &ratings[o as usize];
+            let a = (u64::from(entry_row(e)) - u_lo) as usize * k;
+            let b = (u64::from(entry_col(e)) - v_lo) as usize * k;
+            let (ur, vr) = (&mut u[a..a + k], &mut v[b..b + k]);
+            let mut dot = 0.0;
+            for f in 0..k {
+                dot += ur[f] * vr[f];
+            }
+            let err = entry_value(e) - dot;
+            for f in 0..k {
+                let (uf, vf) = (ur[f], vr[f]);
+                ur[f] = uf + lr * (err * vf - reg * uf);
+                vr[f] = vf + lr * (err * uf - reg * vf);
+            }
+        }
+        if q > 1 {
+            comm.send(at(bi, bj + 1), TAG_U, &u)?;
+            comm.send(at(bi + q - 1, bj), TAG_V, &v)?;
+            if diagonal {
+                u = comm.recv::<f64>(at(bi, bj + q - 1), TAG_U)?.0;
+                v = comm.recv::<f64>(at(bi + 1, bj), TAG_V)?.0;
+            } else {
+                u = Vec::new();
+                v = Vec::new();
+            }
+        }
+        times.push(start.elapsed());
+        // The errors: every rank of a grid row gets U_bi from the diagonal, of a column V_bj.
+        let mut ub = u.clone();
+        let mut vb = v.clone();
+        row_comm.bcast(bi, &mut ub)?;
+        col_comm.bcast(bj, &mut vb)?;
+        let sse_train = squared_error(ratings, &ub, u_lo, &vb, v_lo, k);
+        let sse_test = squared_error(block.test.as_slice(), &ub, u_lo, &vb, v_lo, k);
+        let sums = comm.allreduce(&[sse_train, sse_test], Sum)?;
+        let rmse = (sums[0] / block.train_total.max(1) as f64).sqrt();
+        train_rmse.push(rmse);
+        if block.test_total > 0 {
+            test_rmse.push((sums[1] / block.test_total as f64).sqrt());
+        }
+        progress(&Progress {
+            iteration: it + 1,
+            max_iterations: options.iterations,
+            delta: rmse,
+        });
+    }
+    Ok(SgdResult {
+        u_lo,
+        u,
+        v_lo,
+        v,
+        train_rmse,
+        test_rmse,
+        iteration_times: times,
+    })
+}

@@ -1,0 +1,440 @@
+//! Loading sparse matrices with values: Matrix Market coordinate files and SVMlight/libsvm
+//! lines, read in parallel into `(row, column, value)` entries, then distributed either as
+//! rows balanced by non-zeros ([`load_rows`], for spherical K-means) or by any owner function
+//! ([`distribute_entries`], for the 2-D blocks of SGD).
+//!
+//! # Formats
+//! * Matrix Market (`.mtx`): `%%MatrixMarket matrix coordinate real|integer general`, 1-based
+//!   `row col value` lines; `symmetric` adds the mirrored entry of each off-diagonal one.
+//!   Pattern files are rejected (they carry no values).
+//! * SVMlight (any other extension): one row per non-blank line, `label idx:val idx:val ...`,
+//!   indices 1-based; the label is ignored, `#` starts a comment to the end of the line. The
+//!   number of columns is the largest index.
+//!
+//! Entries keep their position in the file (`seq`: 0-based, counting entries, not lines), so a
+//! consumer can order them the way a sequential reader of the file would.
+
+use std::path::{Path, PathBuf};
+
+use spillway_comm::{Collectives, Comm, Max, Sum};
+use spillway_runtime::SbVec;
+
+use crate::error::AlgoError;
+use crate::graph::{agree_on_error, heap_allowance, read_chunks};
+use crate::input::{parse_mtx_header, InputError, MtxHeader};
+
+/// A sparse-matrix file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SparseSource {
+    /// Matrix Market coordinate file with values.
+    MatrixMarket(PathBuf),
+    /// SVMlight / libsvm: `label idx:val ...` per line, 1-based indices.
+    Svmlight(PathBuf),
+}
+
+impl SparseSource {
+    /// Chooses the format by extension: `.mtx` is Matrix Market, anything else SVMlight.
+    pub fn from_path(path: impl Into<PathBuf>) -> SparseSource {
+        let path = path.into();
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("mtx"))
+        {
+            SparseSource::MatrixMarket(path)
+        } else {
+            SparseSource::Svmlight(path)
+        }
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        match self {
+            SparseSource::MatrixMarket(p) | SparseSource::Svmlight(p) => p,
+        }
+    }
+}
+
+/// One entry as it travels between ranks: `[row << 32 | col, value bits, seq]`.
+pub type Entry = [u64; 3];
+
+/// Packs an entry.
+pub fn entry(row: u32, col: u32, value: f64, seq: u64) -> Entry {
+    [
+        (u64::from(row) << 32) | u64::from(col),
+        value.to_bits(),
+        seq,
+    ]
+}
+
+/// Row of an entry.
+pub fn entry_row(e: &Entry) -> u32 {
+    (e[0] >> 32) as u32
+}
+
+/// Column of an entry.
+pub fn entry_col(e: &Entry) -> u32 {
+    e[0] as u32
+}
+
+/// Value of an entry.
+pub fn entry_value(e: &Entry) -> f64 {
+    f64::from_bits(e[1])
+}
+
+/// This rank's entries as read from the file (any rows), and the matrix shape.
+#[derive(Debug)]
+pub struct ReadEntries {
+    /// Rows of the matrix.
+    pub rows: u64,
+    /// Columns of the matrix.
+    pub cols: u64,
+    /// Entries of the whole matrix.
+    pub total: u64,
+    /// This rank's entries, in file order, in storage-backed memory.
+    pub entries: SbVec<Entry>,
+}
+
+fn parse_index(field: &str, what: &str, limit: u64) -> Result<u32, String> {
+    match field.parse::<u64>() {
+        Ok(v) if v >= 1 && v <= limit && v <= u64::from(u32::MAX) => Ok((v - 1) as u32),
+        Ok(_) => Err(format!("{what} index {field} out of range 1..={limit}")),
+        Err(_) => Err(format!("invalid {what} index '{field}'")),
+    }
+}
+
+fn parse_value(field: &str) -> Result<f64, String> {
+    match field.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("invalid value '{field}'")),
+    }
+}
+
+/// Parses Matrix Market entry lines; returns the first bad line (0-based in the chunk).
+fn parse_mtx_values(
+    bytes: &[u8],
+    header: &MtxHeader,
+    out: &mut Vec<(u32, u32, f64)>,
+    entry_lines: &mut u64,
+) -> Option<(u64, String)> {
+    for (index, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let line = String::from_utf8_lossy(line);
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('%') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+        let parsed = if fields.len() != 3 {
+            Err(format!(
+                "expected 3 fields 'row col value', found {}",
+                fields.len()
+            ))
+        } else {
+            parse_index(fields[0], "row", header.rows).and_then(|i| {
+                let j = parse_index(fields[1], "column", header.cols)?;
+                Ok((i, j, parse_value(fields[2])?))
+            })
+        };
+        match parsed {
+            Ok((i, j, v)) => {
+                *entry_lines += 1;
+                out.push((i, j, v));
+                if header.symmetric && i != j {
+                    out.push((j, i, v));
+                }
+            }
+            Err(reason) => return Some((index as u64, reason)),
+        }
+    }
+    None
+}
+
+/// Parses SVMlight lines: every non-blank line is a row (`rows` counts them). Returns the
+/// first bad line (0-based in the chunk).
+fn parse_svmlight(
+    bytes: &[u8],
+    rows: &mut u32,
+    out: &mut Vec<(u32, u32, f64)>,
+) -> Option<(u64, String)> {
+    for (index, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let line = String::from_utf8_lossy(line);
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut fields = line.split_ascii_whitespace();
+        let label = fields.next().unwrap_or("");
+        if label.contains(':') || label.parse::<f64>().is_err() {
+            return Some((index as u64, format!("invalid label '{label}'")));
+        }
+        let mut last = 0u64;
+        for f in fields {
+            let Some((idx, val)) = f.split_once(':') else {
+                return Some((index as u64, format!("expected 'index:value', found '{f}'")));
+            };
+            let j = match parse_index(idx, "column", u64::from(u32::MAX)) {
+                Ok(j) => j,
+                Err(reason) => return Some((index as u64, reason)),
+            };
+            if u64::from(j) < last {
+                return Some((
+                    index as u64,
+                    format!("column index {idx} is not larger than the previous one"),
+                ));
+            }
+            last = u64::from(j) + 1;
+            match parse_value(val) {
+                Ok(v) => out.push((*rows, j, v)),
+                Err(reason) => return Some((index as u64, reason)),
+            }
+        }
+        *rows += 1;
+    }
+    None
+}
+
+/// Reads this rank's part of a sparse-matrix file.
+///
+/// # Errors
+/// [`AlgoError::Input`] with file, line and reason (every rank returns the same error): a
+/// malformed line, an index out of range, a non-finite value, a pattern Matrix Market file, an
+/// entry count that differs from the size line, a file without rows.
+pub fn read_entries(comm: &Comm, source: &SparseSource) -> Result<ReadEntries, AlgoError> {
+    let chunk = heap_allowance(comm) / 2;
+    let mut stored: SbVec<Entry> = SbVec::with_capacity(comm.runtime(), 0)?;
+    let mut buf: Vec<(u32, u32, f64)> = Vec::new();
+    let push = |stored: &mut SbVec<Entry>, buf: &mut Vec<(u32, u32, f64)>| {
+        let packed: Vec<Entry> = buf.iter().map(|&(i, j, v)| entry(i, j, v, 0)).collect();
+        buf.clear();
+        stored.extend_from_slice(&packed)
+    };
+    let (rows, cols, row_base) = match source {
+        SparseSource::MatrixMarket(path) => {
+            let header = parse_mtx_header(path)?;
+            if header.pattern {
+                return Err(InputError::new(
+                    path,
+                    Some(1),
+                    "pattern matrices carry no values (expected real or integer)",
+                )
+                .into());
+            }
+            let mut lines = 0u64;
+            let (read, before) = read_chunks(comm, path, header.data_start, chunk, |bytes| {
+                let error = parse_mtx_values(bytes, &header, &mut buf, &mut lines);
+                push(&mut stored, &mut buf)?;
+                Ok(error)
+            })?;
+            agree_on_error(comm, path, read.error, header.header_lines + before)?;
+            let total = comm.allreduce(&[lines], Sum)?[0];
+            {
+                let nnz = header.nnz;
+                if total != nnz {
+                    return Err(InputError::new(
+                        path,
+                        None,
+                        format!("the size line announces {nnz} entries, found {total}"),
+                    )
+                    .into());
+                }
+            }
+            if header.rows == 0 || header.cols == 0 {
+                return Err(InputError::new(path, None, "the matrix has no rows").into());
+            }
+            (header.rows, header.cols, 0u32)
+        }
+        SparseSource::Svmlight(path) => {
+            let mut local_rows = 0u32;
+            let (read, before) = read_chunks(comm, path, 0, chunk, |bytes| {
+                let error = parse_svmlight(bytes, &mut local_rows, &mut buf);
+                push(&mut stored, &mut buf)?;
+                Ok(error)
+            })?;
+            agree_on_error(comm, path, read.error, before)?;
+            let base = comm
+                .exscan(&[u64::from(local_rows)], Sum)?
+                .map_or(0, |v| v[0]);
+            let rows = comm.allreduce(&[u64::from(local_rows)], Sum)?[0];
+            let max_col = stored
+                .as_slice()
+                .iter()
+                .map(|e| u64::from(entry_col(e)) + 1)
+                .max()
+                .unwrap_or(0);
+            let cols = comm.allreduce(&[max_col], Max)?[0];
+            if rows == 0 {
+                return Err(InputError::new(path, None, "no data rows").into());
+            }
+            if rows > u64::from(u32::MAX) {
+                return Err(InputError::new(path, None, "more than 2^32 - 1 rows").into());
+            }
+            (rows, cols.max(1), base as u32)
+        }
+    };
+    let first_seq = comm
+        .exscan(&[stored.len() as u64], Sum)?
+        .map_or(0, |v| v[0]);
+    let total = comm.allreduce(&[stored.len() as u64], Sum)?[0];
+    for (k, e) in stored.as_mut_slice().iter_mut().enumerate() {
+        let row = entry_row(e) + row_base;
+        *e = entry(row, entry_col(e), entry_value(e), first_seq + k as u64);
+    }
+    Ok(ReadEntries {
+        rows,
+        cols,
+        total,
+        entries: stored,
+    })
+}
+
+/// Moves every entry to the rank `owner(entry)` in rounds whose size follows the memory
+/// budget; returns the entries that arrived (in no particular order).
+///
+/// # Errors
+/// Communication errors.
+pub fn distribute_entries(
+    comm: &Comm,
+    entries: &SbVec<Entry>,
+    owner: &dyn Fn(&Entry) -> usize,
+) -> Result<SbVec<Entry>, AlgoError> {
+    let p = comm.size();
+    let round = (heap_allowance(comm) / 64).max(1024);
+    let rounds = comm.allreduce(&[entries.len().div_ceil(round) as u64], Max)?[0] as usize;
+    let mut received: SbVec<Entry> = SbVec::with_capacity(comm.runtime(), 0)?;
+    for r in 0..rounds {
+        let a = (r * round).min(entries.len());
+        let z = ((r + 1) * round).min(entries.len());
+        let mut by_dest: Vec<Vec<Entry>> = vec![Vec::new(); p];
+        for e in entries.range(a..z) {
+            by_dest[owner(e)].push(*e);
+        }
+        let blocks: Vec<(usize, &[Entry])> = by_dest
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| !b.is_empty())
+            .map(|(q, b)| (q, b.as_slice()))
+            .collect();
+        let (got, _) = comm.exchange(&blocks)?;
+        received.extend_from_slice(&got)?;
+    }
+    Ok(received)
+}
+
+/// This rank's consecutive rows of a sparse matrix in compressed sparse row form.
+#[derive(Debug)]
+pub struct DistRows {
+    /// Rows of the whole matrix.
+    pub rows: u64,
+    /// Columns of the whole matrix.
+    pub cols: u64,
+    /// Non-zeros of the whole matrix (after summing duplicates).
+    pub total_nnz: u64,
+    /// First row of this rank.
+    pub lo: u64,
+    /// One past the last row of this rank.
+    pub hi: u64,
+    /// Row offsets (`hi - lo + 1` entries).
+    pub offsets: SbVec<u64>,
+    /// Column of each non-zero, increasing within a row.
+    pub colidx: SbVec<u32>,
+    /// Value of each non-zero.
+    pub values: SbVec<f64>,
+}
+
+impl DistRows {
+    /// Number of local rows.
+    pub fn local_rows(&self) -> usize {
+        (self.hi - self.lo) as usize
+    }
+
+    /// Columns and values of local row `i`.
+    pub fn row(&self, i: usize) -> (&[u32], &[f64]) {
+        let off = self.offsets.as_slice();
+        let (a, b) = (off[i] as usize, off[i + 1] as usize);
+        (&self.colidx.as_slice()[a..b], &self.values.as_slice()[a..b])
+    }
+}
+
+/// Loads a sparse matrix as consecutive rows per rank, balanced by non-zeros (BDMPI's 1-D row
+/// decomposition). Duplicate entries of one position add up (Matrix Market convention).
+///
+/// # Errors
+/// As [`read_entries`]; communication errors.
+pub fn load_rows(comm: &Comm, source: &SparseSource) -> Result<DistRows, AlgoError> {
+    let read = read_entries(comm, source)?;
+    let n = read.rows;
+    let p = comm.size();
+    let buckets = n.clamp(1, 1 << 18);
+    let width = n.div_ceil(buckets);
+    let buckets = n.div_ceil(width);
+    let entries = read.entries;
+    let hist = comm.aggregate(0u64, buckets as usize, Sum, &mut |h| {
+        for e in entries.as_slice() {
+            h[(u64::from(entry_row(e)) / width) as usize] += 1;
+        }
+    })?;
+    let total: u64 = hist.iter().sum();
+    let mut bounds = vec![0u64; p + 1];
+    bounds[p] = n;
+    let (mut cum, mut b) = (0u64, 0usize);
+    for (q, bound) in bounds.iter_mut().enumerate().take(p).skip(1) {
+        let target = total * q as u64 / p as u64;
+        while cum < target && b < hist.len() {
+            cum += hist[b];
+            b += 1;
+        }
+        *bound = (b as u64 * width).min(n);
+    }
+    drop(hist);
+    let owner = |e: &Entry| bounds.partition_point(|&x| x <= u64::from(entry_row(e))) - 1;
+    let mut mine = distribute_entries(comm, &entries, &owner)?;
+    drop(entries);
+    let (lo, hi) = (bounds[comm.rank()], bounds[comm.rank() + 1]);
+    let local = mine.as_mut_slice();
+    local.sort_unstable_by_key(|e| (e[0], e[2]));
+    // Sum duplicates in file order.
+    let rows = (hi - lo) as usize;
+    let mut offsets: SbVec<u64> = SbVec::zeroed(comm.runtime(), rows + 1)?;
+    let mut colidx: SbVec<u32> = SbVec::with_capacity(comm.runtime(), local.len())?;
+    let mut values: SbVec<f64> = SbVec::with_capacity(comm.runtime(), local.len())?;
+    {
+        let off = offsets.as_mut_slice();
+        let mut i = 0;
+        let mut cols_buf = Vec::new();
+        let mut vals_buf = Vec::new();
+        while i < local.len() {
+            let key = local[i][0];
+            let mut v = 0.0;
+            while i < local.len() && local[i][0] == key {
+                v += entry_value(&local[i]);
+                i += 1;
+            }
+            let row = (u64::from((key >> 32) as u32) - lo) as usize;
+            off[row + 1] += 1;
+            cols_buf.push(key as u32);
+            vals_buf.push(v);
+            if cols_buf.len() >= 1 << 16 {
+                colidx.extend_from_slice(&cols_buf)?;
+                values.extend_from_slice(&vals_buf)?;
+                cols_buf.clear();
+                vals_buf.clear();
+            }
+        }
+        colidx.extend_from_slice(&cols_buf)?;
+        values.extend_from_slice(&vals_buf)?;
+        for r in 0..rows {
+            off[r + 1] += off[r];
+        }
+    }
+    drop(mine);
+    let total_nnz = comm.allreduce(&[values.len() as u64], Sum)?[0];
+    Ok(DistRows {
+        rows: n,
+        cols: read.cols,
+        total_nnz,
+        lo,
+        hi,
+        offsets,
+        colidx,
+        values,
+    })
+}

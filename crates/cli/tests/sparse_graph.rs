@@ -1,0 +1,810 @@
+//! End-to-end tests of `run spkmeans`, `run sgd` and `run colour` against independent
+//! references (the scripts `spkmeans_ref.py`, `sgd_ref.py` and `colour_ref.py` in
+//! `tests/reference/`), at several rank counts and node layouts, and their handling of bad input.
+//!
+//! The inputs are generated here from seeds that no other test uses; `SPILLWAY_TEST_SEED`
+//! replaces the base seed, to check the commands on inputs never seen before.
+//! The Python checks run `$SPILLWAY_PYTHON` (default `python3`) with numpy, scipy, networkx and
+//! scikit-learn; `SPILLWAY_SKIP_PYTHON=1` skips them.
+
+use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
+use std::fmt::Write as _;
+use std::io::{Read, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// Limit for any one spawned command.
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A command to run with a time limit, capturing its output.
+struct Cmd {
+    program: OsString,
+    args: Vec<OsString>,
+}
+
+/// What a finished command left.
+struct Ran {
+    line: String,
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Cmd {
+    fn new(program: impl AsRef<OsStr>) -> Cmd {
+        Cmd {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+        }
+    }
+
+    /// The `spillway` binary under test.
+    fn spillway() -> Cmd {
+        Cmd::new(env!("CARGO_BIN_EXE_spillway"))
+    }
+
+    fn arg(mut self, arg: impl AsRef<OsStr>) -> Cmd {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, args: I) -> Cmd {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// `--ranks R --nodes K --running X`.
+    fn layout(self, (ranks, nodes, running): (u32, u32, u32)) -> Cmd {
+        self.args([
+            "--ranks".to_string(),
+            ranks.to_string(),
+            "--nodes".to_string(),
+            nodes.to_string(),
+            "--running".to_string(),
+            running.to_string(),
+        ])
+    }
+
+    fn line(&self) -> String {
+        let mut line = self.program.to_string_lossy().into_owned();
+        for a in &self.args {
+            line.push(' ');
+            line.push_str(&a.to_string_lossy());
+        }
+        line
+    }
+
+    /// Runs the command; `Err` only if it cannot be started. Panics if it runs past
+    /// [`TIMEOUT`].
+    fn try_run(self) -> std::io::Result<Ran> {
+        let line = self.line();
+        let mut child = Command::new(&self.program)
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let drain = |mut r: Box<dyn Read + Send>| {
+            thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = r.read_to_end(&mut buf);
+                String::from_utf8_lossy(&buf).into_owned()
+            })
+        };
+        let out = drain(Box::new(child.stdout.take().expect("stdout is piped")));
+        let err = drain(Box::new(child.stderr.take().expect("stderr is piped")));
+        let deadline = Instant::now() + TIMEOUT;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("`{line}` ran longer than {TIMEOUT:?} and was killed");
+            }
+            thread::sleep(Duration::from_millis(5));
+        };
+        Ok(Ran {
+            line,
+            code: status.code(),
+            stdout: out.join().expect("stdout reader"),
+            stderr: err.join().expect("stderr reader"),
+        })
+    }
+
+    fn run(self) -> Ran {
+        let line = self.line();
+        self.try_run()
+            .unwrap_or_else(|e| panic!("cannot start `{line}`: {e}"))
+    }
+
+    /// Runs the command and asserts that it succeeded.
+    fn ok(self) -> Ran {
+        let ran = self.run();
+        assert_eq!(ran.code, Some(0), "command failed\n{ran}");
+        assert!(!ran.stderr.contains("panicked"), "panic\n{ran}");
+        ran
+    }
+}
+
+impl std::fmt::Display for Ran {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "command: {}\nexit code: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.line, self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Python references
+// ---------------------------------------------------------------------------------------------
+
+/// The Python interpreter for the reference scripts, or `None` (after saying so on the real
+/// stderr, past the test harness's capture) when `SPILLWAY_SKIP_PYTHON=1`.
+fn python() -> Option<String> {
+    if std::env::var_os("SPILLWAY_SKIP_PYTHON").is_some_and(|v| v == "1") {
+        let test = thread::current().name().unwrap_or("test").to_string();
+        let note = format!("{test}: SKIPPED (SPILLWAY_SKIP_PYTHON=1: Python reference not run)\n");
+        let _ = std::io::stderr().write_all(note.as_bytes());
+        return None;
+    }
+    Some(std::env::var("SPILLWAY_PYTHON").unwrap_or_else(|_| "python3".into()))
+}
+
+fn reference_script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/reference")
+        .join(name)
+}
+
+/// Runs a reference script and asserts that it accepted the result; returns its stdout.
+fn check_with_python<S: AsRef<OsStr>>(python: &str, script: &str, args: &[S]) -> String {
+    let script = reference_script(script);
+    assert!(script.is_file(), "missing {}", script.display());
+    let cmd = Cmd::new(python).arg(&script).args(args);
+    let line = cmd.line();
+    let ran = cmd.try_run().unwrap_or_else(|e| {
+        panic!(
+            "cannot run the Python interpreter '{python}' for `{line}`: {e}\n\
+             Set SPILLWAY_PYTHON to a Python with numpy, scipy, networkx and scikit-learn, \
+             or SPILLWAY_SKIP_PYTHON=1 to skip these checks."
+        )
+    });
+    let hint = if ran.code == Some(3) {
+        "\n(a Python module is missing: set SPILLWAY_PYTHON to a Python with numpy, scipy, \
+         networkx and scikit-learn, or SPILLWAY_SKIP_PYTHON=1 to skip these checks)"
+    } else {
+        ""
+    };
+    assert_eq!(ran.code, Some(0), "reference check failed\n{ran}{hint}");
+    println!("{}", ran.stdout);
+    ran.stdout
+}
+
+// Test data
+
+/// A 64-bit linear congruential generator (Knuth's MMIX constants).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0
+    }
+
+    /// Uniform in `0..n` (the high bits; `n` is small).
+    fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() >> 32) % n as u64) as usize
+    }
+
+    /// Uniform in `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box-Muller).
+    fn normal(&mut self) -> f64 {
+        let u = 1.0 - self.unit(); // (0, 1]
+        let v = self.unit();
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}
+
+fn listing(dir: &Path) -> BTreeSet<OsString> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect()
+}
+
+/// Runs `cmd` (whose outputs go to `dir`) and asserts a clean rejection: exit code 2, no
+/// panic, stderr naming `file` (and `file:LINE:` when `line` is given) and containing
+/// `reason`, and no new file in `dir` (neither the output nor a temporary file).
+fn assert_rejected(dir: &Path, cmd: Cmd, file: Option<&Path>, line: Option<u64>, reason: &str) {
+    let before = listing(dir);
+    let ran = cmd.run();
+    assert_eq!(ran.code, Some(2), "expected exit code 2\n{ran}");
+    assert!(!ran.stderr.contains("panicked"), "panic\n{ran}");
+    assert!(ran.stderr.contains("error"), "no error message\n{ran}");
+    if let Some(file) = file {
+        let name = file.display().to_string();
+        assert!(
+            ran.stderr.contains(&name),
+            "stderr does not name {name}\n{ran}"
+        );
+        if let Some(line) = line {
+            let at = format!("{name}:{line}:");
+            assert!(ran.stderr.contains(&at), "stderr does not say {at}\n{ran}");
+        }
+    }
+    assert!(
+        ran.stderr.to_lowercase().contains(&reason.to_lowercase()),
+        "stderr does not give the reason {reason:?}\n{ran}"
+    );
+    let after = listing(dir);
+    let new: Vec<_> = after.difference(&before).collect();
+    assert!(new.is_empty(), "files left behind: {new:?}\n{ran}");
+}
+
+/// Writes `text` to `dir/name` and returns the path.
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn tempdir() -> TempDir {
+    tempfile::tempdir().expect("temporary directory")
+}
+
+/// The base seed of the generated inputs (`SPILLWAY_TEST_SEED` or a fixed one), printed so that
+/// a failure can be reproduced.
+fn base_seed() -> u64 {
+    let seed = std::env::var("SPILLWAY_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x005e_ed15);
+    println!("base seed {seed} (SPILLWAY_TEST_SEED)");
+    seed
+}
+
+fn layout_name((r, k, x): (u32, u32, u32)) -> String {
+    format!("r{r}n{k}x{x}")
+}
+
+/// A JSON report's numeric field.
+fn json_number(ran: &Ran, key: &str) -> f64 {
+    let v: serde_json::Value =
+        serde_json::from_str(ran.stdout.trim()).unwrap_or_else(|e| panic!("not JSON: {e}\n{ran}"));
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no number {key}\n{ran}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Colouring
+// ---------------------------------------------------------------------------------------------
+
+/// A random graph on `n` vertices as a SNAP edge list: `m` random edges (some repeated, some
+/// in both directions), self loops, a clique of 12 (so that some degree is high) and isolated
+/// ids (vertex `n - 1` has an edge, so the file has `n` vertices).
+fn colour_graph(seed: u64, n: usize, m: usize) -> String {
+    let mut rng = Lcg(seed);
+    let mut text = String::from("# colouring test graph\n");
+    for _ in 0..m {
+        let (u, v) = (rng.below(n), rng.below(n));
+        if u % 19 == 7 || v % 19 == 7 {
+            continue; // isolated ids
+        }
+        writeln!(text, "{u} {v}").unwrap();
+        if rng.below(10) == 0 {
+            writeln!(text, "{v} {u}").unwrap();
+        }
+        if rng.below(20) == 0 {
+            writeln!(text, "{u} {v}").unwrap();
+        }
+    }
+    for a in 0..12 {
+        for b in a + 1..12 {
+            writeln!(text, "{} {}", 100 + a, 100 + b).unwrap();
+        }
+    }
+    writeln!(text, "3 3\n{} 0", n - 1).unwrap();
+    text
+}
+
+#[test]
+fn colour_is_valid_within_max_degree_plus_one_and_independent_of_the_layout() {
+    let dir = tempdir();
+    let seed = base_seed();
+    let input = write(dir.path(), "graph.txt", &colour_graph(seed, 3000, 12_000));
+    let mut first: Option<String> = None;
+    for (layout, budget) in [
+        ((1, 1, 1), None),
+        ((3, 1, 2), None),
+        ((7, 2, 2), None),
+        ((6, 2, 1), Some("1M")),
+    ] {
+        let out = dir
+            .path()
+            .join(format!("colours-{}.txt", layout_name(layout)));
+        let mut cmd = Cmd::spillway()
+            .args(["run", "colour", "--input"])
+            .arg(&input)
+            .args(["--seed", "11", "--json", "--out"])
+            .arg(&out)
+            .layout(layout);
+        if let Some(b) = budget {
+            cmd = cmd.args(["--mem-budget", b]);
+        }
+        let ran = cmd.ok();
+        let colours = json_number(&ran, "colours");
+        let max_degree = json_number(&ran, "max_degree");
+        assert!(colours <= max_degree + 1.0, "{ran}");
+        if let Some(py) = python() {
+            let said =
+                check_with_python(&py, "colour_ref.py", &[input.as_os_str(), out.as_os_str()]);
+            assert!(
+                said.contains(&format!("spillway {colours} colours")),
+                "{said}"
+            );
+        }
+        let text = std::fs::read_to_string(&out).unwrap();
+        match &first {
+            None => first = Some(text),
+            Some(f) => assert!(*f == text, "colours differ between layouts"),
+        }
+    }
+}
+
+#[test]
+fn colour_of_a_symmetric_mtx_graph_is_valid() {
+    let dir = tempdir();
+    let mut rng = Lcg(base_seed() ^ 0xc01);
+    let n = 400;
+    let mut entries = BTreeSet::new();
+    while entries.len() < 2500 {
+        let (a, b) = (1 + rng.below(n), 1 + rng.below(n));
+        entries.insert((a.max(b), a.min(b)));
+    }
+    let mut text = format!(
+        "%%MatrixMarket matrix coordinate pattern symmetric\n{n} {n} {}\n",
+        entries.len()
+    );
+    for (a, b) in &entries {
+        writeln!(text, "{a} {b}").unwrap();
+    }
+    let input = write(dir.path(), "graph.mtx", &text);
+    let out = dir.path().join("colours.txt");
+    Cmd::spillway()
+        .args(["run", "colour", "--input"])
+        .arg(&input)
+        .args(["--seed", "3", "--out"])
+        .arg(&out)
+        .layout((4, 2, 1))
+        .ok();
+    if let Some(py) = python() {
+        check_with_python(&py, "colour_ref.py", &[input.as_os_str(), out.as_os_str()]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Spherical K-means
+// ---------------------------------------------------------------------------------------------
+
+/// Sparse rows around `topics` groups of columns, rows in random order; `(row, col, value)`
+/// 1-based, with a few repeated positions (Matrix Market adds them up).
+fn sparse_rows(seed: u64, n: usize, d: usize, topics: usize) -> Vec<Vec<(usize, f64)>> {
+    let mut rng = Lcg(seed);
+    let width = d / topics;
+    (0..n)
+        .map(|_| {
+            let t = rng.below(topics);
+            let mut cols = BTreeSet::new();
+            for _ in 0..4 + rng.below(8) {
+                cols.insert(1 + t * width + rng.below(width));
+            }
+            for _ in 0..rng.below(5) {
+                cols.insert(1 + rng.below(d));
+            }
+            cols.into_iter()
+                .map(|c| (c, 0.05 + rng.unit() * 2.0))
+                .collect()
+        })
+        .collect()
+}
+
+fn write_mtx_rows(path: &Path, rows: &[Vec<(usize, f64)>], d: usize, seed: u64) {
+    let mut rng = Lcg(seed);
+    let mut lines = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        for &(c, v) in row {
+            if rng.below(15) == 0 {
+                // The same position twice: the parts add up to v.
+                lines.push(format!("{} {c} {:?}", i + 1, v * 0.25));
+                lines.push(format!("{} {c} {:?}", i + 1, v * 0.75));
+            } else {
+                lines.push(format!("{} {c} {v:?}", i + 1));
+            }
+        }
+    }
+    // Entries in random order: the loader must not rely on sorted files.
+    for i in (1..lines.len()).rev() {
+        lines.swap(i, rng.below(i + 1));
+    }
+    let mut text = format!(
+        "%%MatrixMarket matrix coordinate real general\n% generated\n{} {d} {}\n",
+        rows.len(),
+        lines.len()
+    );
+    for l in lines {
+        text.push_str(&l);
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn write_svmlight_rows(path: &Path, rows: &[Vec<(usize, f64)>]) {
+    let mut text = String::from("# label idx:val ...\n");
+    for (i, row) in rows.iter().enumerate() {
+        write!(text, "{}", i % 3).unwrap();
+        for &(c, v) in row {
+            write!(text, " {c}:{v:?}").unwrap();
+        }
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn spkmeans_check(
+    input: &Path,
+    k: usize,
+    iterations: usize,
+    dir: &Path,
+    layouts: &[(u32, u32, u32)],
+    budget: Option<&str>,
+) {
+    let mut first: Option<(String, String)> = None;
+    for &layout in layouts {
+        let tag = layout_name(layout);
+        let out = dir.join(format!("centroids-{tag}.csv"));
+        let assign = dir.join(format!("assign-{tag}.txt"));
+        let mut cmd = Cmd::spillway()
+            .args(["run", "spkmeans", "--input"])
+            .arg(input)
+            .args([
+                "--k",
+                &k.to_string(),
+                "--iterations",
+                &iterations.to_string(),
+                "--out",
+            ])
+            .arg(&out)
+            .arg("--assign")
+            .arg(&assign)
+            .layout(layout);
+        if let Some(b) = budget {
+            cmd = cmd.args(["--mem-budget", b]);
+        }
+        cmd.ok();
+        if let Some(py) = python() {
+            check_with_python(
+                &py,
+                "spkmeans_ref.py",
+                &[
+                    input.as_os_str(),
+                    OsStr::new(&k.to_string()),
+                    OsStr::new(&iterations.to_string()),
+                    out.as_os_str(),
+                    assign.as_os_str(),
+                ],
+            );
+        }
+        let got = (
+            std::fs::read_to_string(&out).unwrap(),
+            std::fs::read_to_string(&assign).unwrap(),
+        );
+        let rows = got.1.lines().count();
+        assert!(rows > 0);
+        match &first {
+            None => first = Some(got),
+            // Assignments are identical; centroids agree to the reference's tolerance (the
+            // reduction order differs between layouts), checked above.
+            Some(f) => assert!(f.1 == got.1, "assignments differ between layouts"),
+        }
+    }
+}
+
+const SPK_LAYOUTS: [(u32, u32, u32); 4] = [(1, 1, 1), (3, 1, 2), (3, 2, 1), (7, 2, 2)];
+
+#[test]
+fn spkmeans_mtx_matches_numpy_at_several_layouts() {
+    let dir = tempdir();
+    let seed = base_seed() ^ 0x5b;
+    let rows = sparse_rows(seed, 1500, 400, 8);
+    let input = dir.path().join("rows.mtx");
+    write_mtx_rows(&input, &rows, 400, seed + 1);
+    spkmeans_check(&input, 8, 100, dir.path(), &SPK_LAYOUTS, None);
+}
+
+#[test]
+fn spkmeans_svmlight_matches_numpy_at_several_layouts() {
+    let dir = tempdir();
+    let seed = base_seed() ^ 0x5c;
+    let rows = sparse_rows(seed, 1200, 300, 5);
+    let input = dir.path().join("rows.svm");
+    write_svmlight_rows(&input, &rows);
+    spkmeans_check(&input, 7, 100, dir.path(), &SPK_LAYOUTS, None);
+}
+
+#[test]
+fn spkmeans_iteration_limit_and_memory_budget_match_numpy() {
+    let dir = tempdir();
+    let seed = base_seed() ^ 0x5d;
+    let rows = sparse_rows(seed, 2000, 500, 10);
+    let input = dir.path().join("rows.mtx");
+    write_mtx_rows(&input, &rows, 500, seed + 1);
+    // Three iterations do not converge: the final assignment follows the last centroids.
+    spkmeans_check(
+        &input,
+        12,
+        3,
+        dir.path(),
+        &[(1, 1, 1), (7, 2, 2)],
+        Some("4M"),
+    );
+}
+
+#[test]
+fn spkmeans_rejects_bad_input() {
+    let dir = tempdir();
+    let svm = write(dir.path(), "bad.svm", "1 1:0.5 3:1\n0 2:1\n1 4:x\n0 1:1\n");
+    for ranks in [1, 3] {
+        let cmd = Cmd::spillway()
+            .args(["run", "spkmeans", "--k", "2", "--input"])
+            .arg(&svm)
+            .arg("--out")
+            .arg(dir.path().join("c.csv"))
+            .arg("--assign")
+            .arg(dir.path().join("a.txt"))
+            .layout((ranks, 1, 1));
+        assert_rejected(dir.path(), cmd, Some(&svm), Some(3), "invalid value 'x'");
+    }
+    let unsorted = write(dir.path(), "unsorted.svm", "1 3:0.5 1:1\n");
+    let cmd = Cmd::spillway()
+        .args(["run", "spkmeans", "--k", "1", "--input"])
+        .arg(&unsorted)
+        .arg("--out")
+        .arg(dir.path().join("c.csv"));
+    assert_rejected(dir.path(), cmd, Some(&unsorted), Some(1), "not larger");
+    let pattern = write(
+        dir.path(),
+        "pattern.mtx",
+        "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 1\n",
+    );
+    let cmd = Cmd::spillway()
+        .args(["run", "spkmeans", "--k", "1", "--input"])
+        .arg(&pattern)
+        .arg("--out")
+        .arg(dir.path().join("c.csv"));
+    assert_rejected(dir.path(), cmd, Some(&pattern), Some(1), "no values");
+    let mtx = write(
+        dir.path(),
+        "small.mtx",
+        "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\n2 2 1.0\n",
+    );
+    let cmd = Cmd::spillway()
+        .args(["run", "spkmeans", "--k", "3", "--input"])
+        .arg(&mtx)
+        .arg("--out")
+        .arg(dir.path().join("c.csv"));
+    assert_rejected(
+        dir.path(),
+        cmd,
+        None,
+        None,
+        "larger than the number of rows",
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// SGD
+// ---------------------------------------------------------------------------------------------
+
+/// A rank-`r` rating matrix `users x items` plus noise, a `density` share of it observed, split
+/// into training and held-out ratings (about 80/20), as Matrix Market text.
+fn low_rank_ratings(
+    seed: u64,
+    users: usize,
+    items: usize,
+    r: usize,
+    density: f64,
+) -> (String, String) {
+    let mut rng = Lcg(seed);
+    let a: Vec<f64> = (0..users * r).map(|_| rng.normal()).collect();
+    let b: Vec<f64> = (0..items * r).map(|_| rng.normal()).collect();
+    let (mut train, mut test) = (Vec::new(), Vec::new());
+    for u in 0..users {
+        for i in 0..items {
+            if rng.unit() >= density {
+                continue;
+            }
+            let mut x = 3.0 + 0.1 * rng.normal();
+            for f in 0..r {
+                x += a[u * r + f] * b[i * r + f];
+            }
+            let line = format!("{} {} {x:?}", u + 1, i + 1);
+            if rng.below(5) == 0 {
+                test.push(line);
+            } else {
+                train.push(line);
+            }
+        }
+    }
+    let shuffle = |v: &mut Vec<String>, rng: &mut Lcg| {
+        for i in (1..v.len()).rev() {
+            v.swap(i, rng.below(i + 1));
+        }
+    };
+    shuffle(&mut train, &mut rng);
+    shuffle(&mut test, &mut rng);
+    let text = |v: &[String]| {
+        let mut t = format!(
+            "%%MatrixMarket matrix coordinate real general\n{users} {items} {}\n",
+            v.len()
+        );
+        for l in v {
+            t.push_str(l);
+            t.push('\n');
+        }
+        t
+    };
+    (text(&train), text(&test))
+}
+
+fn ratings_values(text: &str) -> Vec<f64> {
+    text.lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().nth(2).unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn sgd_factors_equal_the_sequential_schedule_bit_for_bit() {
+    let dir = tempdir();
+    let (train, _) = low_rank_ratings(base_seed() ^ 0x59d, 130, 70, 3, 0.25);
+    let input = write(dir.path(), "train.mtx", &train);
+    for (p, nodes, running, budget) in [
+        (1, 1, 1, None),
+        (4, 2, 2, None),
+        (9, 3, 2, None),
+        (9, 1, 2, Some("1M")),
+    ] {
+        let tag = format!("p{p}n{nodes}");
+        let (u, v) = (
+            dir.path().join(format!("u-{tag}.csv")),
+            dir.path().join(format!("v-{tag}.csv")),
+        );
+        Cmd::spillway()
+            .args(["run", "sgd", "--input"])
+            .arg(&input)
+            .args([
+                "--factors",
+                "4",
+                "--learning-rate",
+                "0.02",
+                "--regularisation",
+                "0.03",
+            ])
+            .args(["--iterations", "4", "--seed", "17", "--out-u"])
+            .arg(&u)
+            .arg("--out-v")
+            .arg(&v)
+            .layout((p, nodes, running))
+            .args(budget.map_or(vec![], |b| vec!["--mem-budget", b]))
+            .ok();
+        if let Some(py) = python() {
+            check_with_python(
+                &py,
+                "sgd_ref.py",
+                &[
+                    input.as_os_str(),
+                    OsStr::new(&p.to_string()),
+                    OsStr::new("4"),
+                    OsStr::new("0.02"),
+                    OsStr::new("0.03"),
+                    OsStr::new("4"),
+                    OsStr::new("17"),
+                    u.as_os_str(),
+                    v.as_os_str(),
+                ],
+            );
+        }
+    }
+}
+
+#[test]
+fn sgd_test_rmse_decreases_below_the_global_mean() {
+    let dir = tempdir();
+    let (train, test) = low_rank_ratings(base_seed() ^ 0x59e, 200, 150, 3, 0.3);
+    let mean = {
+        let v = ratings_values(&train);
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let baseline = {
+        let v = ratings_values(&test);
+        (v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / v.len() as f64).sqrt()
+    };
+    let train = write(dir.path(), "train.mtx", &train);
+    let test = write(dir.path(), "test.mtx", &test);
+    let iterations = 30;
+    let ran = Cmd::spillway()
+        .args(["run", "sgd", "--input"])
+        .arg(&train)
+        .arg("--test")
+        .arg(&test)
+        .args([
+            "--factors",
+            "4",
+            "--learning-rate",
+            "0.03",
+            "--regularisation",
+            "0.02",
+        ])
+        .args(["--iterations", &iterations.to_string(), "--json"])
+        .layout((4, 2, 2))
+        .ok();
+    let rmse: Vec<f64> = (1..=iterations)
+        .map(|i| json_number(&ran, &format!("test_rmse_{i}")))
+        .collect();
+    println!("global mean RMSE {baseline:.4}; test RMSE {rmse:.4?}");
+    // Decreasing while it learns (iterations 1, 5, 10), then settled near its minimum (the
+    // noise of the data is the floor), and well below the baseline.
+    assert!(
+        rmse[4] < rmse[0] && rmse[9] < rmse[4],
+        "test RMSE did not decrease: {rmse:?}"
+    );
+    let last = *rmse.last().unwrap();
+    let min = rmse.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(last <= 1.05 * min, "test RMSE rose again: {rmse:?}");
+    assert!(
+        last < 0.5 * baseline,
+        "test RMSE {last} not below half the global mean's {baseline}"
+    );
+}
+
+#[test]
+fn sgd_rejects_a_non_square_rank_count_and_bad_ratings() {
+    let dir = tempdir();
+    let input = write(
+        dir.path(),
+        "r.mtx",
+        "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 4\n2 2 x\n",
+    );
+    let cmd = Cmd::spillway()
+        .args(["run", "sgd", "--input"])
+        .arg(&input)
+        .arg("--out-u")
+        .arg(dir.path().join("u.csv"))
+        .layout((3, 1, 1));
+    assert_rejected(dir.path(), cmd, None, None, "square number of ranks");
+    let cmd = Cmd::spillway()
+        .args(["run", "sgd", "--input"])
+        .arg(&input)
+        .arg("--out-u")
+        .arg(dir.path().join("u.csv"))
+        .layout((4, 2, 1));
+    assert_rejected(dir.path(), cmd, Some(&input), Some(4), "invalid value 'x'");
+}
