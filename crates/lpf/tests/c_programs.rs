@@ -12,13 +12,15 @@ fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The directory of the shared library built with this test (target/<profile>).
+/// The directory of the shared library built with this test: target/<profile>/deps (where
+/// cargo writes it for a test build; the copy in target/<profile> is only refreshed by
+/// `cargo build` and may be stale).
 fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let exe = std::env::current_exe().expect("test executable");
         let deps = exe.parent().expect("deps directory");
-        for dir in [deps.parent().expect("profile directory"), deps] {
+        for dir in [deps, deps.parent().expect("profile directory")] {
             if dir.join("libspillway_lpf.so").exists() {
                 return dir.to_path_buf();
             }
@@ -58,6 +60,9 @@ fn program(name: &str) -> PathBuf {
 fn run(exe: &Path, procs: u32, env: &[(&str, &str)], limit: Duration) -> Output {
     let spill = tempfile::tempdir().unwrap();
     let mut child = Command::new(exe)
+        // The program finds the library through its run path; cargo's LD_LIBRARY_PATH would
+        // take precedence and may name a stale copy.
+        .env_remove("LD_LIBRARY_PATH")
         .env("LPF_MAX_PROCS", procs.to_string())
         .env("SPILLWAY_SPILL_DIR", spill.path())
         .envs(env.iter().copied())

@@ -8,7 +8,9 @@ use std::process::Command;
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let deps = exe.parent().unwrap();
-    let found = [deps.parent().unwrap(), deps]
+    // deps/ first: where a test build writes the library (target/<profile> may hold a stale
+    // copy from `cargo build`, possibly without the `mpi` feature).
+    let found = [deps, deps.parent().unwrap()]
         .into_iter()
         .find(|d| d.join("libspillway_lpf.so").exists())
         .expect("libspillway_lpf.so next to the test")
@@ -48,6 +50,9 @@ fn hook_on_mpi_comm_world() {
             .args(["-x", "SPILLWAY_LPF_PROCS_PER_RANK"])
             .arg(&out)
             .env("SPILLWAY_LPF_PROCS_PER_RANK", per)
+            // The program finds the library through its run path; cargo's LD_LIBRARY_PATH
+            // would take precedence and may name a stale copy without the MPI hook.
+            .env_remove("LD_LIBRARY_PATH")
             .output()
             .expect("mpirun");
         assert!(
