@@ -560,3 +560,126 @@ fn sample_sort_over_mpi_gives_the_sorted_values() {
         assert!(got == want, "np={np}: not the sorted input");
     }
 }
+
+/// A sparse matrix in Matrix Market coordinate form with `rows` rows of 3..12 entries.
+fn write_sparse(path: &Path, rows: usize, cols: usize, seed: u64) {
+    let mut rng = Lcg(seed);
+    let mut entries = Vec::new();
+    for i in 0..rows {
+        for _ in 0..3 + rng.next() % 10 {
+            let j = rng.next() as usize % cols;
+            entries.push(format!("{} {} {:.6}\n", i + 1, j + 1, 0.1 + rng.unit()));
+        }
+    }
+    let mut text = format!(
+        "%%MatrixMarket matrix coordinate real general\n{rows} {cols} {}\n",
+        entries.len()
+    );
+    text.extend(entries);
+    std::fs::write(path, text).unwrap();
+}
+
+/// A command's name, its arguments, and its output flags with their files.
+type Case<'a> = (&'a str, Vec<String>, Vec<(&'a str, std::path::PathBuf)>);
+
+/// Colouring, spherical K-means, SGD and the large-k K-means over MPI at 2 and 3 processes
+/// give what the local backend gives with as many virtual nodes (outputs byte for byte; the
+/// large-k K-means: the same assignments).
+#[test]
+fn sparse_and_large_k_algorithms_over_mpi_give_the_local_backends_output() {
+    let dir = tempdir();
+    let graph = dir.path().join("g.txt");
+    write_graph(&graph, 600, 5000);
+    let sparse = dir.path().join("a.mtx");
+    write_sparse(&sparse, 800, 150, 41);
+    let ratings = dir.path().join("r.mtx");
+    write_sparse(&ratings, 300, 200, 43);
+    for np in [2u32, 3] {
+        let nodes = np.to_string();
+        let d = dir.path();
+        let o = |name: &str, how: &str| d.join(format!("{name}-{how}-{np}"));
+        let cases: Vec<Case> = vec![
+            (
+                "colour",
+                vec![
+                    "run".into(),
+                    "colour".into(),
+                    "--input".into(),
+                    s(&graph).into(),
+                ],
+                vec![("--out", o("colour", ""))],
+            ),
+            (
+                "spkmeans",
+                vec![
+                    "run".into(),
+                    "spkmeans".into(),
+                    "--input".into(),
+                    s(&sparse).into(),
+                    "--k".into(),
+                    "6".into(),
+                ],
+                vec![("--out", o("spk-c", "")), ("--assign", o("spk-a", ""))],
+            ),
+            (
+                "sgd",
+                vec![
+                    "run".into(),
+                    "sgd".into(),
+                    "--input".into(),
+                    s(&ratings).into(),
+                ],
+                vec![("--out-u", o("sgd-u", "")), ("--out-v", o("sgd-v", ""))],
+            ),
+            (
+                "kmeans-regroup",
+                vec![
+                    "run".into(),
+                    "kmeans".into(),
+                    "--generate".into(),
+                    "blobs:6000:8:16:1".into(),
+                    "--k".into(),
+                    "400".into(),
+                    "--collective".into(),
+                    "regroup".into(),
+                    "--iterations".into(),
+                    "3".into(),
+                ],
+                vec![("--assign", o("km-a", ""))],
+            ),
+        ];
+        for (name, args, outputs) in cases {
+            let with = |how: &str| -> Vec<String> {
+                let mut a = args.clone();
+                a.extend(["--ranks".into(), "4".into()]);
+                for (flag, path) in &outputs {
+                    a.push((*flag).into());
+                    a.push(format!("{}{how}", path.display()));
+                }
+                a
+            };
+            let mut loc = with(".local");
+            loc.extend(["--nodes".into(), nodes.clone()]);
+            local(&loc.iter().map(String::as_str).collect::<Vec<_>>());
+            let mut mpi = with(".mpi");
+            mpi.extend(["--backend".into(), "mpi".into()]);
+            let ran = mpirun(
+                np,
+                180,
+                &[],
+                SPILLWAY,
+                &mpi.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
+            assert_eq!(ran.code, Some(0), "{name}: {ran}");
+            for (flag, path) in &outputs {
+                let a = std::fs::read(format!("{}.local", path.display())).unwrap();
+                let b = std::fs::read(format!("{}.mpi", path.display())).unwrap();
+                assert!(!a.is_empty(), "{name} {flag}: empty output");
+                assert!(
+                    a == b,
+                    "{name} {flag} at np={np}: MPI output differs from the local backend's"
+                );
+            }
+        }
+    }
+}
