@@ -6,55 +6,14 @@ use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_spillway");
 
-/// Runs the CLI and returns (exit code, stdout, stderr, peak RSS of the child in bytes), the
-/// RSS read with wait4 from the kernel's accounting of that child.
+mod common;
+use common::{json_field, run_measured_in};
+
+/// Runs the CLI (output in a fresh directory) and returns (exit code, stdout, stderr, peak RSS
+/// of the child in bytes).
 fn run_measured(args: &[&str]) -> (i32, String, String, u64) {
-    let out_path = std::env::temp_dir().join(format!(
-        "spillway-mem-test-{}-{}.out",
-        std::process::id(),
-        rand_tag()
-    ));
-    let err_path = out_path.with_extension("err");
-    let child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .expect("start spillway");
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waiting for our own child with valid pointers to locals.
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(rc, pid, "wait4 failed");
-    std::mem::forget(child);
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
-    let stdout = std::fs::read_to_string(&out_path).unwrap();
-    let stderr = std::fs::read_to_string(&err_path).unwrap();
-    let _ = std::fs::remove_file(&out_path);
-    let _ = std::fs::remove_file(&err_path);
-    (code, stdout, stderr, usage.ru_maxrss as u64 * 1024)
-}
-
-fn rand_tag() -> u64 {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
-
-fn json_field(stdout: &str, key: &str) -> f64 {
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
-    v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("no numeric field {key} in {stdout}"))
+    let dir = tempfile::tempdir().unwrap();
+    run_measured_in(args, dir.path())
 }
 
 #[test]
