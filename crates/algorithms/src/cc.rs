@@ -13,8 +13,12 @@
 use std::path::Path;
 
 use spillway_comm::{Collectives, Comm, Sum};
+use std::cell::Cell;
+use std::rc::Rc;
+
 use spillway_mapreduce::{
-    Chain, Dataset, DatasetBuilder, Emitter, MapReduce, OpStats, Output, Values,
+    Chain, Dataset, DatasetBuilder, Emitter, FaultTolerance, FtStats, Input, MapReduce, OpStats,
+    Output, Values,
 };
 
 use crate::error::AlgoError;
@@ -33,13 +37,17 @@ pub enum Variant {
 
 /// What a run did.
 #[derive(Debug)]
-pub struct CcResult {
+pub struct CcResult<'r> {
     /// `(vertex, label)` for every vertex of an edge whose hash this rank owns.
     pub labels: Dataset<u32, u32>,
     /// Star operations run (large and small).
     pub star_operations: usize,
     /// Statistics of every operation (the last one is the labelling), totals over ranks.
     pub stats: Vec<OpStats>,
+    /// Fault-tolerance costs over all ranks (with fault tolerance).
+    pub ft: Option<FtStats>,
+    /// The ranks still in the job (all of them unless ranks were lost).
+    pub comm: Comm<'r>,
 }
 
 /// Edges `(u, v)` of an undirected graph (each edge once, in either direction).
@@ -83,41 +91,41 @@ fn neighbours(values: Values<'_, u32>) -> Vec<u32> {
 /// One large-star operation; returns the new edges and how many of them changed.
 fn large_star(
     mr: &mut MapReduce,
-    comm: &Comm,
-    edges: Dataset<u32, u32>,
+    edges: impl Input<Key = u32, Value = u32>,
 ) -> Result<(Dataset<u32, u32>, u64), AlgoError> {
-    let mut changed = 0u64;
+    let changed = Rc::new(Cell::new(0u64));
+    let count = changed.clone();
     let out = mr.map_reduce(
         edges,
         |u: u32, v: u32, emit: &mut Emitter<'_, u32, u32>| {
             emit.emit(&u, v);
             emit.emit(&v, u);
         },
-        |u: u32, values, out: &mut Output<u32, u32>| {
+        move |u: u32, values, out: &mut Output<u32, u32>| {
             let n = neighbours(values);
             let m = n[0].min(u);
             for &v in n.iter().filter(|&&v| v > u) {
                 out.emit(&v, &m);
-                changed += u64::from(m != u);
+                count.set(count.get() + u64::from(m != u));
             }
         },
     )?;
-    Ok((out, comm.allreduce(&[changed], Sum)?[0]))
+    Ok((out, mr.comm().allreduce(&[changed.get()], Sum)?[0]))
 }
 
 /// One small-star operation; returns the new edges and how many edges changed.
 fn small_star(
     mr: &mut MapReduce,
-    comm: &Comm,
     edges: Dataset<u32, u32>,
 ) -> Result<(Dataset<u32, u32>, u64), AlgoError> {
-    let mut changed = 0u64;
+    let changed = Rc::new(Cell::new(0u64));
+    let count = changed.clone();
     let out = mr.map_reduce(
         edges,
         |u: u32, v: u32, emit: &mut Emitter<'_, u32, u32>| {
             emit.emit(&u.max(v), u.min(v));
         },
-        |u: u32, values, out: &mut Output<u32, u32>| {
+        move |u: u32, values, out: &mut Output<u32, u32>| {
             let n = neighbours(values);
             let m = n[0].min(u);
             for &v in n.iter().chain(std::iter::once(&u)) {
@@ -126,33 +134,49 @@ fn small_star(
                 }
             }
             // The edges (u, v) became (v, m): all but the one to m moved.
-            changed += (n.len() - 1) as u64;
+            count.set(count.get() + (n.len() - 1) as u64);
         },
     )?;
-    Ok((out, comm.allreduce(&[changed], Sum)?[0]))
+    Ok((out, mr.comm().allreduce(&[changed.get()], Sum)?[0]))
 }
 
 /// Connected components of the undirected graph `edges` plus the vertices of `loops`.
 ///
+/// With fault tolerance the edges and loops are replicated first (they are inputs that no
+/// earlier operation produced).
+///
 /// # Errors
-/// Communication and spill errors.
-pub fn connected_components(
-    comm: &Comm,
+/// Communication and spill errors; with fault tolerance, a lost rank gets an error for
+/// which [`AlgoError::is_lost`] holds.
+pub fn connected_components<'r>(
+    comm: &Comm<'r>,
     edges: Dataset<u32, u32>,
     loops: Dataset<u32, u32>,
     variant: Variant,
     memory: Option<usize>,
-) -> Result<CcResult, AlgoError> {
+    fault_tolerance: Option<FaultTolerance>,
+) -> Result<CcResult<'r>, AlgoError> {
     let mut mr = MapReduce::new(comm);
     if let Some(m) = memory {
         mr = mr.memory(m);
     }
-    let mut edges = edges;
+    if let Some(ft) = fault_tolerance {
+        mr = mr.fault_tolerance(ft)?;
+    }
+    let loops = mr.replicate(loops)?;
+    // The first star operation reads the input edges: replicated, so that a lost part can
+    // be rebuilt; later ones read the previous output.
+    let mut first = Some(mr.replicate(edges)?);
+    let mut edges = Dataset::empty(comm.runtime())?;
     let mut ops = 0;
+    let mut large_step = |mr: &mut MapReduce, edges: Dataset<u32, u32>| match first.take() {
+        Some(f) => large_star(mr, f),
+        None => large_star(mr, edges),
+    };
     match variant {
         Variant::Alternating => loop {
-            let (e, large) = large_star(&mut mr, comm, edges)?;
-            let (e, small) = small_star(&mut mr, comm, e)?;
+            let (e, large) = large_step(&mut mr, edges)?;
+            let (e, small) = small_star(&mut mr, e)?;
             edges = e;
             ops += 2;
             if large == 0 && small == 0 {
@@ -161,14 +185,14 @@ pub fn connected_components(
         },
         Variant::TwoPhase => loop {
             loop {
-                let (e, large) = large_star(&mut mr, comm, edges)?;
+                let (e, large) = large_step(&mut mr, edges)?;
                 edges = e;
                 ops += 1;
                 if large == 0 {
                     break;
                 }
             }
-            let (e, small) = small_star(&mut mr, comm, edges)?;
+            let (e, small) = small_star(&mut mr, edges)?;
             edges = e;
             ops += 1;
             if small == 0 {
@@ -190,14 +214,18 @@ pub fn connected_components(
             out.emit(&v, &labels.min().expect("a vertex has a label"))
         },
     )?;
+    let comm = mr.comm().clone();
     let stats = mr
         .stats()
         .iter()
-        .map(|s| s.total(comm))
+        .map(|s| s.total(&comm))
         .collect::<Result<Vec<_>, _>>()?;
+    let ft = mr.ft_stats().map(|f| f.total(&comm)).transpose()?;
     Ok(CcResult {
         labels,
         star_operations: ops,
         stats,
+        ft,
+        comm,
     })
 }

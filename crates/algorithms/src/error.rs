@@ -34,6 +34,15 @@ pub enum AlgoError {
 }
 
 impl AlgoError {
+    /// Whether this rank was lost in a fault-tolerant MapReduce operation (it must leave
+    /// the job; the others go on).
+    pub fn is_lost(&self) -> bool {
+        matches!(
+            self,
+            AlgoError::MapReduce(spillway_mapreduce::Error::Lost { .. })
+        )
+    }
+
     /// Whether the user's input or parameters are at fault (the CLI exits with code 2).
     pub fn is_bad_input(&self) -> bool {
         matches!(self, AlgoError::Input(_) | AlgoError::BadParameter { .. })

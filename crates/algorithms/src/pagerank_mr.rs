@@ -6,10 +6,14 @@
 //! number of vertices of the source (largest id + 1 for an edge list). Sums are taken in a
 //! different order, so the ranks agree with the direct engine to rounding (L1 ~ 1e-15).
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use spillway_comm::{Collectives, Comm, Max, Sum};
-use spillway_mapreduce::{Chain, Dataset, DatasetBuilder, Emitter, MapReduce, OpStats, Output};
+use spillway_mapreduce::{
+    Chain, Dataset, DatasetBuilder, Emitter, FaultTolerance, FtStats, MapReduce, OpStats, Output,
+};
 
 use crate::error::AlgoError;
 use crate::graph::{agree_on_error, heap_allowance, read_chunks, GraphSource};
@@ -26,7 +30,7 @@ type Message = (f64, f64, Vec<u32>);
 
 /// The result on one rank.
 #[derive(Debug)]
-pub struct MrPageRank {
+pub struct MrPageRank<'r> {
     /// `(vertex, rank)` for the vertices whose hash this rank owns.
     pub ranks: Dataset<u32, f64>,
     /// Number of vertices.
@@ -39,6 +43,10 @@ pub struct MrPageRank {
     pub iteration_times: Vec<Duration>,
     /// Statistics of every operation (totals over ranks); the first builds the adjacency.
     pub stats: Vec<OpStats>,
+    /// Fault-tolerance costs over all ranks (with fault tolerance).
+    pub ft: Option<FtStats>,
+    /// The ranks still in the job (all of them unless ranks were lost).
+    pub comm: Comm<'r>,
 }
 
 /// Reads or generates the edges of `source` as a dataset (each rank its part) and the
@@ -133,14 +141,16 @@ const EXISTS: u32 = u32::MAX;
 /// # Errors
 /// [`AlgoError::BadParameter`] for a damping outside [0, 1] or a negative tolerance;
 /// communication and spill errors.
-pub fn pagerank_mapreduce(
-    comm: &Comm,
+#[allow(clippy::too_many_arguments)]
+pub fn pagerank_mapreduce<'r>(
+    comm: &Comm<'r>,
     edges: Dataset<u32, u32>,
     n: u64,
     options: &PageRankOptions,
     memory: Option<usize>,
+    fault_tolerance: Option<FaultTolerance>,
     progress: &mut dyn FnMut(&Progress),
-) -> Result<MrPageRank, AlgoError> {
+) -> Result<MrPageRank<'r>, AlgoError> {
     if !(0.0..=1.0).contains(&options.damping) {
         return Err(AlgoError::BadParameter {
             name: "damping",
@@ -157,6 +167,9 @@ pub fn pagerank_mapreduce(
     if let Some(m) = memory {
         mr = mr.memory(m);
     }
+    if let Some(ft) = fault_tolerance {
+        mr = mr.fault_tolerance(ft)?;
+    }
     let nf = n as f64;
     let d = options.damping;
     // Every vertex 0..n exists, with or without edges.
@@ -165,27 +178,34 @@ pub fn pagerank_mapreduce(
         comm.runtime(),
         (n * r / p..n * (r + 1) / p).map(|v| (v as u32, EXISTS)),
     )?;
-    let mut dangling_local = 0.0;
+    // The first operation's inputs are replicated (with fault tolerance) so that a lost
+    // rank's part can be rebuilt; later operations read the previous output. Values the
+    // reduce functions compute on the side are per-operation cells, so that re-running a
+    // reduce in a recovery cannot disturb the next operation's sums.
+    let (edges, vertices) = (mr.replicate(edges)?, mr.replicate(vertices)?);
+    let dangling_first = Rc::new(Cell::new(0.0f64));
+    let sink = dangling_first.clone();
     let mut state: Dataset<u32, State> = mr.map_reduce(
         Chain(edges, vertices),
         |u: u32, v: u32, emit: &mut Emitter<'_, u32, u32>| emit.emit(&u, v),
-        |u: u32, targets, out: &mut Output<u32, State>| {
+        move |u: u32, targets, out: &mut Output<u32, State>| {
             let mut adj: Vec<u32> = targets.filter(|&v| v != EXISTS).collect();
             adj.sort_unstable();
             if adj.is_empty() {
-                dangling_local += 1.0 / nf;
+                sink.set(sink.get() + 1.0 / nf);
             }
             out.emit(&u, &(1.0 / nf, adj));
         },
     )?;
-    let mut dangling = comm.allreduce(&[dangling_local], Sum)?[0];
+    let mut dangling = mr.comm().allreduce(&[dangling_first.get()], Sum)?[0];
     let mut delta = f64::INFINITY;
     let mut times = Vec::new();
     let mut iterations = 0;
     while iterations < options.iterations {
         let t = Instant::now();
         let base = (1.0 - d) / nf + d * dangling / nf;
-        let (mut delta_local, mut dangling_next) = (0.0f64, 0.0f64);
+        let sums = Rc::new(Cell::new((0.0f64, 0.0f64)));
+        let acc = sums.clone();
         state = mr.map_combine_reduce(
             state,
             |v: u32, (rank, adj): State, emit: &mut Emitter<'_, u32, Message>| {
@@ -204,7 +224,7 @@ pub fn pagerank_mapreduce(
                     a.2 = b.2;
                 }
             },
-            |v: u32, messages, out: &mut Output<u32, State>| {
+            move |v: u32, messages, out: &mut Output<u32, State>| {
                 let (mut sum, mut old, mut adj) = (0.0, f64::NAN, Vec::new());
                 for (c, o, a) in messages {
                     sum += c;
@@ -214,14 +234,17 @@ pub fn pagerank_mapreduce(
                     }
                 }
                 let new = base + d * sum;
+                let (mut delta_local, mut dangling_next) = acc.get();
                 delta_local += (new - old).abs();
                 if adj.is_empty() {
                     dangling_next += new;
                 }
+                acc.set((delta_local, dangling_next));
                 out.emit(&v, &(new, adj));
             },
         )?;
-        let sums = comm.allreduce(&[delta_local, dangling_next], Sum)?;
+        let (delta_local, dangling_next) = sums.get();
+        let sums = mr.comm().allreduce(&[delta_local, dangling_next], Sum)?;
         delta = sums[0];
         dangling = sums[1];
         iterations += 1;
@@ -235,6 +258,7 @@ pub fn pagerank_mapreduce(
             break;
         }
     }
+    let comm = mr.comm().clone();
     let mut ranks = DatasetBuilder::new(comm.runtime())?;
     let mut failed = None;
     state.for_each(|v, (rank, _)| {
@@ -248,8 +272,9 @@ pub fn pagerank_mapreduce(
     let stats = mr
         .stats()
         .iter()
-        .map(|s| s.total(comm))
+        .map(|s| s.total(&comm))
         .collect::<Result<Vec<_>, _>>()?;
+    let ft = mr.ft_stats().map(|f| f.total(&comm)).transpose()?;
     Ok(MrPageRank {
         ranks: ranks.finish()?,
         n,
@@ -257,5 +282,7 @@ pub fn pagerank_mapreduce(
         delta,
         iteration_times: times,
         stats,
+        ft,
+        comm,
     })
 }

@@ -7,7 +7,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use spillway_comm::Comm;
-use spillway_mapreduce::{is_space, Dataset, MapReduce, NodeAggregation, OpStats, TextFiles};
+use spillway_mapreduce::{
+    is_space, Dataset, FaultTolerance, FtStats, MapReduce, NodeAggregation, OpStats, TextFiles,
+};
 use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
@@ -25,6 +27,21 @@ pub struct WordCountOptions {
     /// Bytes of text read at a time (under a memory budget, at most an eighth of a rank's
     /// share of it).
     pub chunk: usize,
+    /// Survive lost ranks (and inject failures).
+    pub fault_tolerance: Option<FaultTolerance>,
+}
+
+/// A word count on one rank.
+#[derive(Debug)]
+pub struct WordCount<'r> {
+    /// The counts of the words whose hash this rank owns.
+    pub counts: Dataset<Vec<u8>, u64>,
+    /// The operation's statistics over all ranks.
+    pub stats: OpStats,
+    /// Fault-tolerance costs over all ranks (with fault tolerance).
+    pub ft: Option<FtStats>,
+    /// The ranks still in the job (all of them unless ranks were lost).
+    pub comm: Comm<'r>,
 }
 
 impl Default for WordCountOptions {
@@ -34,6 +51,7 @@ impl Default for WordCountOptions {
             node_aggregation: NodeAggregation::Auto,
             memory: None,
             chunk: 4 << 20,
+            fault_tolerance: None,
         }
     }
 }
@@ -43,15 +61,19 @@ impl Default for WordCountOptions {
 ///
 /// # Errors
 /// [`AlgoError::Input`] naming a file that cannot be read (the same on every rank);
-/// communication and spill errors.
-pub fn word_count(
-    comm: &Comm,
+/// communication and spill errors; with fault tolerance, a lost rank gets an error for
+/// which [`AlgoError::is_lost`] holds.
+pub fn word_count<'r>(
+    comm: &Comm<'r>,
     files: &[PathBuf],
     options: &WordCountOptions,
-) -> Result<(Dataset<Vec<u8>, u64>, OpStats), AlgoError> {
+) -> Result<WordCount<'r>, AlgoError> {
     let mut mr = MapReduce::new(comm).node_aggregation(options.node_aggregation);
     if let Some(m) = options.memory {
         mr = mr.memory(m);
+    }
+    if let Some(ft) = &options.fault_tolerance {
+        mr = mr.fault_tolerance(ft.clone())?;
     }
     // Under a budget a chunk is at most an eighth of a rank's share of it: every rank of a
     // node may hold one while others run.
@@ -77,8 +99,15 @@ pub fn word_count(
     } else {
         mr.map_reduce(input, map, reduce)?
     };
-    let stats = mr.stats()[0].total(comm)?;
-    Ok((counts, stats))
+    let comm = mr.comm().clone();
+    let stats = mr.stats()[0].total(&comm)?;
+    let ft = mr.ft_stats().map(|f| f.total(&comm)).transpose()?;
+    Ok(WordCount {
+        counts,
+        stats,
+        ft,
+        comm,
+    })
 }
 
 /// Calls `f` with every word of `text`.

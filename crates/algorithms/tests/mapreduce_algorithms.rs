@@ -74,7 +74,7 @@ fn connected_components_equal_a_union_find() {
                     let (loops, plain): (Vec<_>, Vec<_>) = mine.partition(|(u, v)| u == v);
                     let e = Dataset::from_local(rank, plain.into_iter().copied())?;
                     let l = Dataset::from_local(rank, loops.into_iter().copied())?;
-                    let res = connected_components(&world, e, l, variant, memory)?;
+                    let res = connected_components(&world, e, l, variant, memory, None)?;
                     let spilled: u64 = res.stats.iter().map(|s| s.bytes_spilled).sum();
                     Ok((res.labels.gather(&world, 0)?, spilled))
                 })
@@ -118,7 +118,15 @@ fn mapreduce_pagerank_equals_the_direct_engine() {
                 .map(|(i, &r)| ((direct.lo + i as u64) as u32, r))
                 .collect();
             let (edges, n) = load_edge_dataset(&world, &source)?;
-            let mr = pagerank_mapreduce(&world, edges, n, &options, Some(16 << 10), &mut |_| {})?;
+            let mr = pagerank_mapreduce(
+                &world,
+                edges,
+                n,
+                &options,
+                Some(16 << 10),
+                None,
+                &mut |_| {},
+            )?;
             assert_eq!(mr.iterations, 10);
             let all_direct = spillway_comm::Collectives::allgather_obj(&world, &direct)?;
             Ok((all_direct.concat(), mr.ranks.gather(&world, 0)?, n))

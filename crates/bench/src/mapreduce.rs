@@ -125,7 +125,8 @@ fn spillway_count(
         let world = Comm::world(rank);
         world.barrier()?;
         let t = Instant::now();
-        let (counts, stats) = word_count(&world, &files, options)?;
+        let wc = word_count(&world, &files, options)?;
+        let (counts, stats) = (wc.counts, wc.stats);
         world.barrier()?;
         let time = t.elapsed();
         let all = counts.gather(&world, 0)?;

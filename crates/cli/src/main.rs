@@ -230,6 +230,9 @@ struct PageRankArgs {
     /// Heap allowance of each rank for MapReduce buffers (with `--engine mapreduce`).
     #[arg(long)]
     mr_memory: Option<String>,
+    /// Fault tolerance (with `--engine mapreduce`).
+    #[command(flatten)]
+    ft: mapreduce::FtArgs,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -446,6 +449,11 @@ fn node_io(rank: &spillway::Rank) -> u64 {
 fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
     if args.engine == mapreduce::EngineArg::Mapreduce {
         return mapreduce::run_pagerank_mr(args);
+    }
+    if args.ft.is_set() {
+        return Err(Failure::usage(
+            "--fault-tolerance and --inject-failure need --engine mapreduce",
+        ));
     }
     let config = config_of(&args.runtime)?;
     if let Some(out) = &args.out {

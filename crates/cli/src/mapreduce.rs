@@ -13,7 +13,7 @@ use spillway::algorithms::pagerank_mr::{load_edge_dataset, pagerank_mapreduce};
 use spillway::algorithms::rmat::rmat_dedup;
 use spillway::algorithms::wordcount::{check_files, word_count, write_counts, WordCountOptions};
 use spillway::algorithms::AlgoError;
-use spillway::mapreduce::NodeAggregation;
+use spillway::mapreduce::{FaultTolerance, Injection, NodeAggregation};
 use spillway::{run_with_stats, Collectives, Comm, Config, Max};
 
 use crate::report::{OpReport, Report};
@@ -40,6 +40,99 @@ impl From<NodeAggregationArg> for NodeAggregation {
     }
 }
 
+/// Fault tolerance of the MapReduce commands.
+#[derive(Args, Debug, Default)]
+pub(crate) struct FtArgs {
+    /// Survive lost ranks and nodes without restarting: every operation keeps its send
+    /// buffer and copies the part sent within a node to the next node; a lost rank's data
+    /// is rebuilt by the survivors, which go on with fewer ranks.
+    #[arg(long)]
+    fault_tolerance: bool,
+    /// Inject a failure (implies --fault-tolerance): `node:N@op:K` loses every rank of
+    /// virtual node N, `rank:R@op:K` loses rank R, just before the shuffle of operation K
+    /// (operations count from 1 in the order they run). Repeatable.
+    #[arg(long, value_name = "SPEC")]
+    inject_failure: Vec<String>,
+}
+
+impl FtArgs {
+    /// Whether fault tolerance was asked for.
+    pub(crate) fn is_set(&self) -> bool {
+        self.fault_tolerance || !self.inject_failure.is_empty()
+    }
+
+    /// The settings, checked against the layout.
+    pub(crate) fn settings(&self, config: &Config) -> Result<Option<FaultTolerance>, Failure> {
+        if !self.fault_tolerance && self.inject_failure.is_empty() {
+            return Ok(None);
+        }
+        let mut ft = FaultTolerance::new();
+        for spec in &self.inject_failure {
+            let i: Injection = spec
+                .parse()
+                .map_err(|e: String| Failure::usage(format!("--inject-failure {e}")))?;
+            match i {
+                Injection::Node { node, .. } if node >= config.nodes_total() => {
+                    return Err(Failure::usage(format!(
+                        "--inject-failure {spec}: there are {} node(s)",
+                        config.nodes_total()
+                    )))
+                }
+                Injection::Rank { rank, .. } if rank >= config.ranks_total() => {
+                    return Err(Failure::usage(format!(
+                        "--inject-failure {spec}: there are {} rank(s)",
+                        config.ranks_total()
+                    )))
+                }
+                _ => {}
+            }
+            ft = ft.inject(i);
+        }
+        Ok(Some(ft))
+    }
+}
+
+/// Warns about injected failures set for operations the job never reached.
+fn warn_unreached(ft: &FtArgs, ops: usize, lead: bool) {
+    if !lead {
+        return;
+    }
+    for spec in &ft.inject_failure {
+        if let Ok(i) = spec.parse::<Injection>() {
+            if i.op() > ops as u64 {
+                eprintln!(
+                    "warning: --inject-failure {spec}: the job ran {ops} operation(s); this \
+                     failure did not happen"
+                );
+            }
+        }
+    }
+}
+
+/// Runs a rank's part of a fault-tolerant job: `None` if the rank was lost (it leaves; the
+/// survivors go on).
+fn unless_lost<T>(r: Result<T, AlgoError>) -> Result<Option<T>, AlgoError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_lost() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The result of the first surviving rank of this process, and whether this process
+/// prints the report (it holds the survivors' first rank).
+fn first_survivor<T>(results: Vec<Option<(T, bool)>>) -> Option<(T, bool)> {
+    let mut lead = false;
+    let mut first = None;
+    for (v, leader) in results.into_iter().flatten() {
+        lead |= leader;
+        if first.is_none() {
+            first = Some(v);
+        }
+    }
+    first.map(|v| (v, lead))
+}
+
 #[derive(Args, Debug)]
 pub(crate) struct WordCountArgs {
     /// Text files (any bytes; words are maximal runs of non-whitespace bytes).
@@ -61,6 +154,8 @@ pub(crate) struct WordCountArgs {
     /// Bytes of text read at a time.
     #[arg(long, default_value = "4M")]
     chunk: String,
+    #[command(flatten)]
+    ft: FtArgs,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -94,6 +189,8 @@ pub(crate) struct CcArgs {
     /// Heap allowance of each rank for MapReduce buffers (see `run wordcount`).
     #[arg(long)]
     mr_memory: Option<String>,
+    #[command(flatten)]
+    ft: FtArgs,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -133,6 +230,7 @@ pub(crate) fn run_wordcount(args: WordCountArgs) -> Result<Report, Failure> {
             .map(|m| size_arg("--mr-memory", m))
             .transpose()?,
         chunk: size_arg("--chunk", &args.chunk)?,
+        fault_tolerance: args.ft.settings(&config)?,
     };
     let bytes: u64 = args
         .input
@@ -144,15 +242,24 @@ pub(crate) fn run_wordcount(args: WordCountArgs) -> Result<Report, Failure> {
     let (results, stats) = run_with_stats(&config, |rank| -> Result<_, AlgoError> {
         let world = Comm::world(rank);
         let t = Instant::now();
-        let (counts, op) = word_count(&world, &args.input, &options)?;
-        let compute = world.allreduce(&[t.elapsed().as_secs_f64()], Max)?[0];
-        let distinct = counts.count(&world)?;
+        let Some(wc) = unless_lost(word_count(&world, &args.input, &options))? else {
+            return Ok(None);
+        };
+        let comm = &wc.comm;
+        let compute = comm.allreduce(&[t.elapsed().as_secs_f64()], Max)?[0];
+        let distinct = wc.counts.count(comm)?;
         if let Some(path) = &args.out {
-            write_counts(&world, &counts, path)?;
+            write_counts(comm, &wc.counts, path)?;
         }
-        Ok((op, distinct, compute))
+        Ok(Some((
+            (wc.stats, wc.ft, distinct, compute),
+            comm.rank() == 0,
+        )))
     })?;
-    let (op, distinct, compute) = results.into_iter().next().expect("rank 0");
+    let ((op, ft, distinct, compute), lead) = match first_survivor(results) {
+        Some(r) => r,
+        None => return Ok(Report::silent("wordcount", &config)),
+    };
     let compute = std::time::Duration::from_secs_f64(compute);
     let names: Vec<String> = args.input.iter().map(|p| p.display().to_string()).collect();
     let mut report = Report::new("wordcount", &names.join(" "), &config);
@@ -175,6 +282,9 @@ pub(crate) fn run_wordcount(args: WordCountArgs) -> Result<Report, Failure> {
         ),
     ];
     report.operations = vec![OpReport::from(&op)];
+    warn_unreached(&args.ft, 1, lead);
+    report.fault_tolerance = ft;
+    report.primary = lead;
     Ok(report)
 }
 
@@ -192,6 +302,7 @@ pub(crate) fn run_cc(args: CcArgs) -> Result<Report, Failure> {
         VariantArg::Alternating => Variant::Alternating,
         VariantArg::TwoPhase => Variant::TwoPhase,
     };
+    let ft = args.ft.settings(&config)?;
     let start = Instant::now();
     let (results, stats) = run_with_stats(&config, |rank| -> Result<_, AlgoError> {
         let world = Comm::world(rank);
@@ -201,34 +312,52 @@ pub(crate) fn run_cc(args: CcArgs) -> Result<Report, Failure> {
         world.barrier()?;
         let load = t0.elapsed();
         let t1 = Instant::now();
-        let result = connected_components(&world, edges, loops, variant, memory)?;
+        let Some(result) = unless_lost(connected_components(
+            &world,
+            edges,
+            loops,
+            variant,
+            memory,
+            ft.clone(),
+        ))?
+        else {
+            return Ok(None);
+        };
+        let comm = &result.comm;
         let compute = t1.elapsed();
         let mut labels = result.labels.to_local_vec();
         labels.sort_unstable();
-        let vertices = result.labels.count(&world)?;
+        let vertices = result.labels.count(comm)?;
         let components = labels.iter().filter(|(v, l)| v == l).count() as u64;
-        let components = world.allreduce(&[components], spillway::Sum)?[0];
+        let components = comm.allreduce(&[components], spillway::Sum)?[0];
         drop(result.labels);
         if let Some(path) = &args.out {
-            write_ordered(&world, path, |w| {
+            write_ordered(comm, path, |w| {
                 for (v, l) in &labels {
                     writeln!(w, "{v} {l}")?;
                 }
                 Ok(())
             })?;
         }
-        Ok((
-            m,
-            vertices,
-            components,
-            result.star_operations,
-            result.stats,
-            load,
-            compute,
-        ))
+        Ok(Some((
+            (
+                m,
+                vertices,
+                components,
+                result.star_operations,
+                result.stats,
+                result.ft,
+                load,
+                compute,
+            ),
+            comm.rank() == 0,
+        )))
     })?;
-    let (m, vertices, components, ops, op_stats, load, compute) =
-        results.into_iter().next().expect("rank 0");
+    let ((m, vertices, components, ops, op_stats, ft_stats, load, compute), lead) =
+        match first_survivor(results) {
+            Some(r) => r,
+            None => return Ok(Report::silent("cc", &config)),
+        };
     let mut report = Report::new("cc", &args.input.display().to_string(), &config);
     let times: Vec<std::time::Duration> = op_stats
         .iter()
@@ -243,6 +372,9 @@ pub(crate) fn run_cc(args: CcArgs) -> Result<Report, Failure> {
         ("star_operations".into(), ops as f64),
     ];
     report.operations = op_stats.iter().map(OpReport::from).collect();
+    warn_unreached(&args.ft, op_stats.len(), lead);
+    report.fault_tolerance = ft_stats;
+    report.primary = lead;
     Ok(report)
 }
 
@@ -278,6 +410,7 @@ pub(crate) fn run_pagerank_mr(args: PageRankArgs) -> Result<Report, Failure> {
         tolerance: args.tolerance,
         damping: args.damping,
     };
+    let ft = args.ft.settings(&config)?;
     let start = Instant::now();
     let (results, stats) = run_with_stats(&config, |rank| -> Result<_, AlgoError> {
         let world = Comm::world(rank);
@@ -287,35 +420,54 @@ pub(crate) fn run_pagerank_mr(args: PageRankArgs) -> Result<Report, Failure> {
         world.barrier()?;
         let load = t0.elapsed();
         let t1 = Instant::now();
-        let result = pagerank_mapreduce(&world, edges, n, &options, memory, &mut |_| {})?;
+        let Some(result) = unless_lost(pagerank_mapreduce(
+            &world,
+            edges,
+            n,
+            &options,
+            memory,
+            ft.clone(),
+            &mut |_| {},
+        ))?
+        else {
+            return Ok(None);
+        };
+        let comm = &result.comm;
         let compute = t1.elapsed();
-        // The ranks in vertex order, written by rank 0.
-        let all = result.ranks.gather(&world, 0)?;
+        // The ranks in vertex order, written by the first rank.
+        let all = result.ranks.gather(comm, 0)?;
         let sum = all.as_ref().map_or(0.0, |a| a.iter().map(|(_, r)| r).sum());
         if let Some(path) = &args.out {
             let mut all = all.unwrap_or_default();
             all.sort_unstable_by_key(|&(v, _)| v);
-            write_ordered(&world, path, |w| {
+            write_ordered(comm, path, |w| {
                 for (v, r) in &all {
                     writeln!(w, "{v} {r}")?;
                 }
                 Ok(())
             })?;
         }
-        Ok((
-            n,
-            m,
-            result.iterations,
-            result.delta,
-            sum,
-            load,
-            compute,
-            result.iteration_times,
-            result.stats,
-        ))
+        Ok(Some((
+            (
+                n,
+                m,
+                result.iterations,
+                result.delta,
+                sum,
+                load,
+                compute,
+                result.iteration_times,
+                result.stats,
+                result.ft,
+            ),
+            comm.rank() == 0,
+        )))
     })?;
-    let (n, m, iterations, delta, sum, load, compute, times, op_stats) =
-        results.into_iter().next().expect("rank 0");
+    let ((n, m, iterations, delta, sum, load, compute, times, op_stats, ft_stats), lead) =
+        match first_survivor(results) {
+            Some(r) => r,
+            None => return Ok(Report::silent("pagerank", &config)),
+        };
     let mut report = Report::new("pagerank", &input_name, &config);
     report.set_run(iterations, &times, load, compute, start.elapsed(), &stats);
     report.output = args.out.as_ref().map(|p| p.display().to_string());
@@ -330,6 +482,9 @@ pub(crate) fn run_pagerank_mr(args: PageRankArgs) -> Result<Report, Failure> {
         ),
     ];
     report.operations = op_stats.iter().map(OpReport::from).collect();
+    warn_unreached(&args.ft, op_stats.len(), lead);
+    report.fault_tolerance = ft_stats;
+    report.primary = lead;
     Ok(report)
 }
 

@@ -40,6 +40,9 @@ pub(crate) struct Report {
     /// Per-operation statistics of MapReduce algorithms.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) operations: Vec<OpReport>,
+    /// Fault-tolerance costs and recoveries (MapReduce with `--fault-tolerance`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) fault_tolerance: Option<spillway::mapreduce::FtStats>,
     #[serde(skip)]
     pub(crate) facts: Vec<(String, f64)>,
     /// Whether this process prints the report (with the MPI backend, the one holding rank 0).
@@ -78,9 +81,17 @@ impl Report {
             peak_rss: None,
             output: None,
             operations: Vec::new(),
+            fault_tolerance: None,
             facts: Vec::new(),
             primary: true,
         }
+    }
+
+    /// The report of a process none of whose ranks survived (prints nothing).
+    pub(crate) fn silent(algorithm: &str, config: &Config) -> Report {
+        let mut r = Report::new(algorithm, "", config);
+        r.primary = false;
+        r
     }
 
     /// Iterations, timings and the job's counters.
@@ -220,6 +231,34 @@ impl Report {
         );
         if let Some(rss) = self.peak_rss {
             let _ = writeln!(o, "  peak RSS    {:.1} MiB", mib(rss));
+        }
+        if let Some(ft) = &self.fault_tolerance {
+            let _ = writeln!(
+                o,
+                "  fault tol.  saving {:.3} s, {:.1} MiB kept, {:.1} MiB replicated, {} recoveries",
+                ft.save.as_secs_f64(),
+                mib(ft.bytes_kept),
+                mib(ft.bytes_replicated),
+                ft.recoveries.len()
+            );
+            for r in &ft.recoveries {
+                let _ = writeln!(
+                    o,
+                    "    op {:>3} {}: lost ranks {:?}, {} left; {:.3} s (redistribute {:.3}, \
+                     shuffle {:.3}, reduce {:.3}, map {:.3}, merge {:.3}), {:.1} MiB moved",
+                    r.op,
+                    r.detected,
+                    r.lost_ranks,
+                    r.ranks_after,
+                    r.total.as_secs_f64(),
+                    r.redistribute.as_secs_f64(),
+                    r.shuffle.as_secs_f64(),
+                    r.reduce.as_secs_f64(),
+                    r.map.as_secs_f64(),
+                    r.merge.as_secs_f64(),
+                    mib(r.bytes_moved)
+                );
+            }
         }
         if !self.operations.is_empty() {
             let _ =

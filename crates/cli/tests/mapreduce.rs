@@ -573,3 +573,161 @@ fn out_of_core_word_count_and_cc_stay_within_the_budget_plus_64_mib() {
     }
     assert_eq!(outputs[0], outputs[1]);
 }
+
+/// `--inject-failure` specs for the first, a middle and the last of `ops` operations,
+/// alternating node and rank losses (rank losses only with one node).
+fn injections((ranks, nodes, _): (u32, u32, u32), ops: u64) -> Vec<String> {
+    let mut specs = Vec::new();
+    for (i, op) in [1, ops.div_ceil(2), ops].into_iter().enumerate() {
+        let i = i as u32;
+        specs.push(if nodes > 1 && i != 1 {
+            format!("node:{}@op:{op}", (i + 1) % nodes)
+        } else {
+            format!("rank:{}@op:{op}", (i * 2 + 1) % ranks)
+        });
+    }
+    specs
+}
+
+/// Runs `base` (arguments without the layout and output) with `--json` and the given
+/// extra arguments; returns the report and the output file's text.
+fn run_ft(
+    base: &[OsString],
+    layout: (u32, u32, u32),
+    out: &Path,
+    extra: &[String],
+) -> (serde_json::Value, Vec<u8>) {
+    let mut args: Vec<OsString> = base.to_vec();
+    args.extend(["--json".into(), "--out".into(), out.to_path_buf().into()]);
+    args.extend(layout_args(layout).into_iter().map(OsString::from));
+    args.extend(extra.iter().map(OsString::from));
+    let ran = ok(spillway(&args));
+    (json_of(&ran), std::fs::read(out).unwrap())
+}
+
+fn sorted_lines(text: &[u8]) -> Vec<&[u8]> {
+    let mut l: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+    l.sort_unstable();
+    l
+}
+
+#[test]
+fn lost_nodes_and_ranks_leave_the_mapreduce_outputs_unchanged() {
+    let dir = TempDir::new().unwrap();
+    let text_file = write(dir.path(), "a.txt", &text(31, 60_000));
+    let g = write_graph(dir.path(), "g.txt", &graph(5, 4000));
+    let out = dir.path().join("out.txt");
+    let os = |v: &[&str]| -> Vec<OsString> { v.iter().map(OsString::from).collect() };
+    let mut wc = os(&["run", "wordcount", "--chunk", "16K", "--input"]);
+    wc.push(text_file.clone().into());
+    let mut cc = os(&["run", "cc", "--input"]);
+    cc.push(g.clone().into());
+    let mut pr = os(&[
+        "run",
+        "pagerank",
+        "--engine",
+        "mapreduce",
+        "--iterations",
+        "8",
+        "--input",
+    ]);
+    pr.push(g.clone().into());
+    let spill: Vec<String> = ["--mem-budget", "8M", "--mr-memory", "16K"]
+        .map(String::from)
+        .to_vec();
+    for layout in [(6, 3, 2), (4, 2, 1), (5, 1, 2)] {
+        for (name, base) in [("wordcount", &wc), ("cc", &cc), ("pagerank", &pr)] {
+            let (report, expected) = run_ft(base, layout, &out, &[]);
+            let ops = report["operations"].as_array().unwrap().len() as u64;
+            let mut cases: Vec<Vec<String>> = injections(layout, ops)
+                .into_iter()
+                .map(|s| vec!["--inject-failure".into(), s])
+                .collect();
+            // The same under a memory budget with the shuffle spilling (one case each).
+            let mut spilled = cases[1].clone();
+            spilled.extend(spill.iter().cloned());
+            cases.push(spilled);
+            for extra in cases {
+                let (report, got) = run_ft(base, layout, &out, &extra);
+                let what = format!("{name} {layout:?} {extra:?}");
+                let ft = &report["fault_tolerance"];
+                let recoveries = ft["recoveries"].as_array().unwrap();
+                assert_eq!(recoveries.len(), 1, "{what}: {report}");
+                let lost = recoveries[0]["lost_ranks"].as_array().unwrap().len() as u32;
+                let nodes_lost = extra[1].starts_with("node:");
+                let per_node = layout.0.div_ceil(layout.1);
+                assert!(
+                    if nodes_lost {
+                        lost >= per_node - 1
+                    } else {
+                        lost == 1
+                    },
+                    "{what}: lost {lost}"
+                );
+                if extra.len() > 2 {
+                    let spilled: u64 = report["operations"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|o| o["bytes_spilled"].as_u64().unwrap())
+                        .sum();
+                    assert!(spilled > 0, "{what}: nothing spilled");
+                }
+                match name {
+                    // Counts by count, then word: the same bytes whatever the rank count.
+                    "wordcount" => assert_eq!(got, expected, "{what}"),
+                    // Each rank's vertices: the same lines in another order.
+                    "cc" => assert_eq!(sorted_lines(&got), sorted_lines(&expected), "{what}"),
+                    // Sums in another order (fewer ranks combine differently): equal to
+                    // rounding.
+                    _ => {
+                        let (a, b) = (read_ranks(&out), {
+                            let p = dir.path().join("expected.txt");
+                            std::fs::write(&p, &expected).unwrap();
+                            read_ranks(&p)
+                        });
+                        let l1: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum();
+                        assert!(a.len() == b.len() && l1 < 1e-13, "{what}: L1 {l1:e}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn losses_fault_tolerance_cannot_cover_end_the_job_with_a_clear_error() {
+    let dir = TempDir::new().unwrap();
+    let g = write_graph(dir.path(), "g.txt", &graph(3, 2000));
+    let base = |extra: &[&str]| -> Ran {
+        let mut args: Vec<OsString> = ["run", "cc", "--input"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        args.push(g.clone().into());
+        args.extend(layout_args((6, 3, 2)).into_iter().map(OsString::from));
+        args.extend(extra.iter().map(OsString::from));
+        spillway(&args)
+    };
+    // Node 1 and the holder of its replicas, node 2, in the same operation.
+    let ran = base(&[
+        "--inject-failure",
+        "node:1@op:2",
+        "--inject-failure",
+        "node:2@op:2",
+    ]);
+    assert_eq!(ran.code, Some(1), "{ran}");
+    assert!(
+        ran.stderr.contains("cannot recover") && ran.stderr.contains("same operation"),
+        "{ran}"
+    );
+    // Malformed and out-of-range specs are usage errors.
+    for bad in ["node:1", "node:3@op:1", "rank:6@op:1", "rank:1@op:0"] {
+        let ran = base(&["--inject-failure", bad]);
+        assert_eq!(ran.code, Some(2), "{bad}: {ran}");
+        assert!(ran.stderr.contains("--inject-failure"), "{ran}");
+    }
+    // A failure the job never reaches is reported, and changes nothing.
+    let ran = ok(base(&["--inject-failure", "rank:1@op:999"]));
+    assert!(ran.stderr.contains("did not happen"), "{ran}");
+}

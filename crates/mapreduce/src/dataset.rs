@@ -7,7 +7,7 @@ use spillway_runtime::{Rank, SbVec};
 
 use crate::data::{put, take, Data};
 use crate::error::Error;
-use crate::Input;
+use crate::{Input, Recovery, RecoveryKind};
 
 /// A distributed dataset of `(K, V)` records: every rank holds its own part, which stays on
 /// that rank (the output of a MapReduce operation is on the ranks that own its keys' hash
@@ -18,7 +18,17 @@ use crate::Input;
 pub struct Dataset<K, V> {
     bytes: SbVec<u8>,
     len: u64,
+    pub(crate) origin: Origin,
     _kv: PhantomData<fn() -> (K, V)>,
+}
+
+/// Where a dataset's parts come from, which says how a lost rank's part can be rebuilt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// Made on each rank from local data: not rebuildable.
+    Local,
+    /// The output of operation `op` of the fault-tolerant MapReduce object `mr`.
+    Output { mr: u64, op: u64 },
 }
 
 impl<K, V> std::fmt::Debug for Dataset<K, V> {
@@ -39,6 +49,7 @@ impl<K: Data, V: Data> Dataset<K, V> {
         Ok(Dataset {
             bytes: SbVec::with_capacity(rank, 0)?,
             len: 0,
+            origin: Origin::Local,
             _kv: PhantomData,
         })
     }
@@ -56,6 +67,11 @@ impl<K: Data, V: Data> Dataset<K, V> {
             b.push(&k, &v)?;
         }
         b.finish()
+    }
+
+    /// The encoded records of this part (loads them) and their number.
+    pub(crate) fn raw(&self) -> (&[u8], u64) {
+        (self.bytes.as_slice(), self.len)
     }
 
     /// Records on this rank.
@@ -141,11 +157,28 @@ impl<K: Data, V: Data> Input for Dataset<K, V> {
     type Key = K;
     type Value = V;
 
+    fn recovery(&self) -> Recovery<K, V> {
+        match self.origin {
+            Origin::Local => Recovery::none(),
+            Origin::Output { mr, op } => Recovery(RecoveryKind::Output { mr, op }),
+        }
+    }
+
     fn for_each(self, f: &mut dyn FnMut(K, V)) -> Result<(), Error> {
         // Read in windows so that only a window is resident at a time besides the map's
         // own memory; the part is freed when the operation is done with it.
         Dataset::for_each(&self, f);
         Ok(())
+    }
+}
+
+/// Calls `f` with every record encoded in `bytes` (as a dataset part stores them).
+pub(crate) fn decode_records<K: Data, V: Data>(bytes: &[u8], f: &mut dyn FnMut(K, V)) {
+    let mut at = 0;
+    while at < bytes.len() {
+        let k = take::<K>(bytes, &mut at);
+        let v = take::<V>(bytes, &mut at);
+        f(k, v);
     }
 }
 
@@ -222,6 +255,7 @@ impl<K: Data, V: Data> DatasetBuilder<K, V> {
         Ok(Dataset {
             bytes: self.bytes,
             len: self.len,
+            origin: Origin::Local,
             _kv: PhantomData,
         })
     }

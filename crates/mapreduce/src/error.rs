@@ -16,6 +16,26 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
+    /// This rank was lost in a fault-tolerant operation (injected, or a user function
+    /// panicked); it must leave the job: the others go on without it.
+    Lost {
+        /// The rank (original numbering).
+        rank: u32,
+        /// The operation (from 1).
+        op: u64,
+        /// Why.
+        cause: String,
+    },
+    /// Ranks were lost in a way fault tolerance cannot repair (more than the replicas
+    /// cover, a failure during a recovery, an input that cannot be rebuilt); the job ends.
+    Unrecoverable {
+        /// The operation (from 1).
+        op: u64,
+        /// The lost ranks (original numbering).
+        lost: Vec<u32>,
+        /// What could not be recovered.
+        reason: String,
+    },
     /// Writing or reading a spill file failed.
     Spill {
         /// The spill directory.
@@ -39,6 +59,13 @@ impl fmt::Display for Error {
         match self {
             Error::Runtime(e) => write!(f, "{e}"),
             Error::Input { path, source } => write!(f, "{}: cannot read: {source}", path.display()),
+            Error::Lost { rank, op, cause } => {
+                write!(f, "rank {rank} was lost in operation {op} ({cause})")
+            }
+            Error::Unrecoverable { op, lost, reason } => write!(
+                f,
+                "cannot recover from the loss of rank(s) {lost:?} in operation {op}: {reason}"
+            ),
             Error::Spill { dir, source } => {
                 write!(f, "spill directory {}: {source}", dir.display())
             }
@@ -51,6 +78,7 @@ impl std::error::Error for Error {
         match self {
             Error::Runtime(e) => Some(e),
             Error::Input { source, .. } | Error::Spill { source, .. } => Some(source),
+            Error::Lost { .. } | Error::Unrecoverable { .. } => None,
         }
     }
 }

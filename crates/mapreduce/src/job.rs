@@ -1,20 +1,25 @@
 //! One MapReduce operation: map (with combine), node aggregation, shuffle, reduce.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::rc::Weak;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use spillway_comm::{Collectives, Comm, Max, Sum};
 
 use crate::data::{put, put_raw, take_raw, Data, Values};
-use crate::dataset::{Dataset, DatasetBuilder};
+use crate::dataset::{decode_records, Dataset, DatasetBuilder, Origin};
 use crate::emit::{CombineFn, EmitState, Emitter, Sink};
 use crate::error::Error;
+use crate::ft::{self, FaultTolerance, FtStats, Members, RecoveryStats, Replicated, Store};
 use crate::hash::HashRanges;
 use crate::run::{merge, Cursor, Piece, Run, RunWriter, Spill};
-use crate::Input;
+use crate::{Input, Recovery};
 
 /// What one operation did on one rank (or, after [`OpStats::total`], on all ranks: counts
 /// added up, times the slowest rank's).
@@ -101,7 +106,9 @@ impl OpStats {
 
 /// Where a reduce function puts its output records (they stay on this rank).
 pub struct Output<K, V> {
-    builder: DatasetBuilder<K, V>,
+    /// Where records go: a dataset, or (re-running a reduce in a recovery) a byte buffer.
+    builder: Option<DatasetBuilder<K, V>>,
+    raw: Vec<u8>,
     error: Option<Error>,
     records: u64,
 }
@@ -111,12 +118,77 @@ impl<K: Data, V: Data> Output<K, V> {
     #[inline]
     pub fn emit(&mut self, key: &K, value: &V) {
         if self.error.is_none() {
-            if let Err(e) = self.builder.push(key, value) {
-                self.error = Some(e);
+            match &mut self.builder {
+                Some(b) => {
+                    if let Err(e) = b.push(key, value) {
+                        self.error = Some(e);
+                    }
+                }
+                None => {
+                    put(key, &mut self.raw);
+                    put(value, &mut self.raw);
+                }
             }
             self.records += 1;
         }
     }
+}
+
+/// A reduce function kept for a recovery: the bodies of one hash in, the encoded output
+/// records appended to the buffer.
+type KeptReduce = Box<dyn FnMut(&[&[u8]], &mut Vec<u8>) -> Result<(), Error>>;
+
+/// Erases the types of a reduce function so it can be kept for the next operation.
+fn keep_reduce<K: Data, V: Data, K2: Data, V2: Data, R>(mut reduce: R) -> KeptReduce
+where
+    R: FnMut(K, Values<'_, V>, &mut Output<K2, V2>) + 'static,
+{
+    Box::new(move |bodies: &[&[u8]], raw: &mut Vec<u8>| {
+        let mut out = Output::<K2, V2> {
+            builder: None,
+            raw: std::mem::take(raw),
+            error: None,
+            records: 0,
+        };
+        for_each_key::<K>(bodies, |key, vals| {
+            reduce(K::read(key), Values::new(vals), &mut out);
+            Ok(())
+        })?;
+        *raw = out.raw;
+        Ok(())
+    })
+}
+
+/// What a merge calls for every hash: the hash and the bodies of its entries.
+type OnHash<'a> = dyn FnMut(u64, &[&[u8]]) -> Result<(), Error> + 'a;
+
+/// Fault-tolerance state of a [`MapReduce`] object.
+struct FtState {
+    id: u64,
+    inject: Vec<crate::ft::Injection>,
+    members: Members,
+    /// Runs this rank sent in the last shuffle (and runs adopted from lost ranks).
+    kept: Vec<Run>,
+    /// Who owned each hash in the last shuffle (indices of the current communicator).
+    table: HashRanges,
+    /// Replicas of the node-local segments of wards' kept runs: (ward index, run).
+    held: Vec<(usize, Run)>,
+    /// The operation whose send buffers are kept, and its reduce.
+    prev: Option<(u64, KeptReduce)>,
+    stores: Vec<Weak<RefCell<Store>>>,
+    spill: Spill,
+    stats: FtStats,
+}
+
+/// Identifies MapReduce objects within a process.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What detection decided.
+enum Verdict {
+    /// Nobody was lost.
+    Fine,
+    /// These members (sorted indices) were lost; this rank survives.
+    Recover(Vec<usize>),
 }
 
 /// Local aggregation across the ranks of a node.
@@ -163,12 +235,14 @@ pub enum NodeAggregation {
 /// so it can be kept after the shuffle, and a lost rank's range can be split among the
 /// survivors by changing [`HashRanges`] only.
 pub struct MapReduce<'c, 'r> {
-    comm: &'c Comm<'r>,
+    comm: Comm<'r>,
     node: Option<Comm<'r>>,
     ranges: HashRanges,
     memory: usize,
     node_aggregation: NodeAggregation,
     stats: Vec<OpStats>,
+    ft: Option<FtState>,
+    _c: std::marker::PhantomData<&'c Comm<'r>>,
 }
 
 /// Map-side buffers become runs at this size when there is no memory budget.
@@ -186,13 +260,73 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             None => usize::MAX,
         };
         MapReduce {
-            comm,
+            comm: comm.clone(),
             node: None,
             ranges: HashRanges::even(comm.size()),
             memory,
             node_aggregation: NodeAggregation::Auto,
             stats: Vec::new(),
+            ft: None,
+            _c: std::marker::PhantomData,
         }
+    }
+
+    /// Turns on fault tolerance (a collective): from now on every operation keeps its send
+    /// buffer and replicates its node-local segments to the buddy rank, and a lost rank or
+    /// node is recovered without restarting (see the crate's `ft` notes). Ranks that are
+    /// lost get [`Error::Lost`] from the operation and must leave the job; the survivors
+    /// go on with [`comm`](Self::comm).
+    ///
+    /// # Errors
+    /// A communication error.
+    pub fn fault_tolerance(mut self, settings: FaultTolerance) -> Result<Self, Error> {
+        let members = Members::of(&self.comm)?;
+        let bounded = self.memory != usize::MAX;
+        self.ft = Some(FtState {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            inject: settings.inject,
+            members,
+            kept: Vec::new(),
+            table: self.ranges.clone(),
+            held: Vec::new(),
+            prev: None,
+            stores: Vec::new(),
+            spill: ft::keep_spill(self.comm.runtime(), bounded),
+            stats: FtStats::default(),
+        });
+        Ok(self)
+    }
+
+    /// The communicator of the ranks still in the job (the one given, until a rank is
+    /// lost).
+    pub fn comm(&self) -> &Comm<'r> {
+        &self.comm
+    }
+
+    /// Fault-tolerance costs and recoveries on this rank (`None` without fault tolerance).
+    pub fn ft_stats(&self) -> Option<&FtStats> {
+        self.ft.as_ref().map(|f| &f.stats)
+    }
+
+    /// Makes `data` a dataset whose parts are also held by each rank's buddy, so that a
+    /// fault-tolerant operation reading it can rebuild a lost rank's part (a collective).
+    /// Without fault tolerance it only wraps the data.
+    ///
+    /// # Errors
+    /// Communication or storage errors.
+    pub fn replicate<K: Data, V: Data>(
+        &mut self,
+        data: Dataset<K, V>,
+    ) -> Result<Replicated<K, V>, Error> {
+        let t = Instant::now();
+        let members = self.ft.as_ref().map(|f| &f.members);
+        let (r, sent) = ft::new_replicated(&self.comm, members, data)?;
+        if let Some(f) = &mut self.ft {
+            f.stores.push(std::rc::Rc::downgrade(&r.store));
+            f.stats.bytes_replicated += sent;
+            f.stats.save += t.elapsed();
+        }
+        Ok(r)
     }
 
     /// Sets the heap allowance of each rank in bytes (map buffers, the send buffer and
@@ -232,12 +366,14 @@ impl<'c, 'r> MapReduce<'c, 'r> {
     ) -> Result<Dataset<K2, V2>, Error>
     where
         I: Input,
+        I::Key: Data,
+        I::Value: Data,
         K: Data,
         V: Data,
         K2: Data,
         V2: Data,
         M: FnMut(I::Key, I::Value, &mut Emitter<'_, K, V>),
-        R: FnMut(K, Values<'_, V>, &mut Output<K2, V2>),
+        R: FnMut(K, Values<'_, V>, &mut Output<K2, V2>) + 'static,
     {
         self.operation(input, map, None, reduce)
     }
@@ -257,13 +393,15 @@ impl<'c, 'r> MapReduce<'c, 'r> {
     ) -> Result<Dataset<K2, V2>, Error>
     where
         I: Input,
+        I::Key: Data,
+        I::Value: Data,
         K: Data,
         V: Data,
         K2: Data,
         V2: Data,
         M: FnMut(I::Key, I::Value, &mut Emitter<'_, K, V>),
         C: Fn(&mut V, V),
-        R: FnMut(K, Values<'_, V>, &mut Output<K2, V2>),
+        R: FnMut(K, Values<'_, V>, &mut Output<K2, V2>) + 'static,
     {
         self.operation(input, map, Some(&combine), reduce)
     }
@@ -276,13 +414,22 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             NodeAggregation::Auto => combining && rank.nodes() > 1,
             NodeAggregation::On => combining,
         };
-        if !(wanted && world && rank.local_size() > 1) {
+        if !wanted {
             return None;
         }
         if self.node.is_none() {
-            self.node = Some(Comm::node(rank));
+            self.node = if world {
+                (rank.local_size() > 1).then(|| Comm::node(rank))
+            } else {
+                // After a failure: the survivors of this node (a collective on every rank,
+                // whatever the size of its node).
+                self.comm
+                    .split(Some(rank.node()), i64::from(rank.rank()))
+                    .ok()
+                    .flatten()
+            };
         }
-        self.node.clone()
+        self.node.clone().filter(|n| n.size() > 1)
     }
 
     fn operation<I, K, V, K2, V2, M, R>(
@@ -294,13 +441,16 @@ impl<'c, 'r> MapReduce<'c, 'r> {
     ) -> Result<Dataset<K2, V2>, Error>
     where
         I: Input,
+        I::Key: Data,
+        I::Value: Data,
         K: Data,
         V: Data,
         K2: Data,
         V2: Data,
         M: FnMut(I::Key, I::Value, &mut Emitter<'_, K, V>),
-        R: FnMut(K, Values<'_, V>, &mut Output<K2, V2>),
+        R: FnMut(K, Values<'_, V>, &mut Output<K2, V2>) + 'static,
     {
+        let op = self.stats.len() as u64 + 1;
         let node = self.node_comm(combine.is_some());
         let rank = self.comm.runtime();
         let spill = Spill::new(rank.spill_dir(), self.memory);
@@ -310,28 +460,87 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             self.memory
         };
         let mut st = OpStats::default();
-        let ranges = &self.ranges;
+        let recovery = self.ft.as_ref().map(|_| input.recovery());
 
-        // Map (and combine within the rank).
+        // Map (and combine within the rank), then one sorted send buffer. Under fault
+        // tolerance a panic here makes this rank a lost one.
         let t = Instant::now();
-        let mut sink: Sink<'_, '_, K, V> =
-            Sink::new(EmitState::new(&spill, ranges, flush_at), combine);
-        input.for_each(&mut |k, v| {
-            map(k, v, &mut sink.emitter);
-            sink.maybe_flush();
-        })?;
-        let out = sink.finish()?;
-        st.map = t.elapsed().saturating_sub(out.flush_time);
-        st.combine = out.flush_time;
-        st.records_emitted = out.records;
-        st.bytes_emitted = out.bytes;
+        let mapped = catch_unwind(AssertUnwindSafe(|| -> Result<(Run, _), Error> {
+            let ranges = &self.ranges;
+            let mut sink: Sink<'_, '_, K, V> =
+                Sink::new(EmitState::new(&spill, ranges, flush_at), combine);
+            input.for_each(&mut |k, v| {
+                map(k, v, &mut sink.emitter);
+                sink.maybe_flush();
+            })?;
+            let out = sink.finish()?;
+            let map_time = t.elapsed().saturating_sub(out.flush_time);
+            let t = Instant::now();
+            let send = merge_runs::<K, V>(out.runs, &spill, ranges, combine, false)?;
+            Ok((
+                send,
+                (
+                    map_time,
+                    out.flush_time + t.elapsed(),
+                    out.records,
+                    out.bytes,
+                ),
+            ))
+        }));
+        let mut send = match mapped {
+            Ok(Ok((send, (map_time, combine_time, records, bytes)))) => {
+                st.map = map_time;
+                st.combine = combine_time;
+                st.records_emitted = records;
+                st.bytes_emitted = bytes;
+                Some(send)
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(panic) if self.ft.is_none() => resume_unwind(panic),
+            Err(_) => None,
+        };
 
-        // One sorted send buffer.
-        let t = Instant::now();
-        let mut send = merge_runs::<K, V>(out.runs, &spill, ranges, combine)?;
-        st.combine += t.elapsed();
+        // Failures before the shuffle.
+        let mut recovered = false;
+        if self.ft.is_some() {
+            let injected = {
+                let f = self.ft.as_ref().expect("fault tolerance");
+                f.inject
+                    .iter()
+                    .any(|i| i.hits(rank.rank(), rank.node(), op))
+            };
+            let cause = if send.is_none() {
+                Some("a map or combine function panicked")
+            } else if injected {
+                Some("injected failure")
+            } else {
+                None
+            };
+            if let Verdict::Recover(lost) = self.detect(op, cause)? {
+                let rec = recovery.as_ref().expect("fault tolerance");
+                recovered = true;
+                send = Some(self.recover_before_shuffle(
+                    op,
+                    &lost,
+                    send.take(),
+                    rec,
+                    &mut map,
+                    combine,
+                    &spill,
+                    flush_at,
+                )?);
+            }
+        }
+        let mut send = send.expect("a send buffer");
+        let node = if recovered {
+            // A recovery changed the ranks: the node communicators too.
+            self.node_comm(combine.is_some())
+        } else {
+            node
+        };
         st.records_combined = send.entries;
         st.bytes_combined = send.len;
+        let ranges = &self.ranges;
 
         // Node aggregation.
         if let Some(node) = node {
@@ -347,16 +556,31 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             st.bytes_node_shuffled = moved;
             st.shuffle += t.elapsed();
             let t = Instant::now();
-            let mut cursors = inbox.cursors(&spill)?;
-            let mut w = RunWriter::new(&spill, ranges);
-            merge(&mut cursors, &spill, |h, bodies| {
-                for_each_key::<K>(bodies, |key, vals| {
-                    write_group::<K, V>(&mut w, h, key, vals, combine)
-                })
-            })?;
-            drop(cursors);
+            let merged = catch_unwind(AssertUnwindSafe(|| -> Result<Run, Error> {
+                let mut cursors = inbox.cursors(&spill)?;
+                let mut w = RunWriter::new(&spill, ranges);
+                merge(&mut cursors, &spill, |h, bodies| {
+                    for_each_key::<K>(bodies, |key, vals| {
+                        write_group::<K, V>(&mut w, h, key, vals, combine)
+                    })
+                })?;
+                drop(cursors);
+                w.finish()
+            }));
             inbox.release(&spill);
-            send = w.finish()?;
+            send = match merged {
+                Ok(r) => r?,
+                Err(panic) if self.ft.is_none() => resume_unwind(panic),
+                Err(_) => {
+                    return Err(Error::Unrecoverable {
+                        op,
+                        lost: vec![rank.rank()],
+                        reason: "a combine function panicked during node aggregation, after \
+                                 the node's data had been exchanged"
+                            .into(),
+                    })
+                }
+            };
             st.combine += t.elapsed();
             st.records_combined = send.entries;
             st.bytes_combined = send.len;
@@ -365,20 +589,24 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         // The all-to-all.
         let t = Instant::now();
         let (inbox, moved, rounds) =
-            exchange(self.comm, &send, &send.offsets, &spill, self.memory)?;
-        send.release(&spill);
+            exchange(&self.comm, &send, &send.offsets, &spill, self.memory)?;
         st.bytes_shuffled = moved;
         st.rounds = rounds;
         st.shuffle += t.elapsed();
+        match self.ft.is_some() {
+            true => self.keep(send, &spill)?,
+            false => send.release(&spill),
+        }
 
         // Reduce.
         let t = Instant::now();
         let mut output = Output {
-            builder: DatasetBuilder::new(rank)?,
+            builder: Some(DatasetBuilder::new(rank)?),
+            raw: Vec::new(),
             error: None,
             records: 0,
         };
-        {
+        let reduced = catch_unwind(AssertUnwindSafe(|| -> Result<(), Error> {
             let mut cursors = inbox.cursors(&spill)?;
             merge(&mut cursors, &spill, |_, bodies| {
                 for_each_key::<K>(bodies, |key, vals| {
@@ -389,15 +617,463 @@ impl<'c, 'r> MapReduce<'c, 'r> {
                     Some(e) => Err(e),
                     None => Ok(()),
                 }
-            })?;
-        }
+            })
+        }));
         inbox.release(&spill);
+        let reduce_failed = match reduced {
+            Ok(r) => {
+                r?;
+                false
+            }
+            Err(panic) if self.ft.is_none() => resume_unwind(panic),
+            Err(_) => true,
+        };
+
+        // Failures in the reduce.
+        if self.ft.is_some() {
+            let cause = reduce_failed.then_some("a reduce function panicked");
+            if let Verdict::Recover(lost) = self.detect_after_reduce(op, cause)? {
+                self.recover_after_reduce(op, &lost, &mut reduce, &mut output, &spill)?;
+            }
+        }
         st.records_out = output.records;
-        let result = output.builder.finish()?;
+        let mut result = output.builder.take().expect("a dataset output").finish()?;
         st.reduce = t.elapsed();
         st.bytes_spilled = spill.spilled();
         self.stats.push(st);
+        if let Some(f) = &mut self.ft {
+            f.prev = Some((op, keep_reduce(reduce)));
+            result.origin = Origin::Output { mr: f.id, op };
+        }
         Ok(result)
+    }
+
+    /// The failure detection collective: every rank says whether it is lost (`cause`).
+    /// Lost ranks leave (a split without them) and get [`Error::Lost`]; if the loss cannot
+    /// be recovered every rank gets [`Error::Unrecoverable`].
+    fn detect(&mut self, op: u64, cause: Option<&str>) -> Result<Verdict, Error> {
+        let p = self.comm.size();
+        let mut flags = vec![0u8; p];
+        flags[self.comm.rank()] = u8::from(cause.is_some());
+        let flags = self.comm.allreduce(&flags, Max)?;
+        let lost: Vec<usize> = (0..p).filter(|&i| flags[i] != 0).collect();
+        if lost.is_empty() {
+            return Ok(Verdict::Fine);
+        }
+        let f = self.ft.as_ref().expect("fault tolerance");
+        let lost_global = ft::globals(&f.members, &lost);
+        if lost.len() == p {
+            return Err(Error::Unrecoverable {
+                op,
+                lost: lost_global,
+                reason: "every rank was lost".into(),
+            });
+        }
+        if let Some(reason) = ft::coverage(&f.members, &lost) {
+            return Err(Error::Unrecoverable {
+                op,
+                lost: lost_global,
+                reason,
+            });
+        }
+        Ok(Verdict::Recover(lost))
+    }
+
+    /// As [`detect`](Self::detect), after the reduce: a lost rank first hands its kept
+    /// send buffer to its buddy (its own messages are then not lost with it).
+    fn detect_after_reduce(&mut self, op: u64, cause: Option<&str>) -> Result<Verdict, Error> {
+        let verdict = self.detect(op, cause)?;
+        if let Verdict::Recover(lost) = &verdict {
+            let f = self.ft.as_mut().expect("fault tolerance");
+            let me = self.comm.rank();
+            let leaving = lost.binary_search(&me).is_ok();
+            let mut bytes = Vec::new();
+            if leaving {
+                for run in &f.kept {
+                    let (b, _) = run.read_block(0, run.len, usize::MAX, &f.spill)?;
+                    bytes.extend_from_slice(&b);
+                }
+            }
+            let to = if leaving { f.members.buddy(me) } else { None };
+            let got = ft::to_buddy(&self.comm, to, &bytes)?;
+            let bounded = self.memory != usize::MAX;
+            for (_, b) in got {
+                if !b.is_empty() {
+                    let run = ft::bytes_run(b);
+                    f.kept.push(if bounded {
+                        ft::run_to_file(run, &f.spill, &f.spill)?
+                    } else {
+                        run
+                    });
+                }
+            }
+            if leaving {
+                return self.leave(op, cause.unwrap_or("lost"));
+            }
+        }
+        Ok(verdict)
+    }
+
+    /// Lost ranks take part in the split that removes them, then leave.
+    fn leave<T>(&mut self, op: u64, cause: &str) -> Result<T, Error> {
+        let _ = self.comm.split(None, 0)?;
+        let rank = self.comm.runtime().rank();
+        Err(Error::Lost {
+            rank,
+            op,
+            cause: cause.to_string(),
+        })
+    }
+
+    /// The survivors' side of the shrink: the communicator without `lost`.
+    fn shrink(&mut self, lost: &[usize]) -> Result<Comm<'r>, Error> {
+        let me = self.comm.rank();
+        debug_assert!(lost.binary_search(&me).is_err());
+        let new = self
+            .comm
+            .split(Some(0), me as i64)?
+            .expect("a survivor is in the new communicator");
+        Ok(new)
+    }
+
+    /// Sends every kept message addressed to a lost rank to the survivors (the lost
+    /// hashes split evenly over them) and calls `on_hash` for every hash received, in
+    /// order. `held` adds the replicas of lost wards' node-local messages.
+    #[allow(clippy::too_many_arguments)]
+    fn recover_messages(
+        &mut self,
+        new: &Comm<'r>,
+        lost: &[usize],
+        held: bool,
+        spill: &Spill,
+        rs: &mut RecoveryStats,
+        on_hash: &mut OnHash<'_>,
+    ) -> Result<(), Error> {
+        let t = Instant::now();
+        let f = self.ft.as_ref().expect("fault tolerance");
+        let split = f.table.split_lost(lost);
+        let run = {
+            let mut w = RunWriter::new(spill, &split);
+            let mut cursors = Vec::new();
+            for r in &f.kept {
+                cursors.push(Cursor::new(vec![r.piece(0, r.len)], &f.spill)?);
+            }
+            if held {
+                for (ward, r) in &f.held {
+                    if lost.binary_search(ward).is_ok() {
+                        cursors.push(Cursor::new(vec![r.piece(0, r.len)], &f.spill)?);
+                    }
+                }
+            }
+            let table = &f.table;
+            merge(&mut cursors, spill, |h, bodies| {
+                if lost.binary_search(&table.owner(h)).is_ok() {
+                    for b in bodies {
+                        w.entry(h, |x| x.extend_from_slice(b))?;
+                    }
+                }
+                Ok(())
+            })?;
+            drop(cursors);
+            w.finish()?
+        };
+        rs.redistribute += t.elapsed();
+        let t = Instant::now();
+        let (inbox, moved, _) = exchange(new, &run, &run.offsets, spill, self.memory)?;
+        run.release(spill);
+        rs.bytes_moved += moved;
+        rs.shuffle += t.elapsed();
+        let t = Instant::now();
+        {
+            let mut cursors = inbox.cursors(spill)?;
+            merge(&mut cursors, spill, on_hash)?;
+        }
+        inbox.release(spill);
+        rs.reduce += t.elapsed();
+        Ok(())
+    }
+
+    /// Recovery before the shuffle of operation `op` (thesis algorithms 19-20): rebuilds
+    /// the lost ranks' input, maps it, and returns this rank's send buffer merged with
+    /// that map output, partitioned for the survivors.
+    #[allow(clippy::too_many_arguments)]
+    fn recover_before_shuffle<IK: Data, IV: Data, K: Data, V: Data, M>(
+        &mut self,
+        op: u64,
+        lost: &[usize],
+        send: Option<Run>,
+        rec: &Recovery<IK, IV>,
+        map: &mut M,
+        combine: Option<CombineFn<'_, V>>,
+        spill: &Spill,
+        flush_at: usize,
+    ) -> Result<Run, Error>
+    where
+        M: FnMut(IK, IV, &mut Emitter<'_, K, V>),
+    {
+        let t0 = Instant::now();
+        let f = self.ft.as_ref().expect("fault tolerance");
+        let lost_global = ft::globals(&f.members, lost);
+        let kept_op = f.prev.as_ref().map(|(k, _)| *k);
+        let release = |send: Option<Run>| {
+            if let Some(s) = send {
+                s.release(spill);
+            }
+        };
+        if let Some(reason) = ft::unrecoverable(rec, f.id, kept_op) {
+            release(send);
+            return Err(Error::Unrecoverable {
+                op,
+                lost: lost_global,
+                reason,
+            });
+        }
+        if lost.binary_search(&self.comm.rank()).is_ok() {
+            release(send);
+            return self.leave(op, "lost before the shuffle");
+        }
+        let send = send.expect("a survivor has its send buffer");
+        let mut rs = RecoveryStats {
+            op,
+            detected: "before shuffle",
+            lost_ranks: lost_global.clone(),
+            ..RecoveryStats::default()
+        };
+        let old_size = self.comm.size();
+        let new = self.shrink(lost)?;
+        let new_ranges = HashRanges::even(new.size());
+        let mut runs = vec![send];
+        let failed = {
+            let mut sink: Sink<'_, '_, K, V> =
+                Sink::new(EmitState::new(spill, &new_ranges, flush_at), combine);
+            let mut map_time = Duration::ZERO;
+            let mut remap_time = Duration::ZERO;
+            let (_, mut prev) = self
+                .ft
+                .as_mut()
+                .expect("fault tolerance")
+                .prev
+                .take()
+                .unwrap_or((0, Box::new(|_: &[&[u8]], _: &mut Vec<u8>| Ok(()))));
+            let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), Error> {
+                if ft::uses_output(rec) {
+                    let mut raw = Vec::new();
+                    self.recover_messages(&new, lost, true, spill, &mut rs, &mut |_, bodies| {
+                        raw.clear();
+                        prev(bodies, &mut raw)?;
+                        let t = Instant::now();
+                        decode_records::<IK, IV>(&raw, &mut |k, v| map(k, v, &mut sink.emitter));
+                        sink.maybe_flush();
+                        remap_time += t.elapsed();
+                        Ok(())
+                    })?;
+                }
+                let t = Instant::now();
+                ft::rebuild_input(
+                    rec,
+                    &lost_global,
+                    lost,
+                    old_size,
+                    new.rank(),
+                    new.size(),
+                    &mut |k, v| {
+                        map(k, v, &mut sink.emitter);
+                        sink.maybe_flush();
+                    },
+                )?;
+                map_time += t.elapsed();
+                Ok(())
+            }));
+            rs.reduce = rs.reduce.saturating_sub(remap_time);
+            rs.map = map_time + remap_time;
+            match outcome {
+                Ok(r) => {
+                    r?;
+                    runs.extend(sink.finish()?.runs);
+                    false
+                }
+                Err(_) => true,
+            }
+        };
+        // A failure during the recovery cannot be recovered.
+        if new.allreduce(&[u8::from(failed)], Max)?[0] != 0 {
+            return Err(Error::Unrecoverable {
+                op,
+                lost: lost_global,
+                reason: "a rank failed during the recovery".into(),
+            });
+        }
+        let t = Instant::now();
+        let send = merge_runs::<K, V>(runs, spill, &new_ranges, combine, true)?;
+        self.comm = new;
+        self.ranges = new_ranges;
+        self.node = None;
+        let f = self.ft.as_mut().expect("fault tolerance");
+        f.members = f.members.without(lost);
+        // The kept buffers are replaced after this operation's shuffle.
+        for r in f.kept.drain(..) {
+            r.release(&f.spill);
+        }
+        for (_, r) in f.held.drain(..) {
+            r.release(&f.spill);
+        }
+        f.table = self.ranges.clone();
+        let sent = ft::adopt_and_replicate(&self.comm, &f.members, &mut f.stores, &lost_global)?;
+        f.stats.bytes_replicated += sent;
+        rs.merge = t.elapsed();
+        rs.ranks_after = self.comm.size() as u64;
+        rs.total = t0.elapsed();
+        f.stats.recoveries.push(rs);
+        Ok(send)
+    }
+
+    /// Recovery after the reduce of operation `op`: the survivors reduce what was sent to
+    /// the lost ranks (whose kept buffers their buddies now hold) into their outputs, then
+    /// replicate their kept buffers again for the new owners.
+    fn recover_after_reduce<K: Data, V: Data, K2: Data, V2: Data, R>(
+        &mut self,
+        op: u64,
+        lost: &[usize],
+        reduce: &mut R,
+        output: &mut Output<K2, V2>,
+        spill: &Spill,
+    ) -> Result<(), Error>
+    where
+        R: FnMut(K, Values<'_, V>, &mut Output<K2, V2>),
+    {
+        let t0 = Instant::now();
+        let f = self.ft.as_ref().expect("fault tolerance");
+        let lost_global = ft::globals(&f.members, lost);
+        let mut rs = RecoveryStats {
+            op,
+            detected: "after reduce",
+            lost_ranks: lost_global.clone(),
+            ..RecoveryStats::default()
+        };
+        let new = self.shrink(lost)?;
+        let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), Error> {
+            self.recover_messages(&new, lost, false, spill, &mut rs, &mut |_, bodies| {
+                for_each_key::<K>(bodies, |key, vals| {
+                    reduce(K::read(key), Values::new(vals), output);
+                    Ok(())
+                })?;
+                match output.error.take() {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                }
+            })
+        }));
+        let failed = match outcome {
+            Ok(r) => {
+                r?;
+                false
+            }
+            Err(_) => true,
+        };
+        if new.allreduce(&[u8::from(failed)], Max)?[0] != 0 {
+            return Err(Error::Unrecoverable {
+                op,
+                lost: lost_global,
+                reason: "a rank failed during the recovery".into(),
+            });
+        }
+        let t = Instant::now();
+        let f = self.ft.as_mut().expect("fault tolerance");
+        f.table = f.table.after_loss(lost);
+        f.members = f.members.without(lost);
+        self.comm = new;
+        self.ranges = HashRanges::even(self.comm.size());
+        self.node = None;
+        // Replicas again: the owners and the buddies changed.
+        for (_, r) in f.held.drain(..) {
+            r.release(&f.spill);
+        }
+        let me = self.comm.rank();
+        let members = &f.members;
+        let table = &f.table;
+        let mut local = Vec::new();
+        {
+            let mut cursors = f
+                .kept
+                .iter()
+                .map(|r| Cursor::new(vec![r.piece(0, r.len)], &f.spill))
+                .collect::<Result<Vec<_>, _>>()?;
+            merge(&mut cursors, &f.spill, |h, bodies| {
+                if members.same_node(me, table.owner(h)) {
+                    for b in bodies {
+                        local.extend_from_slice(&h.to_le_bytes());
+                        local.extend_from_slice(&(b.len() as u32).to_le_bytes());
+                        local.extend_from_slice(b);
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        let to = members.buddy(me);
+        let got = ft::to_buddy(&self.comm, to, &local)?;
+        if to.is_some() {
+            f.stats.bytes_replicated += local.len() as u64;
+        }
+        f.held = got
+            .into_iter()
+            .map(|(src, b)| (src, ft::bytes_run(b)))
+            .collect();
+        let sent = ft::adopt_and_replicate(&self.comm, &f.members, &mut f.stores, &lost_global)?;
+        f.stats.bytes_replicated += sent;
+        rs.merge = t.elapsed();
+        rs.ranks_after = self.comm.size() as u64;
+        rs.total = t0.elapsed();
+        f.stats.recoveries.push(rs);
+        Ok(())
+    }
+
+    /// Keeps this operation's send buffer and sends its node-local segments to the buddy.
+    fn keep(&mut self, send: Run, spill: &Spill) -> Result<(), Error> {
+        let t = Instant::now();
+        let f = self.ft.as_mut().expect("fault tolerance");
+        for r in f.kept.drain(..) {
+            r.release(&f.spill);
+        }
+        for (_, r) in f.held.drain(..) {
+            r.release(&f.spill);
+        }
+        let me = self.comm.rank();
+        let mut local = Vec::new();
+        for d in 0..self.comm.size() {
+            if f.members.same_node(me, d) && send.offsets[d] < send.offsets[d + 1] {
+                let (b, _) =
+                    send.read_block(send.offsets[d], send.offsets[d + 1], usize::MAX, spill)?;
+                local.extend_from_slice(&b);
+            }
+        }
+        let to = f.members.buddy(me);
+        let got = ft::to_buddy(&self.comm, to, &local)?;
+        if to.is_some() {
+            f.stats.bytes_replicated += local.len() as u64;
+        }
+        f.stats.bytes_kept += send.len;
+        let bounded = self.memory != usize::MAX;
+        let send = if bounded {
+            ft::run_to_file(send, spill, &f.spill)?
+        } else {
+            send
+        };
+        f.kept = vec![send];
+        f.table = self.ranges.clone();
+        f.held = got
+            .into_iter()
+            .map(|(src, b)| {
+                let run = ft::bytes_run(b);
+                if bounded {
+                    ft::run_to_file(run, &f.spill, &f.spill)
+                } else {
+                    Ok(run)
+                }
+                .map(|r| (src, r))
+            })
+            .collect::<Result<_, _>>()?;
+        f.stats.save += t.elapsed();
+        Ok(())
     }
 }
 
@@ -467,8 +1143,9 @@ fn merge_runs<K: Data, V: Data>(
     spill: &Spill,
     ranges: &HashRanges,
     combine: Option<CombineFn<'_, V>>,
+    repartition: bool,
 ) -> Result<Run, Error> {
-    if runs.len() == 1 {
+    if runs.len() == 1 && !repartition {
         return Ok(runs.pop().expect("one run"));
     }
     let mut w = RunWriter::new(spill, ranges);

@@ -44,6 +44,7 @@ mod data;
 mod dataset;
 mod emit;
 mod error;
+mod ft;
 mod hash;
 mod job;
 mod run;
@@ -53,6 +54,7 @@ pub use data::{Data, Serde, Values};
 pub use dataset::{Dataset, DatasetBuilder};
 pub use emit::Emitter;
 pub use error::Error;
+pub use ft::{FaultTolerance, FtStats, Injection, RecoveryStats, Replicated};
 pub use hash::HashRanges;
 pub use job::{MapReduce, NodeAggregation, OpStats, Output};
 pub use text::{is_space, TextFiles};
@@ -70,6 +72,60 @@ pub trait Input {
     /// # Errors
     /// If the records cannot be read.
     fn for_each(self, f: &mut dyn FnMut(Self::Key, Self::Value)) -> Result<(), Error>;
+
+    /// How the part of a lost rank is rebuilt when the input is used by a fault-tolerant
+    /// operation ([`MapReduce::fault_tolerance`]); by default it cannot be, and losing a
+    /// rank in an operation reading this input ends the job with an error.
+    fn recovery(&self) -> Recovery<Self::Key, Self::Value> {
+        Recovery::none()
+    }
+}
+
+/// How a fault-tolerant operation rebuilds the part of its input that was on a lost rank.
+pub struct Recovery<K, V>(pub(crate) RecoveryKind<K, V>);
+
+/// A function that calls its last argument with every record of the part of rank `r` of
+/// `p` ranks (`(r, p, f)`).
+pub type RereadFn<K, V> = Box<dyn Fn(usize, usize, &mut dyn FnMut(K, V)) -> Result<(), Error>>;
+
+pub(crate) enum RecoveryKind<K, V> {
+    None,
+    /// The output of an operation: rebuilt from the kept send buffers.
+    Output {
+        mr: u64,
+        op: u64,
+    },
+    /// A replicated dataset: rebuilt from its replica.
+    Replicated(std::rc::Rc<std::cell::RefCell<ft::Store>>),
+    /// Any rank can read a lost rank's part.
+    Reread(RereadFn<K, V>),
+    Both(Box<Recovery<K, V>>, Box<Recovery<K, V>>),
+}
+
+impl<K, V> Recovery<K, V> {
+    /// Not rebuildable.
+    pub fn none() -> Recovery<K, V> {
+        Recovery(RecoveryKind::None)
+    }
+
+    /// Rebuildable by any surviving rank: `read(r, p, f)` calls `f` with every record of
+    /// the part rank `r` of `p` had.
+    pub fn reread(read: RereadFn<K, V>) -> Recovery<K, V> {
+        Recovery(RecoveryKind::Reread(read))
+    }
+}
+
+impl<K, V> std::fmt::Debug for Recovery<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.0 {
+            RecoveryKind::None => "none",
+            RecoveryKind::Output { .. } => "output",
+            RecoveryKind::Replicated(_) => "replicated",
+            RecoveryKind::Reread(_) => "reread",
+            RecoveryKind::Both(..) => "both",
+        };
+        f.write_str(kind)
+    }
 }
 
 /// Two inputs read one after the other as one (e.g. a dataset of edges and a dataset of
@@ -84,5 +140,12 @@ impl<A: Input, B: Input<Key = A::Key, Value = A::Value>> Input for Chain<A, B> {
     fn for_each(self, f: &mut dyn FnMut(A::Key, A::Value)) -> Result<(), Error> {
         self.0.for_each(f)?;
         self.1.for_each(f)
+    }
+
+    fn recovery(&self) -> Recovery<A::Key, A::Value> {
+        Recovery(RecoveryKind::Both(
+            Box::new(self.0.recovery()),
+            Box::new(self.1.recovery()),
+        ))
     }
 }

@@ -16,6 +16,12 @@ use crate::Input;
 /// `chunk` bytes of text (longer only by a word that crosses the chunk's end).
 pub struct TextFiles<'c, 'r> {
     comm: &'c Comm<'r>,
+    files: Files,
+}
+
+/// The files and the chunk size: what any rank needs to read any rank's share.
+#[derive(Clone)]
+struct Files {
     files: Vec<(PathBuf, u64)>,
     chunk: usize,
 }
@@ -60,13 +66,21 @@ impl<'c, 'r> TextFiles<'c, 'r> {
         }
         Ok(TextFiles {
             comm,
-            files,
-            chunk: chunk.max(1),
+            files: Files {
+                files,
+                chunk: chunk.max(1),
+            },
         })
     }
 
     /// Total bytes of all files.
     pub fn total_bytes(&self) -> u64 {
+        self.files.total_bytes()
+    }
+}
+
+impl Files {
+    fn total_bytes(&self) -> u64 {
         self.files.iter().map(|(_, n)| n).sum()
     }
 
@@ -111,11 +125,41 @@ impl Input for TextFiles<'_, '_> {
     type Value = Vec<u8>;
 
     fn for_each(self, f: &mut dyn FnMut(u64, Vec<u8>)) -> Result<(), Error> {
+        self.files.read_share(
+            self.comm.rank(),
+            self.comm.size(),
+            Some(self.comm.runtime()),
+            f,
+        )
+    }
+
+    fn recovery(&self) -> crate::Recovery<u64, Vec<u8>> {
+        let files = self.files.clone();
+        crate::Recovery::reread(Box::new(move |r, p, f| files.read_share(r, p, None, f)))
+    }
+}
+
+impl Files {
+    /// Reads the share of rank `r` of `p` (inside the runtime's I/O critical sections if
+    /// `rank` is given).
+    fn read_share(
+        &self,
+        r: usize,
+        p: usize,
+        rank: Option<&spillway_runtime::Rank>,
+        f: &mut dyn FnMut(u64, Vec<u8>),
+    ) -> Result<(), Error> {
+        let critical = || -> Result<Option<spillway_runtime::CriticalGuard<'_>>, Error> {
+            match rank {
+                Some(rank) => Ok(Some(rank.enter_critical()?)),
+                None => Ok(None),
+            }
+        };
         let total = self.total_bytes();
-        let (p, r) = (self.comm.size() as u128, self.comm.rank() as u128);
+        let (p, r) = (p as u128, r as u128);
         let nominal = |i: u128| (u128::from(total) * i / p) as u64;
         let (start, end) = {
-            let _io = self.comm.runtime().enter_critical()?;
+            let _io = critical()?;
             (self.cut(nominal(r))?, self.cut(nominal(r + 1))?)
         };
         let mut base = 0u64; // global offset of the current file
@@ -133,7 +177,7 @@ impl Input for TextFiles<'_, '_> {
                     let keep = buf.len();
                     buf.resize(keep + n, 0);
                     {
-                        let _io = self.comm.runtime().enter_critical()?;
+                        let _io = critical()?;
                         file.read_exact_at(&mut buf[keep..], at)
                             .map_err(|e| input_error(path, e))?;
                     }
