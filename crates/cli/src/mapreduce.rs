@@ -71,8 +71,10 @@ impl FtArgs {
             let i: Injection = spec
                 .parse()
                 .map_err(|e: String| Failure::usage(format!("--inject-failure {e}")))?;
+            // With MPI the node count is the process count, known once launched.
+            let mpi = config.backend_kind() == spillway::Backend::Mpi;
             match i {
-                Injection::Node { node, .. } if node >= config.nodes_total() => {
+                Injection::Node { node, .. } if !mpi && node >= config.nodes_total() => {
                     return Err(Failure::usage(format!(
                         "--inject-failure {spec}: there are {} node(s)",
                         config.nodes_total()
@@ -93,18 +95,21 @@ impl FtArgs {
 }
 
 /// Warns about injected failures set for operations the job never reached.
-fn warn_unreached(ft: &FtArgs, ops: usize, lead: bool) {
+fn warn_unreached(ft: &FtArgs, ops: usize, nodes: u32, lead: bool) {
     if !lead {
         return;
     }
     for spec in &ft.inject_failure {
-        if let Ok(i) = spec.parse::<Injection>() {
-            if i.op() > ops as u64 {
-                eprintln!(
-                    "warning: --inject-failure {spec}: the job ran {ops} operation(s); this \
-                     failure did not happen"
-                );
-            }
+        match spec.parse::<Injection>() {
+            Ok(i) if i.op() > ops as u64 => eprintln!(
+                "warning: --inject-failure {spec}: the job ran {ops} operation(s); this failure \
+                 did not happen"
+            ),
+            Ok(Injection::Node { node, .. }) if node >= nodes => eprintln!(
+                "warning: --inject-failure {spec}: the job ran on {nodes} node(s); this failure \
+                 did not happen"
+            ),
+            _ => {}
         }
     }
 }
@@ -282,7 +287,7 @@ pub(crate) fn run_wordcount(args: WordCountArgs) -> Result<Report, Failure> {
         ),
     ];
     report.operations = vec![OpReport::from(&op)];
-    warn_unreached(&args.ft, 1, lead);
+    warn_unreached(&args.ft, 1, report.nodes, lead);
     report.fault_tolerance = ft;
     report.primary = lead;
     Ok(report)
@@ -372,7 +377,7 @@ pub(crate) fn run_cc(args: CcArgs) -> Result<Report, Failure> {
         ("star_operations".into(), ops as f64),
     ];
     report.operations = op_stats.iter().map(OpReport::from).collect();
-    warn_unreached(&args.ft, op_stats.len(), lead);
+    warn_unreached(&args.ft, op_stats.len(), report.nodes, lead);
     report.fault_tolerance = ft_stats;
     report.primary = lead;
     Ok(report)
@@ -482,7 +487,7 @@ pub(crate) fn run_pagerank_mr(args: PageRankArgs) -> Result<Report, Failure> {
         ),
     ];
     report.operations = op_stats.iter().map(OpReport::from).collect();
-    warn_unreached(&args.ft, op_stats.len(), lead);
+    warn_unreached(&args.ft, op_stats.len(), report.nodes, lead);
     report.fault_tolerance = ft_stats;
     report.primary = lead;
     Ok(report)

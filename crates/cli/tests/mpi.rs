@@ -683,3 +683,65 @@ fn sparse_and_large_k_algorithms_over_mpi_give_the_local_backends_output() {
         }
     }
 }
+
+#[test]
+fn fault_tolerant_mapreduce_over_mpi_survives_a_lost_process() {
+    // A lost node here is one MPI process whose ranks all leave the job (the process stays
+    // up: MPI without ULFM cannot let the others go on after a process dies, see
+    // `survivors_of_a_lost_process_end_with_an_error_naming_it`).
+    let dir = tempdir();
+    let graph = dir.path().join("graph.txt");
+    write_graph(&graph, 3000, 8000);
+    let want = dir.path().join("local.txt");
+    local(&[
+        "run",
+        "cc",
+        "--input",
+        s(&graph),
+        "--ranks",
+        "6",
+        "--out",
+        s(&want),
+    ]);
+    let sorted = |p: &Path| {
+        let mut l: Vec<String> = std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        l.sort();
+        l
+    };
+    let want = sorted(&want);
+    for (np, spec) in [(2, "node:1@op:1"), (3, "node:0@op:3"), (3, "rank:4@op:2")] {
+        let out = dir.path().join(format!("mpi{np}.txt"));
+        let ran = mpirun(
+            np,
+            120,
+            &[],
+            SPILLWAY,
+            &[
+                "run",
+                "cc",
+                "--backend",
+                "mpi",
+                "--ranks",
+                "6",
+                "--input",
+                s(&graph),
+                "--out",
+                s(&out),
+                "--inject-failure",
+                spec,
+                "--json",
+            ],
+        );
+        assert_eq!(ran.code, Some(0), "{ran}");
+        // One report, from the process holding the first surviving rank.
+        assert_eq!(ran.stdout.lines().count(), 1, "{ran}");
+        let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+        let recoveries = report["fault_tolerance"]["recoveries"].as_array().unwrap();
+        assert_eq!(recoveries.len(), 1, "{ran}");
+        assert_eq!(sorted(&out), want, "np={np} {spec}");
+    }
+}

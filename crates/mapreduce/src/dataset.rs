@@ -69,9 +69,9 @@ impl<K: Data, V: Data> Dataset<K, V> {
         b.finish()
     }
 
-    /// The encoded records of this part (loads them) and their number.
-    pub(crate) fn raw(&self) -> (&[u8], u64) {
-        (self.bytes.as_slice(), self.len)
+    /// The storage of this part.
+    pub(crate) fn into_raw(self) -> SbVec<u8> {
+        self.bytes
     }
 
     /// Records on this rank.

@@ -132,11 +132,17 @@ impl FromStr for Injection {
     }
 }
 
+/// Serialises a duration as seconds.
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
 /// What fault tolerance cost on one rank (after [`FtStats::total`]: counts summed over the
 /// ranks, times of the slowest).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct FtStats {
     /// Time keeping send buffers and sending the node-local segments to the buddy.
+    #[serde(serialize_with = "secs", rename = "save_seconds")]
     pub save: Duration,
     /// Bytes of send buffers kept (summed over operations).
     pub bytes_kept: u64,
@@ -158,17 +164,23 @@ pub struct RecoveryStats {
     /// Ranks left.
     pub ranks_after: u64,
     /// Shrinking, collecting what was sent to the lost ranks and splitting it.
+    #[serde(serialize_with = "secs", rename = "redistribute_seconds")]
     pub redistribute: Duration,
     /// The recovery shuffle.
+    #[serde(serialize_with = "secs", rename = "shuffle_seconds")]
     pub shuffle: Duration,
     /// Re-running the reduce on the recovered data.
+    #[serde(serialize_with = "secs", rename = "reduce_seconds")]
     pub reduce: Duration,
     /// Re-running the map on the recovered input (before the shuffle only).
+    #[serde(serialize_with = "secs", rename = "map_seconds")]
     pub map: Duration,
     /// Merging with the survivors' map output, re-partitioned (and re-establishing
     /// replicas).
+    #[serde(serialize_with = "secs", rename = "merge_seconds")]
     pub merge: Duration,
     /// All of it.
+    #[serde(serialize_with = "secs", rename = "total_seconds")]
     pub total: Duration,
     /// Bytes moved in the recovery shuffle.
     pub bytes_moved: u64,
@@ -288,16 +300,15 @@ impl Members {
 /// ranks) and the copies it holds of its wards' parts.
 pub(crate) struct Store {
     primary: SbVec<u8>,
-    len: u64,
-    /// (ward's original rank, bytes, records).
-    held: Vec<(u32, Vec<u8>, u64)>,
+    /// (ward's original rank, its encoded records).
+    held: Vec<(u32, Vec<u8>)>,
     consumed: bool,
 }
 
 impl fmt::Debug for Store {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Store")
-            .field("len", &self.len)
+            .field("bytes", &self.primary.len())
             .field("held", &self.held.len())
             .field("consumed", &self.consumed)
             .finish()
@@ -364,21 +375,19 @@ pub(crate) fn replicate_store(
     if members.global.len() != comm.size() {
         return Ok(0);
     }
-    let mut msg = Vec::with_capacity(store.primary.len() + 8);
-    msg.extend_from_slice(&store.len.to_le_bytes());
-    msg.extend_from_slice(store.primary.as_slice());
-    store.primary.unload();
     let to = members.buddy(me);
-    let got = to_buddy(comm, to, &msg)?;
+    let got = to_buddy(comm, to, store.primary.as_slice())?;
+    let sent = if to.is_some() {
+        store.primary.len() as u64
+    } else {
+        0
+    };
+    store.primary.unload();
     store.held = got
         .into_iter()
-        .map(|(src, mut b)| {
-            let len = u64::from_le_bytes(b[..8].try_into().expect("8"));
-            b.drain(..8);
-            (members.global[src], b, len)
-        })
+        .map(|(src, b)| (members.global[src], b))
         .collect();
-    Ok(if to.is_some() { msg.len() as u64 } else { 0 })
+    Ok(sent)
 }
 
 /// Makes a replicated dataset from `data` (a collective).
@@ -387,14 +396,9 @@ pub(crate) fn new_replicated<K: Data, V: Data>(
     members: Option<&Members>,
     data: Dataset<K, V>,
 ) -> Result<(Replicated<K, V>, u64), Error> {
-    let rank = comm.runtime();
-    let (bytes, len) = data.raw();
-    let mut primary = SbVec::with_capacity(rank, bytes.len())?;
-    primary.extend_from_slice(bytes)?;
-    drop(data);
+    let primary = data.into_raw();
     let mut store = Store {
         primary,
-        len,
         held: Vec::new(),
         consumed: false,
     };
@@ -426,10 +430,9 @@ pub(crate) fn adopt_and_replicate(
         let s = w.upgrade().expect("retained");
         let mut s = s.borrow_mut();
         let held = std::mem::take(&mut s.held);
-        for (ward, bytes, len) in held {
+        for (ward, bytes) in held {
             if lost_global.contains(&ward) {
                 s.primary.extend_from_slice(&bytes)?;
-                s.len += len;
             }
         }
         sent += replicate_store(comm, members, &mut s)?;
@@ -453,7 +456,7 @@ pub(crate) fn rebuild_input<K: Data, V: Data>(
         RecoveryKind::None | RecoveryKind::Output { .. } => Ok(()),
         RecoveryKind::Replicated(store) => {
             let s = store.borrow();
-            for (ward, bytes, _) in &s.held {
+            for (ward, bytes) in &s.held {
                 if lost_global.contains(ward) {
                     decode_records(bytes, f);
                 }

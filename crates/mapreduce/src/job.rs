@@ -1038,19 +1038,30 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             r.release(&f.spill);
         }
         let me = self.comm.rank();
-        let mut local = Vec::new();
-        for d in 0..self.comm.size() {
-            if f.members.same_node(me, d) && send.offsets[d] < send.offsets[d + 1] {
+        // The segments for this node's ranks: one range of the run when the node's ranks
+        // are consecutive (as they are), sent from the run itself.
+        let local_dests: Vec<usize> = (0..self.comm.size())
+            .filter(|&d| f.members.same_node(me, d))
+            .collect();
+        let (a, b) = (local_dests[0], *local_dests.last().expect("this rank"));
+        let local: Cow<'_, [u8]> = if b - a + 1 == local_dests.len() {
+            send.read_block(send.offsets[a], send.offsets[b + 1], usize::MAX, spill)?
+                .0
+        } else {
+            let mut v = Vec::new();
+            for &d in &local_dests {
                 let (b, _) =
                     send.read_block(send.offsets[d], send.offsets[d + 1], usize::MAX, spill)?;
-                local.extend_from_slice(&b);
+                v.extend_from_slice(&b);
             }
-        }
+            Cow::Owned(v)
+        };
         let to = f.members.buddy(me);
         let got = ft::to_buddy(&self.comm, to, &local)?;
         if to.is_some() {
             f.stats.bytes_replicated += local.len() as u64;
         }
+        drop(local);
         f.stats.bytes_kept += send.len;
         let bounded = self.memory != usize::MAX;
         let send = if bounded {
