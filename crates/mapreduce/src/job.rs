@@ -230,10 +230,36 @@ pub enum NodeAggregation {
 /// one entry per source while merging; everything else is in the spill directory or in
 /// storage-backed memory.
 ///
-/// # Fault tolerance (next step)
-/// The send buffer of an operation is one hash-sorted run with per-destination offsets,
-/// so it can be kept after the shuffle, and a lost rank's range can be split among the
-/// survivors by changing [`HashRanges`] only.
+/// # Fault tolerance
+/// With [`fault_tolerance`](Self::fault_tolerance) (the thesis's section 5.2.2) every
+/// operation keeps its send buffer after the shuffle, and the segments a rank sent to the
+/// ranks of its own node go to its *buddy* (the rank with the same local index on the next
+/// node; with one node, the next rank). Failures are detected by a collective before the
+/// shuffle (injected losses, [`Injection`](crate::Injection); a panicking map or combine
+/// function) and after the reduce (a panicking reduce function). Then:
+///
+/// * before the shuffle of operation `K`: the lost ranks leave (a split without them); the
+///   survivors send what they sent to the lost ranks in the shuffle of `K - 1`, buddies add
+///   the lost ranks' node-local messages, the lost hash ranges are split evenly over the
+///   survivors ([`HashRanges::split_lost`]); the reduce of `K - 1` runs on that data and
+///   the map of `K` on its output, which joins the survivors' own map output, re-partitioned
+///   for the new rank count; the shuffle of `K` runs on the survivors;
+/// * after the reduce of `K`: the lost rank hands its kept buffer to its buddy and leaves;
+///   the survivors reduce what had been sent to it into their outputs and replicate their
+///   kept buffers again for the new owners and buddies.
+///
+/// An operation's input must be rebuildable: the previous operation's output, a
+/// [`Replicated`] dataset ([`replicate`](Self::replicate), for inputs of the first
+/// operation or datasets read later), or re-readable files ([`TextFiles`](crate::TextFiles)).
+/// Losses the replicas do not cover (a node and the node holding its replicas in the same
+/// operation, every rank), a failure during a recovery, or an input that cannot be rebuilt
+/// end the job on every rank with [`Error::Unrecoverable`]; a lost rank gets
+/// [`Error::Lost`] and must leave the job. A reduce function keeps no state across
+/// operations except through values it owns (it may be run again in a recovery): hence
+/// the `'static` bound on reduce functions.
+///
+/// Under MPI a lost node is a process whose ranks all leave; a process that dies ends the
+/// job (MPI without ULFM cannot let the others go on; use checkpoints).
 pub struct MapReduce<'c, 'r> {
     comm: Comm<'r>,
     node: Option<Comm<'r>>,

@@ -9,6 +9,9 @@
 //!   bounded chunks ([`TextFiles`]).
 //! * [`Data`]: how keys and values become bytes (plain data by copy, others through
 //!   [`Serde`]).
+//! * Fault tolerance ([`MapReduce::fault_tolerance`], [`FaultTolerance`], [`Injection`],
+//!   [`Replicated`]): lost ranks and nodes are recovered from kept send buffers and
+//!   node-local replicas, without restarting, as in the thesis (section 5.2.2).
 //!
 //! ```
 //! use spillway_comm::Comm;
