@@ -755,6 +755,11 @@ impl Checkpointer {
         &self.dir
     }
 
+    /// Whether this job resumes from a checkpoint if there is one.
+    pub fn resumes(&self) -> bool {
+        self.resume
+    }
+
     /// Looks for the state to start from (a collective; only the first call does work): with
     /// resume, loads the newest usable checkpoint and returns its iteration (`None`: there is
     /// none, start from the beginning); without, checks that the directory holds no complete
