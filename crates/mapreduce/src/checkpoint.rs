@@ -611,18 +611,18 @@ pub fn load(
         Found::Unreadable(r) => {
             return Err(own.unwrap_or(CheckpointError::PeerFailed { rank: r }));
         }
-        Found::Mismatch(m) if m.parts.len() != comm.size() => {
-            return Err(CheckpointError::RankCount {
-                dir: dir.to_path_buf(),
-                written: m.parts.len(),
-                this: comm.size(),
-            })
-        }
-        Found::Mismatch(m) => {
+        Found::Mismatch(m) if m.fingerprint != fingerprint => {
             return Err(CheckpointError::Mismatch {
                 dir: dir.to_path_buf(),
                 written: m.fingerprint,
                 this: fingerprint.to_string(),
+            })
+        }
+        Found::Mismatch(m) => {
+            return Err(CheckpointError::RankCount {
+                dir: dir.to_path_buf(),
+                written: m.parts.len(),
+                this: comm.size(),
             })
         }
     };
@@ -670,18 +670,18 @@ pub fn latest(
 ) -> Result<Option<Manifest>, CheckpointError> {
     let list = manifests(dir)?;
     if let Some(m) = list.first() {
-        if m.parts.len() != ranks {
-            return Err(CheckpointError::RankCount {
-                dir: dir.to_path_buf(),
-                written: m.parts.len(),
-                this: ranks,
-            });
-        }
         if m.fingerprint != fingerprint {
             return Err(CheckpointError::Mismatch {
                 dir: dir.to_path_buf(),
                 written: m.fingerprint.clone(),
                 this: fingerprint.to_string(),
+            });
+        }
+        if m.parts.len() != ranks {
+            return Err(CheckpointError::RankCount {
+                dir: dir.to_path_buf(),
+                written: m.parts.len(),
+                this: ranks,
             });
         }
     }
