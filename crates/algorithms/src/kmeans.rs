@@ -293,7 +293,7 @@ pub fn kmeans_checkpointed(
                 .chunks_exact(8)
                 .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
                 .collect();
-            if part.len() % 8 != 0
+            if !part.len().is_multiple_of(8)
                 || values.len() != STATE_WORDS + 2 * k * dim
                 || values[0] != seq
                 || values[2] != (k * dim) as u64

@@ -830,7 +830,7 @@ impl Checkpointer {
 
     /// Whether a checkpoint is due after `iteration` iterations.
     pub fn due(&self, iteration: u64) -> bool {
-        iteration > 0 && iteration % self.every == 0
+        iteration > 0 && iteration.is_multiple_of(self.every)
     }
 
     /// Saves this rank's `parts` as the checkpoint after `iteration` iterations (a
