@@ -223,6 +223,26 @@ struct CheckpointArgs {
 }
 
 impl CheckpointArgs {
+    /// Makes the checkpoint directory if needed and checks that it is a writable directory,
+    /// so that an unusable one is a usage error before the job starts.
+    fn check(&self) -> Result<(), Failure> {
+        let Some(dir) = &self.checkpoint_dir else {
+            return Ok(());
+        };
+        let bad = |why: String| {
+            Failure::usage(format!("invalid --checkpoint-dir {}: {why}", dir.display()))
+        };
+        std::fs::create_dir_all(dir).map_err(|e| bad(e.to_string()))?;
+        if !std::fs::metadata(dir)
+            .map_err(|e| bad(e.to_string()))?
+            .is_dir()
+        {
+            return Err(bad("not a directory".into()));
+        }
+        rustix::fs::access(dir, rustix::fs::Access::WRITE_OK)
+            .map_err(|e| bad(std::io::Error::from(e).to_string()))
+    }
+
     /// The rank-local checkpointer for a job with this fingerprint, if checkpoints are on.
     fn checkpointer(&self, fingerprint: &str) -> Option<Checkpointer> {
         self.checkpoint_dir.as_ref().map(|dir| {
@@ -558,6 +578,7 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
     if let Some(out) = &args.out {
         check_output(out)?;
     }
+    args.checkpoint.check()?;
     let (source, input_name) = match (&args.input, &args.generate) {
         (Some(path), _) => (GraphSource::from_path(path), path.display().to_string()),
         (None, g) => {
@@ -674,6 +695,7 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
             "--checkpoint-dir is not supported with --collective regroup yet",
         ));
     }
+    args.checkpoint.check()?;
     let (source, input_name) = match (&args.input, &args.generate) {
         (Some(path), _) => (PointSource::Csv(path.clone()), path.display().to_string()),
         (None, g) => {

@@ -515,8 +515,26 @@ fn resuming_with_other_arguments_is_refused() {
         "resume",
     ));
     assert_eq!(report["resumed_from_iteration"].as_f64(), Some(4.0));
-    // Options that need a directory, or an engine without checkpoints, are usage errors.
+    // Options that need a directory, an unusable directory, or an engine without
+    // checkpoints are usage errors.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let under_file = file.join("ck");
     for args in [
+        strings(&[
+            "run",
+            "pagerank",
+            "--generate",
+            "rmat:6:4",
+            "--checkpoint-dir",
+            file.to_str().unwrap(),
+        ]),
+        strings(&[
+            "run",
+            "kmeans",
+            "--checkpoint-dir",
+            under_file.to_str().unwrap(),
+        ]),
         strings(&["run", "pagerank", "--generate", "rmat:6:4", "--resume"]),
         strings(&["run", "kmeans", "--checkpoint-every", "2"]),
         strings(&[
