@@ -379,7 +379,8 @@ struct KMeansArgs {
     assign: Option<PathBuf>,
     /// How partial sums are combined: allreduce (every rank holds the centroids and its
     /// partial sums), regroup (Harp: one copy per node, each rank owns a range of centroids,
-    /// then allgather), or auto (regroup from k x d >= 2^20).
+    /// then allgather), or auto (regroup from k x d >= 2^20; allreduce with
+    /// --checkpoint-dir, since regroup's sums depend on the order ranks arrive).
     #[arg(long, value_enum, default_value = "auto")]
     collective: KMeansCollective,
     #[command(flatten)]
