@@ -595,3 +595,34 @@ fn a_resume_with_no_checkpoint_starts_from_the_beginning_and_says_so() {
     assert_eq!(report["resumed_from_iteration"].as_f64(), Some(-1.0));
     assert!(report["checkpoints_written"].as_f64().unwrap() >= 1.0);
 }
+
+#[test]
+fn a_damaged_newest_checkpoint_is_skipped_for_the_one_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let job = pagerank(&["--ranks", "3", "--nodes", "2"]);
+    let (ref_args, ref_files) = job.with_outputs(dir.path(), "ref");
+    run_ok(&ref_args, "uninterrupted");
+    let (mut args, files) = job.with_outputs(dir.path(), "ck");
+    args.extend(strings(&["--checkpoint-dir", ck.to_str().unwrap()]));
+    run_ok(&args, "checkpointing run");
+    assert_eq!(checkpoints(&ck).0, [29, 30]);
+    // One flipped byte in one rank's part of the newest checkpoint.
+    let part = ck.join("ckpt-30").join("rank-2");
+    let mut bytes = std::fs::read(&part).unwrap();
+    bytes[100] ^= 0x40;
+    std::fs::write(&part, bytes).unwrap();
+    std::fs::remove_file(&files[0]).unwrap();
+    args.push("--resume".into());
+    let out = finish(spawn(&args, None), "resume");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("checkpoint 30 in") && stderr.contains("is damaged; skipped"),
+        "{stderr}"
+    );
+    let report = json(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(report["resumed_from_iteration"].as_f64(), Some(29.0));
+    assert_eq!(report["iteration_seconds"].as_array().unwrap().len(), 1);
+    assert!(std::fs::read(&ref_files[0]).unwrap() == std::fs::read(&files[0]).unwrap());
+}
