@@ -31,6 +31,9 @@ pub enum AlgoError {
     Bsp(spillway_bsp::Error),
     /// A MapReduce operation failed in its spill files (see [`spillway_mapreduce::Error`]).
     MapReduce(spillway_mapreduce::Error),
+    /// Saving or resuming a checkpoint failed, or the checkpoint belongs to another job (see
+    /// [`spillway_mapreduce::checkpoint::CheckpointError`]).
+    Checkpoint(spillway_mapreduce::checkpoint::CheckpointError),
 }
 
 impl AlgoError {
@@ -45,7 +48,11 @@ impl AlgoError {
 
     /// Whether the user's input or parameters are at fault (the CLI exits with code 2).
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, AlgoError::Input(_) | AlgoError::BadParameter { .. })
+        match self {
+            AlgoError::Input(_) | AlgoError::BadParameter { .. } => true,
+            AlgoError::Checkpoint(e) => e.is_usage(),
+            _ => false,
+        }
     }
 }
 
@@ -60,6 +67,7 @@ impl fmt::Display for AlgoError {
             AlgoError::Comm(e) => write!(f, "{e}"),
             AlgoError::Bsp(e) => write!(f, "{e}"),
             AlgoError::MapReduce(e) => write!(f, "{e}"),
+            AlgoError::Checkpoint(e) => write!(f, "{e}"),
         }
     }
 }
@@ -72,6 +80,7 @@ impl std::error::Error for AlgoError {
             AlgoError::Comm(e) => Some(e),
             AlgoError::Bsp(e) => Some(e),
             AlgoError::MapReduce(e) => Some(e),
+            AlgoError::Checkpoint(e) => Some(e),
             AlgoError::BadParameter { .. } => None,
         }
     }
@@ -106,6 +115,15 @@ impl From<spillway_mapreduce::Error> for AlgoError {
                 AlgoError::Input(InputError::io(path, &source))
             }
             e => AlgoError::MapReduce(e),
+        }
+    }
+}
+
+impl From<spillway_mapreduce::checkpoint::CheckpointError> for AlgoError {
+    fn from(e: spillway_mapreduce::checkpoint::CheckpointError) -> AlgoError {
+        match e {
+            spillway_mapreduce::checkpoint::CheckpointError::Runtime(e) => AlgoError::Comm(e),
+            e => AlgoError::Checkpoint(e),
         }
     }
 }

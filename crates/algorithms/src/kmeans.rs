@@ -11,6 +11,14 @@
 //!
 //! # Cost per iteration (n local points, d dimensions, k clusters)
 //! O(n k d) local work (the blocked kernel of [`crate::assign`]); one allreduce of k (d + 1) + 1 values.
+//!
+//! # Checkpoints
+//! [`kmeans_checkpointed`] saves, after every K iterations, the iteration count, whether the
+//! run converged, the centroids and the centroids of the iteration before (2 k d values, the
+//! same on every rank). The assignment is not saved: a resumed run recomputes it from the
+//! previous centroids (one assignment pass, exactly the one the iteration made), so that the
+//! count of points that change cluster, and with it convergence, is that of an uninterrupted
+//! run, and so is the result, bitwise.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,6 +26,7 @@ use std::time::{Duration, Instant};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use spillway_comm::{Collectives, Comm, Sum};
+use spillway_mapreduce::checkpoint::Checkpointer;
 use spillway_runtime::SbVec;
 
 use crate::assign::{nearest_exact, Centres};
@@ -222,6 +231,16 @@ fn assign_and_aggregate(
     changed
 }
 
+/// Assigns every point to its nearest centroid in the blocks of [`assign_and_aggregate`].
+fn assign_chunked(pts: &[f64], assignment: &mut [u32], centres: &Centres, dim: usize) {
+    for (block, out) in pts
+        .chunks(ASSIGN_CHUNK * dim)
+        .zip(assignment.chunks_mut(ASSIGN_CHUNK))
+    {
+        centres.assign(block, out);
+    }
+}
+
 /// Runs K-means; `progress` is called on every rank after each iteration with the number of
 /// points that changed cluster.
 ///
@@ -232,6 +251,28 @@ pub fn kmeans(
     points: &DistPoints,
     options: &KMeansOptions,
     progress: &mut dyn FnMut(&Progress),
+) -> Result<KMeansResult, AlgoError> {
+    kmeans_checkpointed(comm, points, options, progress, None)
+}
+
+/// Words before the centroids in a checkpoint part: iterations done, converged, values per
+/// set of centroids.
+const STATE_WORDS: usize = 3;
+
+/// [`kmeans`] with checkpoints: with `checkpoint`, starts from the state it restores (if any)
+/// and saves the state whenever one is due (see the module notes). `progress` is called only
+/// for the iterations this call performs.
+///
+/// # Errors
+/// As [`kmeans`]; [`AlgoError::Checkpoint`] if a checkpoint cannot be written or read or
+/// belongs to another job; [`AlgoError::BadParameter`] if a restored state does not fit the
+/// parameters.
+pub fn kmeans_checkpointed(
+    comm: &Comm,
+    points: &DistPoints,
+    options: &KMeansOptions,
+    progress: &mut dyn FnMut(&Progress),
+    mut checkpoint: Option<&mut Checkpointer>,
 ) -> Result<KMeansResult, AlgoError> {
     let k = options.k;
     let dim = points.dim;
@@ -246,10 +287,42 @@ pub fn kmeans(
     let mut times = Vec::new();
     let mut converged = false;
     let mut iterations = 0;
+    if let Some(ck) = checkpoint.as_deref_mut() {
+        if let Some((seq, part)) = ck.take_restored(comm)? {
+            let values: Vec<u64> = part
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+                .collect();
+            if !part.len().is_multiple_of(8)
+                || values.len() != STATE_WORDS + 2 * k * dim
+                || values[0] != seq
+                || values[2] != (k * dim) as u64
+            {
+                return Err(AlgoError::BadParameter {
+                    name: "checkpoint",
+                    reason: format!("checkpoint {seq} does not hold {k} centroids of {dim} values"),
+                });
+            }
+            iterations = seq as usize;
+            converged = values[1] != 0;
+            let (prev, now) = values[STATE_WORDS..].split_at(k * dim);
+            let prev: Vec<f64> = prev.iter().map(|&w| f64::from_bits(w)).collect();
+            centroids = now.iter().map(|&w| f64::from_bits(w)).collect();
+            // The assignment the last iteration made: against the centroids it started with.
+            assign_chunked(
+                points.values.as_slice(),
+                assignment.as_mut_slice(),
+                &Centres::new(&prev, dim),
+                dim,
+            );
+        }
+    }
     // [sums (k*dim), counts (k), changed (1)]
     let mut partial = vec![0.0f64; k * dim + k + 1];
-    while iterations < options.max_iterations {
+    while !converged && iterations < options.max_iterations {
         let start = Instant::now();
+        // The centroids this iteration assigns against, for a checkpoint.
+        let prev = checkpoint.is_some().then(|| centroids.clone());
         partial.iter_mut().for_each(|v| *v = 0.0);
         let changed = assign_and_aggregate(
             points.values.as_slice(),
@@ -280,6 +353,16 @@ pub fn kmeans(
             max_iterations: options.max_iterations,
             delta: moved,
         });
+        if let (Some(ck), Some(prev)) = (checkpoint.as_deref_mut(), &prev) {
+            if ck.due(iterations as u64) {
+                let state: Vec<u8> = [iterations as u64, u64::from(converged), (k * dim) as u64]
+                    .into_iter()
+                    .chain(prev.iter().chain(&centroids).map(|v| v.to_bits()))
+                    .flat_map(u64::to_le_bytes)
+                    .collect();
+                ck.save(comm, iterations as u64, &[&state])?;
+            }
+        }
         if converged {
             break;
         }

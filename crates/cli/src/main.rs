@@ -19,11 +19,12 @@ use spillway::algorithms::harp::{kmeans_regroup, prefer_regroup};
 use spillway::algorithms::input::{
     remove_temporary_outputs, resolve_output, AtomicFile, InputError,
 };
-use spillway::algorithms::kmeans::{kmeans, Init, KMeansOptions, KMeansResult};
+use spillway::algorithms::kmeans::{kmeans_checkpointed, Init, KMeansOptions, KMeansResult};
 use spillway::algorithms::output::write_ordered;
-use spillway::algorithms::pagerank::{pagerank, PageRankOptions};
+use spillway::algorithms::pagerank::{pagerank_checkpointed, PageRankOptions};
 use spillway::algorithms::points::{load_points, PointSource};
 use spillway::algorithms::{AlgoError, Progress};
+use spillway::mapreduce::checkpoint::Checkpointer;
 use spillway::{
     run_with_stats, Backend, Collectives, Comm, Config, JobError, Max, Policy, ResumePolicy, Sum,
 };
@@ -186,9 +187,9 @@ struct RuntimeArgs {
     /// When storage-backed memory is released.
     #[arg(long, value_enum, default_value = "araw")]
     policy: PolicyArg,
-    /// Which runnable rank resumes first.
+    /// Which runnable rank the scheduler resumes first.
     #[arg(long, value_enum, default_value = "most-resident")]
-    resume: ResumeArg,
+    resume_policy: ResumeArg,
     /// Engine between nodes.
     #[arg(long, value_enum, default_value = "local")]
     backend: BackendArg,
@@ -202,6 +203,123 @@ struct RuntimeArgs {
     /// Print the final report as one JSON object on stdout, and nothing else.
     #[arg(long)]
     json: bool,
+}
+
+/// Checkpoint and resume of an iterative algorithm's state.
+#[derive(Args, Debug, Clone)]
+struct CheckpointArgs {
+    /// Write checkpoints of the iteration state to DIR (shared by every rank; complete
+    /// checkpoints appear atomically, torn ones are never used).
+    #[arg(long, value_name = "DIR")]
+    checkpoint_dir: Option<PathBuf>,
+    /// Checkpoint after every K iterations (default 1 with --checkpoint-dir).
+    #[arg(long, value_name = "K", requires = "checkpoint_dir",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    checkpoint_every: Option<u64>,
+    /// Continue from the newest complete checkpoint in --checkpoint-dir (from the beginning
+    /// if there is none); refused if it was written with other arguments.
+    #[arg(long, requires = "checkpoint_dir")]
+    resume: bool,
+}
+
+impl CheckpointArgs {
+    /// Makes the checkpoint directory if needed and checks that it is a writable directory,
+    /// so that an unusable one is a usage error before the job starts.
+    fn check(&self) -> Result<(), Failure> {
+        let Some(dir) = &self.checkpoint_dir else {
+            return Ok(());
+        };
+        let bad = |why: String| {
+            Failure::usage(format!("invalid --checkpoint-dir {}: {why}", dir.display()))
+        };
+        std::fs::create_dir_all(dir).map_err(|e| bad(e.to_string()))?;
+        if !std::fs::metadata(dir)
+            .map_err(|e| bad(e.to_string()))?
+            .is_dir()
+        {
+            return Err(bad("not a directory".into()));
+        }
+        rustix::fs::access(dir, rustix::fs::Access::WRITE_OK)
+            .map_err(|e| bad(std::io::Error::from(e).to_string()))
+    }
+
+    /// The rank-local checkpointer for a job with this fingerprint, if checkpoints are on.
+    fn checkpointer(&self, fingerprint: &str) -> Option<Checkpointer> {
+        self.checkpoint_dir.as_ref().map(|dir| {
+            Checkpointer::new(
+                dir,
+                fingerprint,
+                self.checkpoint_every.unwrap_or(1),
+                self.resume,
+            )
+        })
+    }
+}
+
+/// Looks for the state to resume from (a collective), telling the user on rank 0's stderr
+/// what it found.
+fn restore(world: &Comm, ck: Option<&mut Checkpointer>) -> Result<(), AlgoError> {
+    let Some(ck) = ck else { return Ok(()) };
+    let from = ck.restore(world)?;
+    if world.rank() == 0 {
+        for seq in ck.skipped() {
+            eprintln!(
+                "spillway: checkpoint {seq} in {} is damaged; skipped",
+                ck.dir().display()
+            );
+        }
+        match from {
+            Some(it) => eprintln!(
+                "spillway: resuming after iteration {it} from {}",
+                ck.dir().display()
+            ),
+            None if ck.resumes() => eprintln!(
+                "spillway: no complete checkpoint in {}: starting from the beginning",
+                ck.dir().display()
+            ),
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+/// The canonical description of an input file for a fingerprint: absolute path, size and
+/// modification time, so that a changed file does not resume another file's checkpoint.
+fn file_identity(path: &std::path::Path) -> String {
+    let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    match std::fs::metadata(&abs) {
+        Ok(m) => {
+            let mtime = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            format!("{} ({} bytes, mtime {mtime})", abs.display(), m.len())
+        }
+        Err(_) => abs.display().to_string(),
+    }
+}
+
+/// The report's checkpoint counters: bytes summed over ranks, time the maximum over ranks.
+fn checkpoint_facts(
+    world: &Comm,
+    ck: Option<&Checkpointer>,
+) -> Result<Vec<(String, f64)>, AlgoError> {
+    let Some(ck) = ck else {
+        return Ok(Vec::new());
+    };
+    let s = ck.stats();
+    let bytes = world.allreduce(&[s.bytes], Sum)?[0];
+    let secs = world.allreduce(&[s.time.as_secs_f64()], Max)?[0];
+    Ok(vec![
+        ("checkpoints_written".into(), s.written as f64),
+        ("checkpoint_bytes".into(), bytes as f64),
+        ("checkpoint_seconds".into(), secs),
+        (
+            "resumed_from_iteration".into(),
+            s.resumed_from.map_or(-1.0, |i| i as f64),
+        ),
+    ])
 }
 
 #[derive(Args, Debug)]
@@ -234,6 +352,8 @@ struct PageRankArgs {
     #[command(flatten)]
     ft: mapreduce::FtArgs,
     #[command(flatten)]
+    checkpoint: CheckpointArgs,
+    #[command(flatten)]
     runtime: RuntimeArgs,
 }
 
@@ -262,9 +382,12 @@ struct KMeansArgs {
     assign: Option<PathBuf>,
     /// How partial sums are combined: allreduce (every rank holds the centroids and its
     /// partial sums), regroup (Harp: one copy per node, each rank owns a range of centroids,
-    /// then allgather), or auto (regroup from k x d >= 2^20).
+    /// then allgather), or auto (regroup from k x d >= 2^20; allreduce with
+    /// --checkpoint-dir, since regroup's sums depend on the order ranks arrive).
     #[arg(long, value_enum, default_value = "auto")]
     collective: KMeansCollective,
+    #[command(flatten)]
+    checkpoint: CheckpointArgs,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -359,7 +482,7 @@ fn config_of(rt: &RuntimeArgs) -> Result<Config, Failure> {
         PolicyArg::Arlw => Policy::Arlw,
         PolicyArg::Lrlw => Policy::Lrlw,
     };
-    let resume = match rt.resume {
+    let resume = match rt.resume_policy {
         ResumeArg::MostResident => ResumePolicy::MostResident,
         ResumeArg::Fifo => ResumePolicy::Fifo,
     };
@@ -448,6 +571,11 @@ fn node_io(rank: &spillway::Rank) -> u64 {
 
 fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
     if args.engine == mapreduce::EngineArg::Mapreduce {
+        if args.checkpoint.checkpoint_dir.is_some() {
+            return Err(Failure::usage(
+                "--checkpoint-dir is not supported with --engine mapreduce yet",
+            ));
+        }
         return mapreduce::run_pagerank_mr(args);
     }
     if args.ft.is_set() {
@@ -459,6 +587,7 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
     if let Some(out) = &args.out {
         check_output(out)?;
     }
+    args.checkpoint.check()?;
     let (source, input_name) = match (&args.input, &args.generate) {
         (Some(path), _) => (GraphSource::from_path(path), path.display().to_string()),
         (None, g) => {
@@ -472,13 +601,28 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
         tolerance: args.tolerance,
         damping: args.damping,
     };
+    // Everything that determines the output (the f64 sums depend on the layout too).
+    let fingerprint = format!(
+        "pagerank input={} iterations={} tolerance={:e} damping={:e} ranks={} nodes={}",
+        match &args.input {
+            Some(path) => file_identity(path),
+            None => input_name.clone(),
+        },
+        args.iterations,
+        args.tolerance,
+        args.damping,
+        config.ranks_total(),
+        config.nodes_total(),
+    );
     let bar = progress_bar(&args.runtime, args.iterations, "pagerank");
     let start = Instant::now();
     let (results, stats) = run_with_stats(&config, |rank| -> Result<_, AlgoError> {
         let world = Comm::world(rank);
+        let mut ck = args.checkpoint.checkpointer(&fingerprint);
         let t0 = Instant::now();
         let graph = load_graph(&world, &source)?;
         world.barrier()?;
+        restore(&world, ck.as_mut())?;
         let load = t0.elapsed();
         let mut on_progress = |p: &Progress| {
             if world.rank() == 0 {
@@ -490,8 +634,10 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
         };
         let io_before = node_io(rank);
         let t1 = Instant::now();
-        let result = pagerank(&world, &graph, &options, &mut on_progress)?;
+        let result =
+            pagerank_checkpointed(&world, &graph, &options, &mut on_progress, ck.as_mut())?;
         let compute = t1.elapsed();
+        let ck_facts = checkpoint_facts(&world, ck.as_ref())?;
         let io = world.allreduce(&[node_io(rank) - io_before], Sum)?[0];
         if let Some(path) = &args.out {
             write_ordered(&world, path, |w| {
@@ -514,13 +660,16 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
             compute,
             result.iteration_times,
             io,
+            ck_facts,
         ))
     })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let (n, m, max_edges, iterations, delta, sum, load, compute, times, io) =
+    let (n, m, max_edges, iterations, delta, sum, load, compute, times, io, ck_facts) =
         results.into_iter().next().expect("rank 0");
+    // Iterations this run performed (fewer than `iterations` after a resume).
+    let ran = times.len();
     let mut report = Report::new("pagerank", &input_name, &config);
     report.set_run(iterations, &times, load, compute, start.elapsed(), &stats);
     report.output = args.out.as_ref().map(|p| p.display().to_string());
@@ -531,14 +680,15 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
         ("final_l1_change".into(), delta),
         (
             "spill_io_per_iteration_bytes".into(),
-            io as f64 / iterations.max(1) as f64,
+            io as f64 / ran.max(1) as f64,
         ),
         ("rank_sum".into(), sum),
         (
             "edges_per_second".into(),
-            m as f64 * iterations as f64 / compute.as_secs_f64().max(1e-12),
+            m as f64 * ran as f64 / compute.as_secs_f64().max(1e-12),
         ),
     ];
+    report.facts.extend(ck_facts);
     Ok(report)
 }
 
@@ -549,6 +699,12 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
     }
     let init =
         Init::parse(&args.init).map_err(|e| Failure::usage(format!("invalid --init: {e}")))?;
+    if args.checkpoint.checkpoint_dir.is_some() && args.collective == KMeansCollective::Regroup {
+        return Err(Failure::usage(
+            "--checkpoint-dir is not supported with --collective regroup yet",
+        ));
+    }
+    args.checkpoint.check()?;
     let (source, input_name) = match (&args.input, &args.generate) {
         (Some(path), _) => (PointSource::Csv(path.clone()), path.display().to_string()),
         (None, g) => {
@@ -557,6 +713,21 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
             (PointSource::Blobs(spec), spec_text)
         }
     };
+    let fingerprint = format!(
+        "kmeans input={} k={} iterations={} init={} ranks={} nodes={}",
+        match &args.input {
+            Some(path) => file_identity(path),
+            None => input_name.clone(),
+        },
+        args.k,
+        args.iterations,
+        match &init {
+            Init::File(path) => format!("file:{}", file_identity(path)),
+            _ => args.init.clone(),
+        },
+        config.ranks_total(),
+        config.nodes_total(),
+    );
     let options = KMeansOptions {
         k: args.k,
         max_iterations: args.iterations,
@@ -566,6 +737,7 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
     let start = Instant::now();
     let (results, stats) = run_with_stats(&config, |rank| -> Result<_, AlgoError> {
         let world = Comm::world(rank);
+        let mut ck = args.checkpoint.checkpointer(&fingerprint);
         let t0 = Instant::now();
         let points = load_points(&world, &source)?;
         if let PointSource::Csv(path) = &source {
@@ -592,10 +764,12 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
         };
         let t1 = Instant::now();
         let regroup = match args.collective {
-            KMeansCollective::Auto => prefer_regroup(options.k, points.dim),
+            // Checkpoints are implemented for the allreduce engine only.
+            KMeansCollective::Auto => ck.is_none() && prefer_regroup(options.k, points.dim),
             KMeansCollective::Allreduce => false,
             KMeansCollective::Regroup => true,
         };
+        restore(&world, ck.as_mut())?;
         let (result, phases) = if regroup {
             let r = kmeans_regroup(&world, &points, &options, &mut on_progress)?;
             let result = KMeansResult {
@@ -623,11 +797,12 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
             (result, sums.iter().map(|s| s / per).collect::<Vec<f64>>())
         } else {
             (
-                kmeans(&world, &points, &options, &mut on_progress)?,
+                kmeans_checkpointed(&world, &points, &options, &mut on_progress, ck.as_mut())?,
                 Vec::new(),
             )
         };
         let compute = t1.elapsed();
+        let ck_facts = checkpoint_facts(&world, ck.as_ref())?;
         // Both outputs appear only if both are complete: the centroids are committed after
         // the assignment file.
         let mut centroids_file = None;
@@ -669,12 +844,13 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
             result.iteration_times,
             phases,
             regroup,
+            ck_facts,
         ))
     })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let (n, dim, iterations, converged, load, compute, times, phases, regroup) =
+    let (n, dim, iterations, converged, load, compute, times, phases, regroup, ck_facts) =
         results.into_iter().next().expect("rank 0");
     let mut report = Report::new("kmeans", &input_name, &config);
     report.set_run(iterations, &times, load, compute, start.elapsed(), &stats);
@@ -693,6 +869,7 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
             ("reduce_seconds_per_iteration".into(), reduce),
         ]);
     }
+    report.facts.extend(ck_facts);
     Ok(report)
 }
 

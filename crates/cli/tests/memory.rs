@@ -266,7 +266,7 @@ fn bad_memory_options_are_usage_errors() {
     for args in [
         ["--mem-budget", "lots"],
         ["--policy", "never"],
-        ["--resume", "random"],
+        ["--resume-policy", "random"],
     ] {
         let result = Command::new(BIN)
             .args(["run", "pagerank", "--generate", "rmat:6:4"])

@@ -43,6 +43,7 @@
 //! ```
 #![deny(missing_docs, unreachable_pub)]
 
+pub mod checkpoint;
 mod data;
 mod dataset;
 mod emit;

@@ -1,0 +1,628 @@
+//! Checkpoint and resume of the direct PageRank and K-means engines: jobs killed with SIGKILL
+//! at several moments (after a checkpoint, in the middle of writing one, between two) resume
+//! from the newest complete checkpoint and write exactly the output of an uninterrupted run;
+//! resuming with other arguments is refused.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_spillway");
+
+/// How long one run of the CLI may take before the test fails.
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long to wait for a checkpoint to appear before the test fails.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn spawn(args: &[String], pause_ms: Option<u64>) -> Child {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match pause_ms {
+        Some(ms) => cmd.env("SPILLWAY_CHECKPOINT_PAUSE_MS", ms.to_string()),
+        None => cmd.env_remove("SPILLWAY_CHECKPOINT_PAUSE_MS"),
+    };
+    cmd.spawn().expect("start spillway")
+}
+
+/// Waits for `child` with a timeout (killing it and failing the test on expiry).
+fn finish(mut child: Child, what: &str) -> Output {
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("collect output");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("collect output");
+            panic!(
+                "{what}: no exit within {RUN_TIMEOUT:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs the CLI to its end and requires success; returns stdout.
+fn run_ok(args: &[String], what: &str) -> String {
+    let out = finish(spawn(args, None), what);
+    assert!(
+        out.status.success(),
+        "{what}: {:?}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json(stdout: &str) -> serde_json::Value {
+    serde_json::from_str(stdout.trim()).expect("one JSON object")
+}
+
+/// Checkpoint directories in `dir`: (complete sequence numbers, torn `.tmp` directories that
+/// hold at least one rank's part).
+fn checkpoints(dir: &Path) -> (Vec<u64>, Vec<u64>) {
+    let (mut complete, mut torn) = (Vec::new(), Vec::new());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (complete, torn);
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("ckpt-") else {
+            continue;
+        };
+        if let Some(seq) = rest.strip_suffix(".tmp") {
+            let has_part = std::fs::read_dir(e.path())
+                .map(|d| {
+                    d.flatten()
+                        .any(|f| f.file_name().to_string_lossy().starts_with("rank-"))
+                })
+                .unwrap_or(false);
+            if has_part {
+                torn.push(seq.parse().unwrap());
+            }
+        } else if let Ok(seq) = rest.parse() {
+            complete.push(seq);
+        }
+    }
+    complete.sort_unstable();
+    torn.sort_unstable();
+    (complete, torn)
+}
+
+/// When to kill a checkpointing job.
+#[derive(Debug, Clone, Copy)]
+enum Moment {
+    /// As soon as the complete checkpoint numbered at least this appears.
+    AfterCheckpoint(u64),
+    /// While a checkpoint numbered at least this is being written: its `.tmp` directory holds
+    /// a part but it is not yet complete.
+    DuringWrite(u64),
+    /// After this long.
+    After(Duration),
+}
+
+/// Starts the job, kills it with SIGKILL at `moment`, and checks that it was killed (not
+/// finished) and, for a kill during a write, that a torn checkpoint was left behind.
+fn kill_at(args: &[String], ck: &Path, moment: Moment, pause_ms: u64, what: &str) {
+    let mut child = spawn(args, Some(pause_ms));
+    let deadline = Instant::now() + WAIT_TIMEOUT;
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what}: the job ended ({status:?}) before {moment:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let (complete, torn) = checkpoints(ck);
+        let now = match moment {
+            Moment::AfterCheckpoint(n) => complete.last().is_some_and(|&s| s >= n),
+            Moment::DuringWrite(n) => torn.iter().any(|&t| t >= n && !complete.contains(&t)),
+            Moment::After(d) => start.elapsed() >= d,
+        };
+        if now {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{what}: {moment:?} never came");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().expect("SIGKILL");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGKILL),
+        "{what}: not killed: {:?}",
+        out.status
+    );
+    if let Moment::DuringWrite(_) = moment {
+        let (complete, torn) = checkpoints(ck);
+        assert!(
+            torn.iter().any(|t| !complete.contains(t)),
+            "{what}: killed during a write but no torn checkpoint is left: {complete:?} {torn:?}"
+        );
+    }
+}
+
+/// One job to checkpoint: its arguments without outputs, and how to name its outputs.
+struct Job {
+    name: &'static str,
+    args: Vec<String>,
+    /// (flag, file name) of each output file.
+    outputs: Vec<(&'static str, &'static str)>,
+}
+
+impl Job {
+    fn with_outputs(&self, dir: &Path, tag: &str) -> (Vec<String>, Vec<PathBuf>) {
+        let mut args = self.args.clone();
+        let mut files = Vec::new();
+        for (flag, file) in &self.outputs {
+            let path = dir.join(format!("{tag}-{file}"));
+            args.push(flag.to_string());
+            args.push(path.to_str().unwrap().to_string());
+            files.push(path);
+        }
+        args.push("--json".into());
+        (args, files)
+    }
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+fn pagerank(layout: &[&str]) -> Job {
+    let mut args = strings(&[
+        "run",
+        "pagerank",
+        "--generate",
+        "rmat:13:8",
+        "--iterations",
+        "30",
+    ]);
+    args.extend(strings(layout));
+    Job {
+        name: "pagerank",
+        args,
+        outputs: vec![("--out", "ranks.txt")],
+    }
+}
+
+fn kmeans(layout: &[&str]) -> Job {
+    let mut args = strings(&["run", "kmeans", "--generate", "blobs:20000:4:6", "--k", "6"]);
+    args.extend(strings(layout));
+    Job {
+        name: "kmeans",
+        args,
+        outputs: vec![("--out", "centroids.csv"), ("--assign", "assign.txt")],
+    }
+}
+
+/// Runs `job` uninterrupted, then kills a checkpointing run of it at each of `moments` in
+/// turn (each kill resumes the previous one), resumes to the end, and compares the outputs
+/// bitwise. Also checks that every resumed run continued from a checkpoint (not from the
+/// start) where one was complete.
+fn kill_and_resume(job: &Job, moments: &[Moment], every: u64, pause_ms: u64) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let (ref_args, ref_files) = job.with_outputs(dir.path(), "ref");
+    let reference = json(&run_ok(&ref_args, "uninterrupted run"));
+    let ck = dir.path().join("ck");
+    let (mut args, files) = job.with_outputs(dir.path(), "resumed");
+    args.extend(strings(&[
+        "--checkpoint-dir",
+        ck.to_str().unwrap(),
+        "--checkpoint-every",
+        &every.to_string(),
+        "--resume",
+    ]));
+    for (i, &m) in moments.iter().enumerate() {
+        let what = format!("{} kill {i} {m:?} ({:?})", job.name, job.args);
+        kill_at(&args, &ck, m, pause_ms, &what);
+        for f in &files {
+            assert!(!f.exists(), "{what}: a killed job left output {f:?}");
+        }
+    }
+    let before = checkpoints(&ck).0;
+    let out = finish(spawn(&args, None), "resume");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "resume failed: {stderr}");
+    let report = json(&String::from_utf8(out.stdout).unwrap());
+    let newest = before.last().copied();
+    assert_eq!(
+        report["resumed_from_iteration"].as_f64(),
+        Some(newest.map_or(-1.0, |s| s as f64)),
+        "{}: resumed from the wrong checkpoint (complete before: {before:?}); {stderr}",
+        job.name
+    );
+    if let Some(s) = newest {
+        assert!(
+            stderr.contains(&format!("resuming after iteration {s}")),
+            "{stderr}"
+        );
+    }
+    assert_eq!(report["iterations"], reference["iterations"]);
+    for (a, b) in ref_files.iter().zip(&files) {
+        let (x, y) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+        assert!(!x.is_empty());
+        assert!(
+            x == y,
+            "{}: {b:?} differs from the uninterrupted run's {a:?}",
+            job.name
+        );
+    }
+    report
+}
+
+/// The kills every configuration goes through: after the first checkpoint, in the middle of
+/// a later checkpoint's write, and twice at fixed delays.
+fn moments() -> Vec<Moment> {
+    vec![
+        Moment::AfterCheckpoint(1),
+        Moment::DuringWrite(3),
+        Moment::After(Duration::from_millis(150)),
+        Moment::After(Duration::from_millis(400)),
+    ]
+}
+
+#[test]
+fn pagerank_resumes_after_sigkill_at_two_ranks() {
+    let report = kill_and_resume(&pagerank(&["--ranks", "2"]), &moments(), 1, 100);
+    assert!(report["checkpoints_written"].as_f64().unwrap() >= 1.0);
+    // At least one checkpoint of the rank vector (8 bytes per vertex) since the resume.
+    assert!(report["checkpoint_bytes"].as_f64().unwrap() >= 8.0 * 8192.0);
+}
+
+#[test]
+fn pagerank_resumes_after_sigkill_with_more_ranks_than_cores_on_two_nodes() {
+    kill_and_resume(
+        &pagerank(&["--ranks", "5", "--nodes", "2"]),
+        &moments(),
+        2,
+        60,
+    );
+}
+
+#[test]
+fn pagerank_resumes_after_sigkill_under_a_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let spill = dir.path().to_str().unwrap();
+    let job = pagerank(&[
+        "--ranks",
+        "4",
+        "--nodes",
+        "2",
+        "--mem-budget",
+        "1M",
+        "--spill-dir",
+        spill,
+    ]);
+    let report = kill_and_resume(&job, &moments(), 1, 60);
+    assert!(
+        report["spill_bytes_written"].as_f64().unwrap() > 0.0,
+        "the budget did not make the job spill: {report}"
+    );
+}
+
+#[test]
+fn kmeans_resumes_after_sigkill_at_two_ranks() {
+    let report = kill_and_resume(&kmeans(&["--ranks", "2"]), &moments(), 1, 100);
+    assert!(report["checkpoint_bytes"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn kmeans_resumes_after_sigkill_with_more_ranks_than_cores_on_two_nodes() {
+    kill_and_resume(
+        &kmeans(&["--ranks", "5", "--nodes", "2"]),
+        &moments(),
+        3,
+        60,
+    );
+}
+
+#[test]
+fn kmeans_resumes_after_sigkill_under_a_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let spill = dir.path().to_str().unwrap();
+    let job = kmeans(&[
+        "--ranks",
+        "3",
+        "--nodes",
+        "2",
+        "--mem-budget",
+        "256K",
+        "--spill-dir",
+        spill,
+    ]);
+    let report = kill_and_resume(&job, &moments(), 1, 60);
+    assert!(
+        report["spill_bytes_written"].as_f64().unwrap() > 0.0,
+        "the budget did not make the job spill: {report}"
+    );
+}
+
+#[test]
+fn kmeans_that_converges_resumes_from_its_last_checkpoint() {
+    // Converges well before the iteration limit: the final checkpoint is of a converged run,
+    // and resuming from it must not run another iteration.
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let mut job = kmeans(&["--ranks", "3"]);
+    job.args = strings(&[
+        "run",
+        "kmeans",
+        "--generate",
+        "blobs:5000:3:4",
+        "--k",
+        "4",
+        "--ranks",
+        "3",
+    ]);
+    let (ref_args, ref_files) = job.with_outputs(dir.path(), "ref");
+    let reference = json(&run_ok(&ref_args, "uninterrupted"));
+    assert_eq!(reference["converged"].as_f64(), Some(1.0));
+    let (mut args, files) = job.with_outputs(dir.path(), "ck");
+    args.extend(strings(&["--checkpoint-dir", ck.to_str().unwrap()]));
+    run_ok(&args, "checkpointing run");
+    args.push("--resume".into());
+    let report = json(&run_ok(&args, "resume of a finished run"));
+    assert_eq!(
+        report["resumed_from_iteration"].as_f64(),
+        reference["iterations"].as_f64(),
+        "{report}"
+    );
+    assert_eq!(report["iteration_seconds"].as_array().unwrap().len(), 0);
+    assert_eq!(report["converged"].as_f64(), Some(1.0));
+    for (a, b) in ref_files.iter().zip(&files) {
+        assert!(std::fs::read(a).unwrap() == std::fs::read(b).unwrap());
+    }
+    // From the checkpoint before the last (the newest two are kept): the resumed iteration
+    // must find that no point moves, as the uninterrupted one did.
+    let last = reference["iterations"].as_f64().unwrap() as u64;
+    assert_eq!(checkpoints(&ck).0, [last - 1, last]);
+    std::fs::remove_dir_all(ck.join(format!("ckpt-{last}"))).unwrap();
+    for f in &files {
+        std::fs::remove_file(f).unwrap();
+    }
+    let report = json(&run_ok(&args, "resume before convergence"));
+    assert_eq!(
+        report["resumed_from_iteration"].as_f64(),
+        Some((last - 1) as f64)
+    );
+    assert_eq!(report["iterations"], reference["iterations"], "{report}");
+    assert_eq!(report["iteration_seconds"].as_array().unwrap().len(), 1);
+    for (a, b) in ref_files.iter().zip(&files) {
+        assert!(std::fs::read(a).unwrap() == std::fs::read(b).unwrap());
+    }
+}
+
+#[test]
+fn pagerank_that_stops_at_its_tolerance_resumes_without_another_iteration() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let job = Job {
+        name: "pagerank",
+        args: strings(&[
+            "run",
+            "pagerank",
+            "--generate",
+            "rmat:10:4",
+            "--iterations",
+            "100",
+            "--tolerance",
+            "1e-6",
+            "--ranks",
+            "3",
+        ]),
+        outputs: vec![("--out", "ranks.txt")],
+    };
+    let (ref_args, ref_files) = job.with_outputs(dir.path(), "ref");
+    let reference = json(&run_ok(&ref_args, "uninterrupted"));
+    let stopped = reference["iterations"].as_f64().unwrap();
+    assert!(stopped > 2.0 && stopped < 100.0, "{reference}");
+    let (mut args, files) = job.with_outputs(dir.path(), "ck");
+    args.extend(strings(&["--checkpoint-dir", ck.to_str().unwrap()]));
+    run_ok(&args, "checkpointing run");
+    args.push("--resume".into());
+    let report = json(&run_ok(&args, "resume of a finished run"));
+    assert_eq!(report["resumed_from_iteration"].as_f64(), Some(stopped));
+    assert_eq!(report["iterations"].as_f64(), Some(stopped), "{report}");
+    assert_eq!(report["final_l1_change"], reference["final_l1_change"]);
+    assert!(std::fs::read(&ref_files[0]).unwrap() == std::fs::read(&files[0]).unwrap());
+}
+
+/// Runs to the end and returns (exit code, stderr).
+fn run_code(args: &[String]) -> (i32, String) {
+    let out = finish(spawn(args, None), "run");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn resuming_with_other_arguments_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let ck_s = ck.to_str().unwrap().to_string();
+    let base = |extra: &[&str]| {
+        let mut a = strings(&[
+            "run",
+            "pagerank",
+            "--generate",
+            "rmat:10:4",
+            "--checkpoint-dir",
+            &ck_s,
+        ]);
+        a.extend(strings(extra));
+        if !extra.contains(&"--iterations") {
+            a.extend(strings(&["--iterations", "4"]));
+        }
+        a
+    };
+    run_ok(&base(&["--ranks", "2"]), "first run");
+    assert_eq!(checkpoints(&ck).0, [3, 4]);
+    for (extra, expect) in [
+        (
+            &["--ranks", "2", "--damping", "0.9", "--resume"][..],
+            "damping=9e-1",
+        ),
+        (
+            &["--ranks", "2", "--iterations", "5", "--resume"][..],
+            "iterations=5",
+        ),
+        (&["--ranks", "3", "--resume"][..], "ranks=3"),
+        (&["--ranks", "2", "--nodes", "2", "--resume"][..], "nodes=2"),
+    ] {
+        let (code, stderr) = run_code(&base(extra));
+        assert_eq!(code, 2, "{extra:?}: {stderr}");
+        assert!(
+            stderr.contains("was written by `pagerank input=rmat:10:4 iterations=4")
+                && stderr.contains("this run is `pagerank")
+                && stderr.contains(expect),
+            "{extra:?}: {stderr}"
+        );
+    }
+    // Another algorithm in the same directory.
+    let (code, stderr) = run_code(&strings(&[
+        "run",
+        "kmeans",
+        "--generate",
+        "blobs:1000:2:3",
+        "--k",
+        "3",
+        "--ranks",
+        "2",
+        "--checkpoint-dir",
+        &ck_s,
+        "--resume",
+    ]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("this run is `kmeans"), "{stderr}");
+    // A new job (no --resume) does not overwrite another job's checkpoints.
+    let (code, stderr) = run_code(&base(&["--ranks", "2"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("already holds checkpoint 4"), "{stderr}");
+    assert_eq!(checkpoints(&ck).0, [3, 4]);
+    // The same arguments resume (here: from the last iteration, nothing left to do).
+    let report = json(&run_ok(
+        &base(&["--ranks", "2", "--resume", "--json"]),
+        "resume",
+    ));
+    assert_eq!(report["resumed_from_iteration"].as_f64(), Some(4.0));
+    // Options that need a directory, an unusable directory, or an engine without
+    // checkpoints are usage errors.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let under_file = file.join("ck");
+    for args in [
+        strings(&[
+            "run",
+            "pagerank",
+            "--generate",
+            "rmat:6:4",
+            "--checkpoint-dir",
+            file.to_str().unwrap(),
+        ]),
+        strings(&[
+            "run",
+            "kmeans",
+            "--checkpoint-dir",
+            under_file.to_str().unwrap(),
+        ]),
+        strings(&["run", "pagerank", "--generate", "rmat:6:4", "--resume"]),
+        strings(&["run", "kmeans", "--checkpoint-every", "2"]),
+        strings(&[
+            "run",
+            "kmeans",
+            "--checkpoint-dir",
+            &ck_s,
+            "--checkpoint-every",
+            "0",
+        ]),
+        strings(&[
+            "run",
+            "pagerank",
+            "--generate",
+            "rmat:6:4",
+            "--engine",
+            "mapreduce",
+            "--checkpoint-dir",
+            &ck_s,
+        ]),
+    ] {
+        let (code, stderr) = run_code(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_resume_with_no_checkpoint_starts_from_the_beginning_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("none");
+    let out = finish(
+        spawn(
+            &strings(&[
+                "run",
+                "kmeans",
+                "--generate",
+                "blobs:2000:2:3",
+                "--k",
+                "3",
+                "--ranks",
+                "2",
+                "--checkpoint-dir",
+                ck.to_str().unwrap(),
+                "--resume",
+                "--json",
+            ]),
+            None,
+        ),
+        "resume without checkpoints",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("no complete checkpoint") && stderr.contains("starting from the beginning"),
+        "{stderr}"
+    );
+    let report = json(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(report["resumed_from_iteration"].as_f64(), Some(-1.0));
+    assert!(report["checkpoints_written"].as_f64().unwrap() >= 1.0);
+}
+
+#[test]
+fn a_damaged_newest_checkpoint_is_skipped_for_the_one_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let job = pagerank(&["--ranks", "3", "--nodes", "2"]);
+    let (ref_args, ref_files) = job.with_outputs(dir.path(), "ref");
+    run_ok(&ref_args, "uninterrupted");
+    let (mut args, files) = job.with_outputs(dir.path(), "ck");
+    args.extend(strings(&["--checkpoint-dir", ck.to_str().unwrap()]));
+    run_ok(&args, "checkpointing run");
+    assert_eq!(checkpoints(&ck).0, [29, 30]);
+    // One flipped byte in one rank's part of the newest checkpoint.
+    let part = ck.join("ckpt-30").join("rank-2");
+    let mut bytes = std::fs::read(&part).unwrap();
+    bytes[100] ^= 0x40;
+    std::fs::write(&part, bytes).unwrap();
+    std::fs::remove_file(&files[0]).unwrap();
+    args.push("--resume".into());
+    let out = finish(spawn(&args, None), "resume");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("checkpoint 30 in") && stderr.contains("is damaged; skipped"),
+        "{stderr}"
+    );
+    let report = json(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(report["resumed_from_iteration"].as_f64(), Some(29.0));
+    assert_eq!(report["iteration_seconds"].as_array().unwrap().len(), 1);
+    assert!(std::fs::read(&ref_files[0]).unwrap() == std::fs::read(&files[0]).unwrap());
+}
