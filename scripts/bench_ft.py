@@ -36,6 +36,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small inputs (a smoke run)")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--nodes", type=int, default=4)
+    ap.add_argument("--running", type=int, default=1, help="running ranks per node")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="spillway-ft-")
     scale, text = (14, "16M") if a.quick else (18, "256M")
@@ -46,27 +47,33 @@ def main():
     subprocess.run(["cargo", "run", "--release", "-q", "-p", "spillway-bench", "--", "mapreduce",
                     "--generate", text, "--input", text_file, "--generate-only"], check=True,
                    capture_output=True)
-    layout = ["--ranks", str(a.ranks), "--nodes", str(a.nodes), "--json"]
+    layout = ["--ranks", str(a.ranks), "--nodes", str(a.nodes), "--running", str(a.running),
+              "--json"]
     jobs = {
         "pagerank (MapReduce)": [a.bin, "run", "pagerank", "--engine", "mapreduce",
                                  "--iterations", "6", "--generate", f"rmat:{scale}:16"],
         "connected components": [a.bin, "run", "cc", "--input", graph],
         "word count": [a.bin, "run", "wordcount", "--input", text_file],
     }
-    print(f"{a.ranks} ranks on {a.nodes} nodes, {a.reps} repetitions, medians; "
-          f"R-MAT scale {scale}, text {text}\n")
+    print(f"{a.ranks} ranks on {a.nodes} nodes ({a.running} running per node), {a.reps} "
+          f"repetitions interleaved, medians; R-MAT scale {scale}, text {text}\n")
     print("| job | ops | off s | on s | overhead | saving s | kept MiB | replicated MiB "
-          "| lost at op | recovery s | op s | recovery / op |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| lost at op | recovery s | op s | recovery / op | checkpoint every op s "
+          "| checkpoint cost / op |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, cmd in jobs.items():
-        off, on, fail = [], [], []
-        for _ in range(a.reps):
+        off, on, fail, ck = [], [], [], []
+        ops = None
+        for rep in range(a.reps):
             off.append(run(cmd + layout))
             on.append(run(cmd + layout + ["--fault-tolerance"]))
-        ops = len(off[0]["operations"])
-        k = (ops + 1) // 2
-        for _ in range(a.reps):
+            ops = len(off[0]["operations"])
+            k = (ops + 1) // 2
             fail.append(run(cmd + layout + ["--inject-failure", f"node:1@op:{k}"]))
+            if name != "word count":
+                d = os.path.join(tmp, f"ck-{name[:2]}-{rep}")
+                ck.append(run(cmd + layout + ["--checkpoint-dir", d, "--checkpoint-every", "1"]))
+        k = (ops + 1) // 2
         t_off = statistics.median(r["compute_seconds"] for r in off)
         t_on = statistics.median(r["compute_seconds"] for r in on)
         save = statistics.median(r["fault_tolerance"]["save_seconds"] for r in on)
@@ -74,9 +81,18 @@ def main():
         repl = statistics.median(r["fault_tolerance"]["bytes_replicated"] for r in on) / 2**20
         rec = statistics.median(r["fault_tolerance"]["recoveries"][0]["total_seconds"] for r in fail)
         op = statistics.median(op_time(r["operations"][k - 1]) for r in on)
-        print(f"| {name} | {ops} | {t_off:.3f} | {t_on:.3f} | {100 * (t_on / t_off - 1):+.1f}% "
+        if ck:
+            t_ck = statistics.median(r["compute_seconds"] for r in ck)
+            n_ck = statistics.median(r["checkpoints_written"] for r in ck)
+            ck_cell = f"{t_ck:.3f} | {100 * (t_ck / t_off - 1) / max(n_ck, 1):+.1f}% per checkpoint"
+        else:
+            ck_cell = "- | (one operation)"
+        spread = lambda xs: f"{min(xs):.2f}-{max(xs):.2f}"
+        print(f"| {name} | {ops} | {t_off:.3f} ({spread([r['compute_seconds'] for r in off])}) "
+              f"| {t_on:.3f} ({spread([r['compute_seconds'] for r in on])}) "
+              f"| {100 * (t_on / t_off - 1):+.1f}% "
               f"| {save:.3f} | {kept:.1f} | {repl:.1f} | {k} | {rec:.3f} | {op:.3f} "
-              f"| {rec / op:.2f} |")
+              f"| {rec / op:.2f} | {ck_cell} |")
         sys.stdout.flush()
 
 

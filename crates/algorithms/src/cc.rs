@@ -16,6 +16,7 @@ use spillway_comm::{Collectives, Comm, Sum};
 use std::cell::Cell;
 use std::rc::Rc;
 
+use spillway_mapreduce::checkpoint::Checkpointer;
 use spillway_mapreduce::{
     Chain, Dataset, DatasetBuilder, Emitter, FaultTolerance, FtStats, Input, MapReduce, OpStats,
     Output, Values,
@@ -140,10 +141,35 @@ fn small_star(
     Ok((out, mr.comm().allreduce(&[changed.get()], Sum)?[0]))
 }
 
+/// The star operations done, the edges and the loops of a checkpoint part.
+fn decode_checkpoint(
+    comm: &Comm,
+    seq: u64,
+    part: &[u8],
+) -> Result<(usize, Edges, Edges), AlgoError> {
+    let bad = |reason: String| AlgoError::BadParameter {
+        name: "checkpoint",
+        reason: format!("checkpoint {seq}: {reason}"),
+    };
+    let header = part.get(..32).ok_or_else(|| bad("too short".into()))?;
+    let word = |i: usize| u64::from_le_bytes(header[i * 8..i * 8 + 8].try_into().expect("8"));
+    let split = 32 + word(3) as usize;
+    let (e, l) = (
+        part.get(32..split).ok_or_else(|| bad("too short".into()))?,
+        &part[split.min(part.len())..],
+    );
+    let rank = comm.runtime();
+    let edges = Dataset::from_encoded(rank, e, word(1)).map_err(|x| bad(x.to_string()))?;
+    let loops = Dataset::from_encoded(rank, l, word(2)).map_err(|x| bad(x.to_string()))?;
+    Ok((word(0) as usize, edges, loops))
+}
+
 /// Connected components of the undirected graph `edges` plus the vertices of `loops`.
 ///
 /// With fault tolerance the edges and loops are replicated first (they are inputs that no
-/// earlier operation produced).
+/// earlier operation produced). With `checkpoint`, starts from the state it restores (if
+/// any) and saves the edges and loops after every K rounds (a round: the star operations
+/// between two convergence checks).
 ///
 /// # Errors
 /// Communication and spill errors; with fault tolerance, a lost rank gets an error for
@@ -155,6 +181,7 @@ pub fn connected_components<'r>(
     variant: Variant,
     memory: Option<usize>,
     fault_tolerance: Option<FaultTolerance>,
+    mut checkpoint: Option<&mut Checkpointer>,
 ) -> Result<CcResult<'r>, AlgoError> {
     let mut mr = MapReduce::new(comm);
     if let Some(m) = memory {
@@ -163,42 +190,71 @@ pub fn connected_components<'r>(
     if let Some(ft) = fault_tolerance {
         mr = mr.fault_tolerance(ft)?;
     }
+    // Resuming: the edges and loops after `rounds` rounds, read back.
+    let mut rounds = 0u64;
+    let mut ops = 0;
+    let (edges, loops) = match checkpoint.as_deref_mut() {
+        Some(ck) => match ck.take_restored(comm)? {
+            Some((seq, part)) => {
+                let (o, e, l) = decode_checkpoint(comm, seq, &part)?;
+                rounds = seq;
+                ops = o;
+                (e, l)
+            }
+            None => (edges, loops),
+        },
+        None => (edges, loops),
+    };
     let loops = mr.replicate(loops)?;
     // The first star operation reads the input edges: replicated, so that a lost part can
     // be rebuilt; later ones read the previous output.
     let mut first = Some(mr.replicate(edges)?);
     let mut edges = Dataset::empty(comm.runtime())?;
-    let mut ops = 0;
     let mut large_step = |mr: &mut MapReduce, edges: Dataset<u32, u32>| match first.take() {
         Some(f) => large_star(mr, f),
         None => large_star(mr, edges),
     };
-    match variant {
-        Variant::Alternating => loop {
-            let (e, large) = large_step(&mut mr, edges)?;
-            let (e, small) = small_star(&mut mr, e)?;
-            edges = e;
-            ops += 2;
-            if large == 0 && small == 0 {
-                break;
-            }
-        },
-        Variant::TwoPhase => loop {
-            loop {
+    // A round: large-star and small-star (alternating), or large-star until it changes
+    // nothing and one small-star (two-phase); a checkpoint may follow each round.
+    loop {
+        let converged = match variant {
+            Variant::Alternating => {
                 let (e, large) = large_step(&mut mr, edges)?;
+                let (e, small) = small_star(&mut mr, e)?;
+                edges = e;
+                ops += 2;
+                large == 0 && small == 0
+            }
+            Variant::TwoPhase => {
+                loop {
+                    let (e, large) = large_step(&mut mr, edges)?;
+                    edges = e;
+                    ops += 1;
+                    if large == 0 {
+                        break;
+                    }
+                }
+                let (e, small) = small_star(&mut mr, edges)?;
                 edges = e;
                 ops += 1;
-                if large == 0 {
-                    break;
-                }
+                small == 0
             }
-            let (e, small) = small_star(&mut mr, edges)?;
-            edges = e;
-            ops += 1;
-            if small == 0 {
-                break;
+        };
+        rounds += 1;
+        if converged {
+            break;
+        }
+        if let Some(ck) = checkpoint.as_deref_mut() {
+            if ck.due(rounds) {
+                let (eb, en) = edges.encoded();
+                let (lb, ln) = loops.encoded();
+                let header: Vec<u8> = [ops as u64, en, ln, eb.len() as u64]
+                    .iter()
+                    .flat_map(|w| w.to_le_bytes())
+                    .collect();
+                ck.save(mr.comm(), rounds, &[&header, eb, &lb])?;
             }
-        },
+        }
     }
     // The graph is now stars centred at each component's smallest vertex: every vertex's
     // label is the smallest id among itself and its neighbours.

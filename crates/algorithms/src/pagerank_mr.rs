@@ -11,8 +11,10 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use spillway_comm::{Collectives, Comm, Max, Sum};
+use spillway_mapreduce::checkpoint::Checkpointer;
 use spillway_mapreduce::{
-    Chain, Dataset, DatasetBuilder, Emitter, FaultTolerance, FtStats, MapReduce, OpStats, Output,
+    Chain, Dataset, DatasetBuilder, Emitter, FaultTolerance, FtStats, Input, MapReduce, OpStats,
+    Output,
 };
 
 use crate::error::AlgoError;
@@ -47,6 +49,61 @@ pub struct MrPageRank<'r> {
     pub ft: Option<FtStats>,
     /// The ranks still in the job (all of them unless ranks were lost).
     pub comm: Comm<'r>,
+}
+
+/// Words before the state in a checkpoint part: iterations done, dangling mass, L1 change
+/// of the last iteration, records of the state.
+const HEADER_WORDS: usize = 4;
+
+/// One PageRank iteration as a MapReduce operation: the new state, and this rank's sums of
+/// the L1 change and of the dangling vertices' new ranks.
+fn iteration(
+    mr: &mut MapReduce,
+    input: impl Input<Key = u32, Value = State>,
+    base: f64,
+    d: f64,
+) -> Result<(Dataset<u32, State>, f64, f64), AlgoError> {
+    let sums = Rc::new(Cell::new((0.0f64, 0.0f64)));
+    let acc = sums.clone();
+    let next = mr.map_combine_reduce(
+        input,
+        |v: u32, (rank, adj): State, emit: &mut Emitter<'_, u32, Message>| {
+            if !adj.is_empty() {
+                let c = rank / adj.len() as f64;
+                for &w in &adj {
+                    emit.emit(&w, (c, f64::NAN, Vec::new()));
+                }
+            }
+            emit.emit(&v, (0.0, rank, adj));
+        },
+        |a: &mut Message, b: Message| {
+            a.0 += b.0;
+            if !b.1.is_nan() {
+                a.1 = b.1;
+                a.2 = b.2;
+            }
+        },
+        move |v: u32, messages, out: &mut Output<u32, State>| {
+            let (mut sum, mut old, mut adj) = (0.0, f64::NAN, Vec::new());
+            for (c, o, a) in messages {
+                sum += c;
+                if !f64::is_nan(o) {
+                    old = o;
+                    adj = a;
+                }
+            }
+            let new = base + d * sum;
+            let (mut delta_local, mut dangling_next) = acc.get();
+            delta_local += (new - old).abs();
+            if adj.is_empty() {
+                dangling_next += new;
+            }
+            acc.set((delta_local, dangling_next));
+            out.emit(&v, &(new, adj));
+        },
+    )?;
+    let (delta_local, dangling_next) = sums.get();
+    Ok((next, delta_local, dangling_next))
 }
 
 /// Reads or generates the edges of `source` as a dataset (each rank its part) and the
@@ -150,6 +207,7 @@ pub fn pagerank_mapreduce<'r>(
     memory: Option<usize>,
     fault_tolerance: Option<FaultTolerance>,
     progress: &mut dyn FnMut(&Progress),
+    mut checkpoint: Option<&mut Checkpointer>,
 ) -> Result<MrPageRank<'r>, AlgoError> {
     if !(0.0..=1.0).contains(&options.damping) {
         return Err(AlgoError::BadParameter {
@@ -172,78 +230,79 @@ pub fn pagerank_mapreduce<'r>(
     }
     let nf = n as f64;
     let d = options.damping;
-    // Every vertex 0..n exists, with or without edges.
-    let (p, r) = (comm.size() as u64, comm.rank() as u64);
-    let vertices = Dataset::from_local(
-        comm.runtime(),
-        (n * r / p..n * (r + 1) / p).map(|v| (v as u32, EXISTS)),
-    )?;
-    // The first operation's inputs are replicated (with fault tolerance) so that a lost
-    // rank's part can be rebuilt; later operations read the previous output. Values the
-    // reduce functions compute on the side are per-operation cells, so that re-running a
-    // reduce in a recovery cannot disturb the next operation's sums.
-    let (edges, vertices) = (mr.replicate(edges)?, mr.replicate(vertices)?);
-    let dangling_first = Rc::new(Cell::new(0.0f64));
-    let sink = dangling_first.clone();
-    let mut state: Dataset<u32, State> = mr.map_reduce(
-        Chain(edges, vertices),
-        |u: u32, v: u32, emit: &mut Emitter<'_, u32, u32>| emit.emit(&u, v),
-        move |u: u32, targets, out: &mut Output<u32, State>| {
-            let mut adj: Vec<u32> = targets.filter(|&v| v != EXISTS).collect();
-            adj.sort_unstable();
-            if adj.is_empty() {
-                sink.set(sink.get() + 1.0 / nf);
-            }
-            out.emit(&u, &(1.0 / nf, adj));
-        },
-    )?;
-    let mut dangling = mr.comm().allreduce(&[dangling_first.get()], Sum)?[0];
     let mut delta = f64::INFINITY;
-    let mut times = Vec::new();
     let mut iterations = 0;
-    while iterations < options.iterations {
-        let t = Instant::now();
-        let base = (1.0 - d) / nf + d * dangling / nf;
-        let sums = Rc::new(Cell::new((0.0f64, 0.0f64)));
-        let acc = sums.clone();
-        state = mr.map_combine_reduce(
-            state,
-            |v: u32, (rank, adj): State, emit: &mut Emitter<'_, u32, Message>| {
-                if !adj.is_empty() {
-                    let c = rank / adj.len() as f64;
-                    for &w in &adj {
-                        emit.emit(&w, (c, f64::NAN, Vec::new()));
-                    }
-                }
-                emit.emit(&v, (0.0, rank, adj));
-            },
-            |a: &mut Message, b: Message| {
-                a.0 += b.0;
-                if !b.1.is_nan() {
-                    a.1 = b.1;
-                    a.2 = b.2;
-                }
-            },
-            move |v: u32, messages, out: &mut Output<u32, State>| {
-                let (mut sum, mut old, mut adj) = (0.0, f64::NAN, Vec::new());
-                for (c, o, a) in messages {
-                    sum += c;
-                    if !f64::is_nan(o) {
-                        old = o;
-                        adj = a;
-                    }
-                }
-                let new = base + d * sum;
-                let (mut delta_local, mut dangling_next) = acc.get();
-                delta_local += (new - old).abs();
+    let mut dangling = 0.0;
+    // Resuming: the state after `iterations` iterations, read back (replicated so that a
+    // lost rank's part can be rebuilt in the next operation).
+    let mut resumed = None;
+    if let Some(ck) = checkpoint.as_deref_mut() {
+        if let Some((seq, part)) = ck.take_restored(comm)? {
+            let bad = |reason: String| AlgoError::BadParameter {
+                name: "checkpoint",
+                reason: format!("checkpoint {seq}: {reason}"),
+            };
+            let header = part
+                .get(..HEADER_WORDS * 8)
+                .ok_or_else(|| bad("too short".into()))?;
+            let word =
+                |i: usize| u64::from_le_bytes(header[i * 8..i * 8 + 8].try_into().expect("8"));
+            if word(0) != seq {
+                return Err(bad(format!("holds iteration {}", word(0))));
+            }
+            iterations = seq as usize;
+            dangling = f64::from_bits(word(1));
+            delta = f64::from_bits(word(2));
+            let state = Dataset::<u32, State>::from_encoded(
+                comm.runtime(),
+                &part[HEADER_WORDS * 8..],
+                word(3),
+            )
+            .map_err(|e| bad(e.to_string()))?;
+            resumed = Some(mr.replicate(state)?);
+        }
+    }
+    let mut state: Dataset<u32, State> = Dataset::empty(comm.runtime())?;
+    if resumed.is_none() {
+        // Every vertex 0..n exists, with or without edges.
+        let (p, r) = (comm.size() as u64, comm.rank() as u64);
+        let vertices = Dataset::from_local(
+            comm.runtime(),
+            (n * r / p..n * (r + 1) / p).map(|v| (v as u32, EXISTS)),
+        )?;
+        // The first operation's inputs are replicated (with fault tolerance) so that a lost
+        // rank's part can be rebuilt; later operations read the previous output. Values the
+        // reduce functions compute on the side are per-operation cells, so that re-running
+        // a reduce in a recovery cannot disturb the next operation's sums.
+        let (edges, vertices) = (mr.replicate(edges)?, mr.replicate(vertices)?);
+        let dangling_first = Rc::new(Cell::new(0.0f64));
+        let sink = dangling_first.clone();
+        state = mr.map_reduce(
+            Chain(edges, vertices),
+            |u: u32, v: u32, emit: &mut Emitter<'_, u32, u32>| emit.emit(&u, v),
+            move |u: u32, targets, out: &mut Output<u32, State>| {
+                let mut adj: Vec<u32> = targets.filter(|&v| v != EXISTS).collect();
+                adj.sort_unstable();
                 if adj.is_empty() {
-                    dangling_next += new;
+                    sink.set(sink.get() + 1.0 / nf);
                 }
-                acc.set((delta_local, dangling_next));
-                out.emit(&v, &(new, adj));
+                out.emit(&u, &(1.0 / nf, adj));
             },
         )?;
-        let (delta_local, dangling_next) = sums.get();
+        dangling = mr.comm().allreduce(&[dangling_first.get()], Sum)?[0];
+    } else {
+        drop(edges);
+    }
+    let stopped = |delta: f64| options.tolerance > 0.0 && delta < options.tolerance;
+    let mut times = Vec::new();
+    while iterations < options.iterations && !stopped(delta) {
+        let t = Instant::now();
+        let base = (1.0 - d) / nf + d * dangling / nf;
+        let (next, delta_local, dangling_next) = match resumed.take() {
+            Some(input) => iteration(&mut mr, input, base, d)?,
+            None => iteration(&mut mr, state, base, d)?,
+        };
+        state = next;
         let sums = mr.comm().allreduce(&[delta_local, dangling_next], Sum)?;
         delta = sums[0];
         dangling = sums[1];
@@ -254,14 +313,36 @@ pub fn pagerank_mapreduce<'r>(
             max_iterations: options.iterations,
             delta,
         });
-        if options.tolerance > 0.0 && delta < options.tolerance {
-            break;
+        if let Some(ck) = checkpoint.as_deref_mut() {
+            if ck.due(iterations as u64) {
+                let (bytes, records) = state.encoded();
+                let header: Vec<u8> = [
+                    iterations as u64,
+                    dangling.to_bits(),
+                    delta.to_bits(),
+                    records,
+                ]
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .collect();
+                ck.save(mr.comm(), iterations as u64, &[&header, bytes])?;
+            }
         }
+    }
+    if let Some(r) = resumed.take() {
+        // Resumed after the last iteration: the state as read back.
+        state = mr.map_reduce(
+            r,
+            |v: u32, s: State, emit: &mut Emitter<'_, u32, State>| emit.emit(&v, s),
+            |v: u32, mut s: spillway_mapreduce::Values<'_, State>, out: &mut Output<u32, State>| {
+                out.emit(&v, &s.next().expect("one state per vertex"))
+            },
+        )?;
     }
     let comm = mr.comm().clone();
     let mut ranks = DatasetBuilder::new(comm.runtime())?;
     let mut failed = None;
-    state.for_each(|v, (rank, _)| {
+    Dataset::for_each(&state, |v, (rank, _)| {
         if failed.is_none() {
             failed = ranks.push(&v, &rank).err();
         }

@@ -74,7 +74,7 @@ fn connected_components_equal_a_union_find() {
                     let (loops, plain): (Vec<_>, Vec<_>) = mine.partition(|(u, v)| u == v);
                     let e = Dataset::from_local(rank, plain.into_iter().copied())?;
                     let l = Dataset::from_local(rank, loops.into_iter().copied())?;
-                    let res = connected_components(&world, e, l, variant, memory, None)?;
+                    let res = connected_components(&world, e, l, variant, memory, None, None)?;
                     let spilled: u64 = res.stats.iter().map(|s| s.bytes_spilled).sum();
                     Ok((res.labels.gather(&world, 0)?, spilled))
                 })
@@ -126,6 +126,7 @@ fn mapreduce_pagerank_equals_the_direct_engine() {
                 Some(16 << 10),
                 None,
                 &mut |_| {},
+                None,
             )?;
             assert_eq!(mr.iterations, 10);
             let all_direct = spillway_comm::Collectives::allgather_obj(&world, &direct)?;

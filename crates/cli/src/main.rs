@@ -207,7 +207,7 @@ struct RuntimeArgs {
 
 /// Checkpoint and resume of an iterative algorithm's state.
 #[derive(Args, Debug, Clone)]
-struct CheckpointArgs {
+pub(crate) struct CheckpointArgs {
     /// Write checkpoints of the iteration state to DIR (shared by every rank; complete
     /// checkpoints appear atomically, torn ones are never used).
     #[arg(long, value_name = "DIR")]
@@ -225,7 +225,7 @@ struct CheckpointArgs {
 impl CheckpointArgs {
     /// Makes the checkpoint directory if needed and checks that it is a writable directory,
     /// so that an unusable one is a usage error before the job starts.
-    fn check(&self) -> Result<(), Failure> {
+    pub(crate) fn check(&self) -> Result<(), Failure> {
         let Some(dir) = &self.checkpoint_dir else {
             return Ok(());
         };
@@ -244,7 +244,7 @@ impl CheckpointArgs {
     }
 
     /// The rank-local checkpointer for a job with this fingerprint, if checkpoints are on.
-    fn checkpointer(&self, fingerprint: &str) -> Option<Checkpointer> {
+    pub(crate) fn checkpointer(&self, fingerprint: &str) -> Option<Checkpointer> {
         self.checkpoint_dir.as_ref().map(|dir| {
             Checkpointer::new(
                 dir,
@@ -258,7 +258,7 @@ impl CheckpointArgs {
 
 /// Looks for the state to resume from (a collective), telling the user on rank 0's stderr
 /// what it found.
-fn restore(world: &Comm, ck: Option<&mut Checkpointer>) -> Result<(), AlgoError> {
+pub(crate) fn restore(world: &Comm, ck: Option<&mut Checkpointer>) -> Result<(), AlgoError> {
     let Some(ck) = ck else { return Ok(()) };
     let from = ck.restore(world)?;
     if world.rank() == 0 {
@@ -285,7 +285,7 @@ fn restore(world: &Comm, ck: Option<&mut Checkpointer>) -> Result<(), AlgoError>
 
 /// The canonical description of an input file for a fingerprint: absolute path, size and
 /// modification time, so that a changed file does not resume another file's checkpoint.
-fn file_identity(path: &std::path::Path) -> String {
+pub(crate) fn file_identity(path: &std::path::Path) -> String {
     let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     match std::fs::metadata(&abs) {
         Ok(m) => {
@@ -301,7 +301,7 @@ fn file_identity(path: &std::path::Path) -> String {
 }
 
 /// The report's checkpoint counters: bytes summed over ranks, time the maximum over ranks.
-fn checkpoint_facts(
+pub(crate) fn checkpoint_facts(
     world: &Comm,
     ck: Option<&Checkpointer>,
 ) -> Result<Vec<(String, f64)>, AlgoError> {
@@ -571,11 +571,6 @@ fn node_io(rank: &spillway::Rank) -> u64 {
 
 fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
     if args.engine == mapreduce::EngineArg::Mapreduce {
-        if args.checkpoint.checkpoint_dir.is_some() {
-            return Err(Failure::usage(
-                "--checkpoint-dir is not supported with --engine mapreduce yet",
-            ));
-        }
         return mapreduce::run_pagerank_mr(args);
     }
     if args.ft.is_set() {

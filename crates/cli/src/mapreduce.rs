@@ -17,7 +17,10 @@ use spillway::mapreduce::{FaultTolerance, Injection, NodeAggregation};
 use spillway::{run_with_stats, Collectives, Comm, Config, Max};
 
 use crate::report::{OpReport, Report};
-use crate::{check_output, config_of, Failure, PageRankArgs, RuntimeArgs};
+use crate::{
+    check_output, checkpoint_facts, config_of, file_identity, restore, Failure, PageRankArgs,
+    RuntimeArgs,
+};
 
 /// When the ranks of a node combine their map output together.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +199,9 @@ pub(crate) struct CcArgs {
     mr_memory: Option<String>,
     #[command(flatten)]
     ft: FtArgs,
+    /// Checkpoints of the edges after every K rounds of star operations.
+    #[command(flatten)]
+    checkpoint: crate::CheckpointArgs,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -308,13 +314,23 @@ pub(crate) fn run_cc(args: CcArgs) -> Result<Report, Failure> {
         VariantArg::TwoPhase => Variant::TwoPhase,
     };
     let ft = args.ft.settings(&config)?;
+    args.checkpoint.check()?;
+    let fingerprint = format!(
+        "cc input={} variant={:?} ranks={} nodes={}",
+        file_identity(&args.input),
+        args.variant,
+        config.ranks_total(),
+        config.nodes_total(),
+    );
     let start = Instant::now();
     let (results, stats) = run_with_stats(&config, |rank| -> Result<_, AlgoError> {
         let world = Comm::world(rank);
+        let mut ck = args.checkpoint.checkpointer(&fingerprint);
         let t0 = Instant::now();
         let (edges, loops) = load_edges(&world, &args.input)?;
         let m = edges.count(&world)? + loops.count(&world)?;
         world.barrier()?;
+        restore(&world, ck.as_mut())?;
         let load = t0.elapsed();
         let t1 = Instant::now();
         let Some(result) = unless_lost(connected_components(
@@ -324,12 +340,14 @@ pub(crate) fn run_cc(args: CcArgs) -> Result<Report, Failure> {
             variant,
             memory,
             ft.clone(),
+            ck.as_mut(),
         ))?
         else {
             return Ok(None);
         };
         let comm = &result.comm;
         let compute = t1.elapsed();
+        let ck_facts = checkpoint_facts(comm, ck.as_ref())?;
         let mut labels = result.labels.to_local_vec();
         labels.sort_unstable();
         let vertices = result.labels.count(comm)?;
@@ -354,11 +372,12 @@ pub(crate) fn run_cc(args: CcArgs) -> Result<Report, Failure> {
                 result.ft,
                 load,
                 compute,
+                ck_facts,
             ),
             comm.rank() == 0,
         )))
     })?;
-    let ((m, vertices, components, ops, op_stats, ft_stats, load, compute), lead) =
+    let ((m, vertices, components, ops, op_stats, ft_stats, load, compute, ck_facts), lead) =
         match first_survivor(results) {
             Some(r) => r,
             None => return Ok(Report::silent("cc", &config)),
@@ -376,6 +395,7 @@ pub(crate) fn run_cc(args: CcArgs) -> Result<Report, Failure> {
         ("components".into(), components as f64),
         ("star_operations".into(), ops as f64),
     ];
+    report.facts.extend(ck_facts);
     report.operations = op_stats.iter().map(OpReport::from).collect();
     warn_unreached(&args.ft, op_stats.len(), report.nodes, lead);
     report.fault_tolerance = ft_stats;
@@ -416,13 +436,30 @@ pub(crate) fn run_pagerank_mr(args: PageRankArgs) -> Result<Report, Failure> {
         damping: args.damping,
     };
     let ft = args.ft.settings(&config)?;
+    args.checkpoint.check()?;
+    // Everything that determines the output (the sums depend on the layout too).
+    let fingerprint = format!(
+        "pagerank engine=mapreduce input={} iterations={} tolerance={:e} damping={:e} ranks={} \
+         nodes={}",
+        match &args.input {
+            Some(path) => file_identity(path),
+            None => input_name.clone(),
+        },
+        args.iterations,
+        args.tolerance,
+        args.damping,
+        config.ranks_total(),
+        config.nodes_total(),
+    );
     let start = Instant::now();
     let (results, stats) = run_with_stats(&config, |rank| -> Result<_, AlgoError> {
         let world = Comm::world(rank);
+        let mut ck = args.checkpoint.checkpointer(&fingerprint);
         let t0 = Instant::now();
         let (edges, n) = load_edge_dataset(&world, &source)?;
         let m = edges.count(&world)?;
         world.barrier()?;
+        restore(&world, ck.as_mut())?;
         let load = t0.elapsed();
         let t1 = Instant::now();
         let Some(result) = unless_lost(pagerank_mapreduce(
@@ -433,12 +470,14 @@ pub(crate) fn run_pagerank_mr(args: PageRankArgs) -> Result<Report, Failure> {
             memory,
             ft.clone(),
             &mut |_| {},
+            ck.as_mut(),
         ))?
         else {
             return Ok(None);
         };
         let comm = &result.comm;
         let compute = t1.elapsed();
+        let ck_facts = checkpoint_facts(comm, ck.as_ref())?;
         // The ranks in vertex order, written by the first rank.
         let all = result.ranks.gather(comm, 0)?;
         let sum = all.as_ref().map_or(0.0, |a| a.iter().map(|(_, r)| r).sum());
@@ -464,11 +503,12 @@ pub(crate) fn run_pagerank_mr(args: PageRankArgs) -> Result<Report, Failure> {
                 result.iteration_times,
                 result.stats,
                 result.ft,
+                ck_facts,
             ),
             comm.rank() == 0,
         )))
     })?;
-    let ((n, m, iterations, delta, sum, load, compute, times, op_stats, ft_stats), lead) =
+    let ((n, m, iterations, delta, sum, load, compute, times, op_stats, ft_stats, ck_facts), lead) =
         match first_survivor(results) {
             Some(r) => r,
             None => return Ok(Report::silent("pagerank", &config)),
@@ -483,9 +523,10 @@ pub(crate) fn run_pagerank_mr(args: PageRankArgs) -> Result<Report, Failure> {
         ("rank_sum".into(), sum),
         (
             "edges_per_second".into(),
-            m as f64 * iterations as f64 / compute.as_secs_f64().max(1e-12),
+            m as f64 * times.len() as f64 / compute.as_secs_f64().max(1e-12),
         ),
     ];
+    report.facts.extend(ck_facts);
     report.operations = op_stats.iter().map(OpReport::from).collect();
     warn_unreached(&args.ft, op_stats.len(), report.nodes, lead);
     report.fault_tolerance = ft_stats;

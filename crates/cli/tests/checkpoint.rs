@@ -626,3 +626,124 @@ fn a_damaged_newest_checkpoint_is_skipped_for_the_one_before() {
     assert_eq!(report["iteration_seconds"].as_array().unwrap().len(), 1);
     assert!(std::fs::read(&ref_files[0]).unwrap() == std::fs::read(&files[0]).unwrap());
 }
+
+fn pagerank_mr(layout: &[&str]) -> Job {
+    let mut job = pagerank(layout);
+    job.name = "pagerank-mapreduce";
+    job.args.extend(strings(&["--engine", "mapreduce"]));
+    job
+}
+
+/// A path over shuffled ids (many rounds of star operations) plus some random edges and
+/// isolated self loops, written to `dir`.
+fn cc_graph(dir: &Path) -> PathBuf {
+    let n = 6000u64;
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut perm: Vec<u64> = (0..n).collect();
+    for i in (1..n as usize).rev() {
+        perm.swap(i, (next() % (i as u64 + 1)) as usize);
+    }
+    let mut text = String::new();
+    for i in 0..n as usize / 2 {
+        text.push_str(&format!("{} {}\n", perm[i], perm[i + 1]));
+    }
+    for _ in 0..n / 2 {
+        let (u, v) = (next() % n, next() % n);
+        if u >= n / 2 && v >= n / 2 {
+            text.push_str(&format!("{} {}\n", perm[u as usize], perm[v as usize]));
+        }
+    }
+    for v in (n..n + 40).step_by(3) {
+        text.push_str(&format!("{v} {v}\n"));
+    }
+    let path = dir.join("graph.txt");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn cc(graph: &Path, layout: &[&str]) -> Job {
+    let mut args = strings(&["run", "cc", "--input", graph.to_str().unwrap()]);
+    args.extend(strings(layout));
+    Job {
+        name: "cc",
+        args,
+        outputs: vec![("--out", "labels.txt")],
+    }
+}
+
+#[test]
+fn mapreduce_pagerank_resumes_after_sigkill() {
+    let report = kill_and_resume(&pagerank_mr(&["--ranks", "2"]), &moments(), 1, 100);
+    assert!(report["checkpoints_written"].as_f64().unwrap() >= 1.0);
+    // With fault tolerance on, more ranks than cores on two nodes, every 2 iterations.
+    kill_and_resume(
+        &pagerank_mr(&["--ranks", "5", "--nodes", "2", "--fault-tolerance"]),
+        &moments(),
+        2,
+        60,
+    );
+}
+
+#[test]
+fn cc_resumes_after_sigkill_and_survives_a_loss_after_the_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = cc_graph(dir.path());
+    let moments = [
+        Moment::AfterCheckpoint(1),
+        Moment::DuringWrite(2),
+        Moment::After(Duration::from_millis(150)),
+    ];
+    for layout in [&["--ranks", "3"][..], &["--ranks", "4", "--nodes", "2"]] {
+        let report = kill_and_resume(&cc(&graph, layout), &moments, 1, 100);
+        assert!(report["checkpoints_written"].as_f64().unwrap() >= 1.0);
+    }
+    // A resumed job reads its edges from the checkpoint: with fault tolerance they are
+    // replicated again, so a node lost in the first operation after the resume is
+    // recovered and the labels are those of an uninterrupted run.
+    let job = cc(&graph, &["--ranks", "4", "--nodes", "2"]);
+    let (ref_args, ref_files) = job.with_outputs(dir.path(), "ft-ref");
+    run_ok(&ref_args, "uninterrupted run");
+    let ck = dir.path().join("ck-ft");
+    let (mut args, files) = job.with_outputs(dir.path(), "ft");
+    args.extend(strings(&[
+        "--checkpoint-dir",
+        ck.to_str().unwrap(),
+        "--resume",
+    ]));
+    kill_at(
+        &args,
+        &ck,
+        Moment::AfterCheckpoint(2),
+        100,
+        "cc before the loss",
+    );
+    args.extend(strings(&["--inject-failure", "node:1@op:1"]));
+    let report = json(&run_ok(&args, "resume with a loss"));
+    assert!(
+        report["resumed_from_iteration"].as_f64().unwrap() >= 2.0,
+        "{report}"
+    );
+    assert_eq!(
+        report["fault_tolerance"]["recoveries"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    let sorted = |p: &Path| {
+        let mut l: Vec<String> = std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        l.sort();
+        l
+    };
+    assert_eq!(sorted(&files[0]), sorted(&ref_files[0]));
+}

@@ -69,6 +69,48 @@ impl<K: Data, V: Data> Dataset<K, V> {
         b.finish()
     }
 
+    /// This rank's records as stored (loaded in full; e.g. for a checkpoint) and their
+    /// number; [`from_encoded`](Self::from_encoded) makes a part of them again.
+    pub fn encoded(&self) -> (&[u8], u64) {
+        (self.bytes.as_slice(), self.len)
+    }
+
+    /// A part made of `records` records encoded as [`encoded`](Self::encoded) gives them.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] if `bytes` are not `records` whole records of these types; a
+    /// runtime error if storage cannot be allocated.
+    pub fn from_encoded(rank: &Rank, bytes: &[u8], records: u64) -> Result<Dataset<K, V>, Error> {
+        let mut at = 0;
+        let mut n = 0u64;
+        while at < bytes.len() {
+            match record_end::<K, V>(bytes, at) {
+                Some(end) => at = end,
+                None => {
+                    return Err(Error::Corrupt(format!(
+                        "a record cut off at byte {at} of {}",
+                        bytes.len()
+                    )))
+                }
+            }
+            n += 1;
+        }
+        if n != records {
+            return Err(Error::Corrupt(format!(
+                "{n} records where {records} were expected"
+            )));
+        }
+        let mut stored = SbVec::with_capacity(rank, bytes.len())?;
+        stored.extend_from_slice(bytes)?;
+        stored.unload();
+        Ok(Dataset {
+            bytes: stored,
+            len: records,
+            origin: Origin::Local,
+            _kv: PhantomData,
+        })
+    }
+
     /// The storage of this part.
     pub(crate) fn into_raw(self) -> SbVec<u8> {
         self.bytes

@@ -36,6 +36,8 @@ pub enum Error {
         /// What could not be recovered.
         reason: String,
     },
+    /// Encoded records that do not decode (e.g. read back from a damaged file).
+    Corrupt(String),
     /// Writing or reading a spill file failed.
     Spill {
         /// The spill directory.
@@ -66,6 +68,7 @@ impl fmt::Display for Error {
                 f,
                 "cannot recover from the loss of rank(s) {lost:?} in operation {op}: {reason}"
             ),
+            Error::Corrupt(why) => write!(f, "corrupt records: {why}"),
             Error::Spill { dir, source } => {
                 write!(f, "spill directory {}: {source}", dir.display())
             }
@@ -78,7 +81,7 @@ impl std::error::Error for Error {
         match self {
             Error::Runtime(e) => Some(e),
             Error::Input { source, .. } | Error::Spill { source, .. } => Some(source),
-            Error::Lost { .. } | Error::Unrecoverable { .. } => None,
+            Error::Lost { .. } | Error::Unrecoverable { .. } | Error::Corrupt(_) => None,
         }
     }
 }

@@ -331,6 +331,19 @@ impl<K, V> fmt::Debug for Replicated<K, V> {
     }
 }
 
+impl<K: Data, V: Data> Replicated<K, V> {
+    /// This rank's records as stored (a copy, e.g. for a checkpoint) and their number; see
+    /// [`Dataset::from_encoded`].
+    pub fn encoded(&self) -> (Vec<u8>, u64) {
+        let s = self.store.borrow();
+        let bytes = s.primary.as_slice().to_vec();
+        s.primary.unload();
+        let mut n = 0;
+        decode_records::<K, V>(&bytes, &mut |_, _| n += 1);
+        (bytes, n)
+    }
+}
+
 impl<K: Data, V: Data> Input for Replicated<K, V> {
     type Key = K;
     type Value = V;
@@ -355,10 +368,24 @@ pub(crate) fn to_buddy(
     to: Option<usize>,
     bytes: &[u8],
 ) -> Result<Vec<(usize, Vec<u8>)>, Error> {
+    to_buddy_reusing(comm, to, bytes, Vec::new())
+}
+
+/// As [`to_buddy`], receiving into the buffers of `reuse` while they last (their pages are
+/// already mapped: receiving replicas every operation then costs no page faults).
+pub(crate) fn to_buddy_reusing(
+    comm: &Comm,
+    to: Option<usize>,
+    bytes: &[u8],
+    mut reuse: Vec<Vec<u8>>,
+) -> Result<Vec<(usize, Vec<u8>)>, Error> {
     let blocks: Vec<(usize, &[u8])> = to.map(|b| (b, bytes)).into_iter().collect();
     let mut got = Vec::new();
     comm.alltoallv_stream(&blocks, &mut |src, b| {
-        got.push((src, b.to_vec()));
+        let mut v = reuse.pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(b);
+        got.push((src, v));
         Ok(())
     })?;
     Ok(got)

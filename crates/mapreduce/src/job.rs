@@ -18,7 +18,7 @@ use crate::emit::{CombineFn, EmitState, Emitter, Sink};
 use crate::error::Error;
 use crate::ft::{self, FaultTolerance, FtStats, Members, RecoveryStats, Replicated, Store};
 use crate::hash::HashRanges;
-use crate::run::{merge, Cursor, Piece, Run, RunWriter, Spill};
+use crate::run::{merge, Cursor, Piece, Run, RunWriter, Spill, Store as RunStore};
 use crate::{Input, Recovery};
 
 /// What one operation did on one rank (or, after [`OpStats::total`], on all ranks: counts
@@ -1060,8 +1060,12 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         for r in f.kept.drain(..) {
             r.release(&f.spill);
         }
+        let mut reuse = Vec::new();
         for (_, r) in f.held.drain(..) {
-            r.release(&f.spill);
+            if let RunStore::Mem(v) = r.store {
+                f.spill.give_back(v.len());
+                reuse.push(v);
+            }
         }
         let me = self.comm.rank();
         // The segments for this node's ranks: one range of the run when the node's ranks
@@ -1083,7 +1087,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             Cow::Owned(v)
         };
         let to = f.members.buddy(me);
-        let got = ft::to_buddy(&self.comm, to, &local)?;
+        let got = ft::to_buddy_reusing(&self.comm, to, &local, reuse)?;
         if to.is_some() {
             f.stats.bytes_replicated += local.len() as u64;
         }
