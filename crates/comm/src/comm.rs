@@ -205,6 +205,18 @@ pub(crate) struct Inner {
     ring: std::cell::OnceCell<Arc<CollRing>>,
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last handle of this rank goes: calls it left but others have not finished keep
+        // the node's ring alive until they do.
+        if let Some(ring) = self.ring.get() {
+            for rv in ring.entries.iter() {
+                rv.pin_while_in_use(ring);
+            }
+        }
+    }
+}
+
 /// A communicator: an ordered group of ranks and a message space of its own.
 ///
 /// Cheap to clone (clones share the communicator). Lives on its rank's thread.

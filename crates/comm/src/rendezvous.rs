@@ -122,6 +122,8 @@ impl CollRing {
                         result: Mutex::new(None),
                         shared: Mutex::new(None),
                         bundles: Mutex::new(Vec::new()),
+                        keep: Mutex::new(None),
+                        pinned: AtomicBool::new(false),
                     })
                 })
                 .collect(),
@@ -167,6 +169,12 @@ pub(crate) struct Rendezvous {
     pub(crate) shared: Mutex<Option<Arc<AlignedBuf>>>,
     /// Buffers from other nodes (bundles of gathers and all-to-alls), by group.
     pub(crate) bundles: Mutex<Vec<(usize, Arc<AlignedBuf>)>>,
+    /// The ring itself, held while a member that dropped its communicator has left this call
+    /// before the others came (the node table holds rings only weakly); released by the
+    /// reset.
+    pub(crate) keep: Mutex<Option<Arc<CollRing>>>,
+    /// Whether `keep` holds the ring.
+    pub(crate) pinned: AtomicBool,
 }
 
 impl Rendezvous {
@@ -182,9 +190,28 @@ impl Rendezvous {
             .get_or_init(|| (0..self.size).map(|_| Mutex::new(Vec::new())).collect())
     }
 
+    /// Keeps `ring` (this entry's ring) alive while a call is under way at this entry: for a
+    /// member that drops its last handle of the communicator after leaving a call the others
+    /// have not all left (the root of a broadcast that does not wait). Without it, members
+    /// that join later would find no ring in the node table, make a new one, and wait there
+    /// for the root forever.
+    pub(crate) fn pin_while_in_use(&self, ring: &Arc<CollRing>) {
+        let in_use =
+            self.departed.load(Ordering::Acquire) > 0 || self.arrived.load(Ordering::Acquire) > 0;
+        if in_use {
+            // A reset that ran since leaves the pin to the next reset of this entry.
+            let mut keep = lock(&self.keep);
+            if keep.is_none() {
+                *keep = Some(Arc::clone(ring));
+                self.pinned.store(true, Ordering::Release);
+            }
+        }
+    }
+
     /// Makes the entry ready for the call `next` (called by the last member to leave, when
-    /// nobody else touches it).
-    pub(crate) fn reset(&self, next: u32) {
+    /// nobody else touches it); returns the ring if this entry kept it alive (the caller
+    /// drops it when done with the entry).
+    pub(crate) fn reset(&self, next: u32) -> Option<Arc<CollRing>> {
         self.arrived.store(0, Ordering::Relaxed);
         self.departed.store(0, Ordering::Relaxed);
         self.stage.store(0, Ordering::Relaxed);
@@ -212,9 +239,17 @@ impl Rendezvous {
             }
         }
         drop((acc, result, shared, bundles));
+        let kept = if self.pinned.load(Ordering::Acquire) {
+            let mut keep = lock(&self.keep);
+            self.pinned.store(false, Ordering::Relaxed);
+            keep.take()
+        } else {
+            None
+        };
         // Publishes the resets above to the next call's members (they load `turn` with
         // Acquire before touching anything else).
         self.turn.store(next, Ordering::Release);
+        kept
     }
 }
 

@@ -682,3 +682,26 @@ fn ten_thousand_ranks_on_one_node_run_collectives_in_little_memory() {
         per_rank >> 10
     );
 }
+
+#[test]
+fn a_broadcast_root_that_leaves_the_job_at_once_still_reaches_late_receivers() {
+    // The root of a small broadcast does not wait for its receivers; here it also ends its
+    // rank (dropping every handle of the communicator) before any receiver has joined the
+    // node's rendezvous: the receivers must still get its value.
+    for (ranks, nodes) in [(3, 1), (4, 2)] {
+        let got = run(&Config::new(ranks).nodes(nodes), |rank| {
+            let world = Comm::world(rank);
+            let mut v = [0u64; 2];
+            if world.rank() == 0 {
+                v = [42, 7];
+                world.bcast_into(0, &mut v)?;
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                world.bcast_into(0, &mut v)?;
+            }
+            Ok::<_, spillway_comm::Error>(v)
+        })
+        .unwrap();
+        assert!(got.iter().all(|v| *v == [42, 7]), "{ranks} ranks: {got:?}");
+    }
+}

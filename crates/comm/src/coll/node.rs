@@ -54,8 +54,9 @@ pub(crate) struct Entered<'c, 'r> {
 impl Drop for Entered<'_, '_> {
     fn drop(&mut self) {
         if self.rv.departed.fetch_add(1, Ordering::AcqRel) + 1 == self.rv.size {
-            self.rv.reset(self.seq.wrapping_add(RING as u32));
+            let kept = self.rv.reset(self.seq.wrapping_add(RING as u32));
             self.comm.rank.wake_all(&self.rv.queue);
+            drop(kept);
         }
     }
 }
