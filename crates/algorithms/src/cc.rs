@@ -16,7 +16,7 @@ use spillway_comm::{Collectives, Comm, Sum};
 use std::cell::Cell;
 use std::rc::Rc;
 
-use spillway_mapreduce::checkpoint::Checkpointer;
+use spillway_mapreduce::checkpoint::{header, split_header, Checkpointer};
 use spillway_mapreduce::{
     Chain, Dataset, DatasetBuilder, Emitter, FaultTolerance, FtStats, Input, MapReduce, OpStats,
     Output, Values,
@@ -151,17 +151,16 @@ fn decode_checkpoint(
         name: "checkpoint",
         reason: format!("checkpoint {seq}: {reason}"),
     };
-    let header = part.get(..32).ok_or_else(|| bad("too short".into()))?;
-    let word = |i: usize| u64::from_le_bytes(header[i * 8..i * 8 + 8].try_into().expect("8"));
-    let split = 32 + word(3) as usize;
+    let (word, rest) = split_header(part, 4).ok_or_else(|| bad("too short".into()))?;
+    let split = word[3] as usize;
     let (e, l) = (
-        part.get(32..split).ok_or_else(|| bad("too short".into()))?,
-        &part[split.min(part.len())..],
+        rest.get(..split).ok_or_else(|| bad("too short".into()))?,
+        &rest[split.min(rest.len())..],
     );
     let rank = comm.runtime();
-    let edges = Dataset::from_encoded(rank, e, word(1)).map_err(|x| bad(x.to_string()))?;
-    let loops = Dataset::from_encoded(rank, l, word(2)).map_err(|x| bad(x.to_string()))?;
-    Ok((word(0) as usize, edges, loops))
+    let edges = Dataset::from_encoded(rank, e, word[1]).map_err(|x| bad(x.to_string()))?;
+    let loops = Dataset::from_encoded(rank, l, word[2]).map_err(|x| bad(x.to_string()))?;
+    Ok((word[0] as usize, edges, loops))
 }
 
 /// Connected components of the undirected graph `edges` plus the vertices of `loops`.
@@ -248,10 +247,7 @@ pub fn connected_components<'r>(
             if ck.due(rounds) {
                 let (eb, en) = edges.encoded();
                 let (lb, ln) = loops.encoded();
-                let header: Vec<u8> = [ops as u64, en, ln, eb.len() as u64]
-                    .iter()
-                    .flat_map(|w| w.to_le_bytes())
-                    .collect();
+                let header = header(&[ops as u64, en, ln, eb.len() as u64]);
                 ck.save(mr.comm(), rounds, &[&header, eb, &lb])?;
             }
         }

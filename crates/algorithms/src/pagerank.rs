@@ -36,7 +36,7 @@
 use std::time::{Duration, Instant};
 
 use spillway_comm::{Collectives, Comm, Sum};
-use spillway_mapreduce::checkpoint::Checkpointer;
+use spillway_mapreduce::checkpoint::{header, split_header, Checkpointer};
 use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
@@ -372,23 +372,18 @@ pub fn pagerank_checkpointed(
                 name: "checkpoint",
                 reason,
             };
-            let header = part
-                .get(..STATE_WORDS * 8)
+            let (word, values) = split_header(&part, STATE_WORDS)
                 .ok_or_else(|| bad(format!("checkpoint {seq} is too short")))?;
-            let word = |i: usize| {
-                u64::from_le_bytes(header[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
-            };
-            let values = &part[STATE_WORDS * 8..];
-            if word(3) != rows as u64 || values.len() != rows * 8 || word(0) != seq {
+            if word[3] != rows as u64 || values.len() != rows * 8 || word[0] != seq {
                 return Err(bad(format!(
                     "checkpoint {seq} holds {} rows for rank {}, which has {rows}",
-                    word(3),
+                    word[3],
                     comm.rank()
                 )));
             }
             done = seq as usize;
-            dangling = f64::from_bits(word(1));
-            delta = f64::from_bits(word(2));
+            dangling = f64::from_bits(word[1]);
+            delta = f64::from_bits(word[2]);
             for (v, b) in x.as_mut_slice().iter_mut().zip(values.chunks_exact(8)) {
                 *v = f64::from_le_bytes(b.try_into().expect("8 bytes"));
             }
@@ -470,15 +465,12 @@ pub fn pagerank_checkpointed(
         });
         if let Some(ck) = checkpoint.as_deref_mut() {
             if ck.due(done as u64) {
-                let header: Vec<u8> = [
+                let header = header(&[
                     done as u64,
                     dangling.to_bits(),
                     delta.to_bits(),
                     rows as u64,
-                ]
-                .iter()
-                .flat_map(|w| w.to_le_bytes())
-                .collect();
+                ]);
                 ck.save(comm, done as u64, &[&header, as_le_bytes(x.as_slice())])?;
             }
         }

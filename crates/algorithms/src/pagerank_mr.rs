@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use spillway_comm::{Collectives, Comm, Max, Sum};
-use spillway_mapreduce::checkpoint::Checkpointer;
+use spillway_mapreduce::checkpoint::{header, split_header, Checkpointer};
 use spillway_mapreduce::{
     Chain, Dataset, DatasetBuilder, Emitter, FaultTolerance, FtStats, Input, MapReduce, OpStats,
     Output,
@@ -242,23 +242,16 @@ pub fn pagerank_mapreduce<'r>(
                 name: "checkpoint",
                 reason: format!("checkpoint {seq}: {reason}"),
             };
-            let header = part
-                .get(..HEADER_WORDS * 8)
-                .ok_or_else(|| bad("too short".into()))?;
-            let word =
-                |i: usize| u64::from_le_bytes(header[i * 8..i * 8 + 8].try_into().expect("8"));
-            if word(0) != seq {
-                return Err(bad(format!("holds iteration {}", word(0))));
+            let (word, rest) =
+                split_header(&part, HEADER_WORDS).ok_or_else(|| bad("too short".into()))?;
+            if word[0] != seq {
+                return Err(bad(format!("holds iteration {}", word[0])));
             }
             iterations = seq as usize;
-            dangling = f64::from_bits(word(1));
-            delta = f64::from_bits(word(2));
-            let state = Dataset::<u32, State>::from_encoded(
-                comm.runtime(),
-                &part[HEADER_WORDS * 8..],
-                word(3),
-            )
-            .map_err(|e| bad(e.to_string()))?;
+            dangling = f64::from_bits(word[1]);
+            delta = f64::from_bits(word[2]);
+            let state = Dataset::<u32, State>::from_encoded(comm.runtime(), rest, word[3])
+                .map_err(|e| bad(e.to_string()))?;
             resumed = Some(mr.replicate(state)?);
         }
     }
@@ -316,15 +309,12 @@ pub fn pagerank_mapreduce<'r>(
         if let Some(ck) = checkpoint.as_deref_mut() {
             if ck.due(iterations as u64) {
                 let (bytes, records) = state.encoded();
-                let header: Vec<u8> = [
+                let header = header(&[
                     iterations as u64,
                     dangling.to_bits(),
                     delta.to_bits(),
                     records,
-                ]
-                .iter()
-                .flat_map(|w| w.to_le_bytes())
-                .collect();
+                ]);
                 ck.save(mr.comm(), iterations as u64, &[&header, bytes])?;
             }
         }

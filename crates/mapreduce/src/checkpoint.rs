@@ -704,6 +704,22 @@ pub fn latest(
     Ok(None)
 }
 
+/// The header of a checkpoint part: `words` as little-endian bytes (see [`split_header`]).
+pub fn header(words: &[u64]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// The first `n` words of a part written with [`header`] and the bytes after them; `None`
+/// if the part is shorter than the header.
+pub fn split_header(part: &[u8], n: usize) -> Option<(Vec<u64>, &[u8])> {
+    let (head, rest) = (part.get(..n * 8)?, &part[n * 8..]);
+    let words = head
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+        .collect();
+    Some((words, rest))
+}
+
 /// Counters of one rank's checkpointing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CheckpointStats {

@@ -18,7 +18,7 @@ use crate::emit::{CombineFn, EmitState, Emitter, Sink};
 use crate::error::Error;
 use crate::ft::{self, FaultTolerance, FtStats, Members, RecoveryStats, Replicated, Store};
 use crate::hash::HashRanges;
-use crate::run::{merge, Cursor, Piece, Run, RunWriter, Spill, Store as RunStore};
+use crate::run::{merge, push_entry, Cursor, Piece, Run, RunWriter, Spill, Store as RunStore};
 use crate::{Input, Recovery};
 
 /// What one operation did on one rank (or, after [`OpStats::total`], on all ranks: counts
@@ -178,6 +178,28 @@ struct FtState {
     stores: Vec<Weak<RefCell<Store>>>,
     spill: Spill,
     stats: FtStats,
+}
+
+impl FtState {
+    /// A run to keep across operations: as it is, or (under a memory budget) moved from
+    /// `from`'s allowance to a file.
+    fn stash(&self, run: Run, from: &Spill, bounded: bool) -> Result<Run, Error> {
+        if bounded {
+            ft::run_to_file(run, from, &self.spill)
+        } else {
+            Ok(run)
+        }
+    }
+
+    /// Releases the kept runs and the replicas held.
+    fn release_kept(&mut self) {
+        for r in self.kept.drain(..) {
+            r.release(&self.spill);
+        }
+        for (_, r) in self.held.drain(..) {
+            r.release(&self.spill);
+        }
+    }
 }
 
 /// Identifies MapReduce objects within a process.
@@ -635,14 +657,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         let reduced = catch_unwind(AssertUnwindSafe(|| -> Result<(), Error> {
             let mut cursors = inbox.cursors(&spill)?;
             merge(&mut cursors, &spill, |_, bodies| {
-                for_each_key::<K>(bodies, |key, vals| {
-                    reduce(K::read(key), Values::new(vals), &mut output);
-                    Ok(())
-                })?;
-                match output.error.take() {
-                    Some(e) => Err(e),
-                    None => Ok(()),
-                }
+                reduce_hash(bodies, &mut reduce, &mut output)
             })
         }));
         inbox.release(&spill);
@@ -725,12 +740,8 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             let bounded = self.memory != usize::MAX;
             for (_, b) in got {
                 if !b.is_empty() {
-                    let run = ft::bytes_run(b);
-                    f.kept.push(if bounded {
-                        ft::run_to_file(run, &f.spill, &f.spill)?
-                    } else {
-                        run
-                    });
+                    let run = f.stash(ft::bytes_run(b), &f.spill, bounded)?;
+                    f.kept.push(run);
                 }
             }
             if leaving {
@@ -921,36 +932,45 @@ impl<'c, 'r> MapReduce<'c, 'r> {
                 Err(_) => true,
             }
         };
-        // A failure during the recovery cannot be recovered.
-        if new.allreduce(&[u8::from(failed)], Max)?[0] != 0 {
-            return Err(Error::Unrecoverable {
-                op,
-                lost: lost_global,
-                reason: "a rank failed during the recovery".into(),
-            });
-        }
+        recovered_everywhere(&new, failed, op, &lost_global)?;
         let t = Instant::now();
         let send = merge_runs::<K, V>(runs, spill, &new_ranges, combine, true)?;
+        self.take_over(new, lost);
+        let f = self.ft.as_mut().expect("fault tolerance");
+        // The kept buffers are replaced after this operation's shuffle.
+        f.release_kept();
+        f.table = self.ranges.clone();
+        self.end_recovery(rs, &lost_global, t, t0)?;
+        Ok(send)
+    }
+
+    /// The survivors go on with `new` (the communicator without the members `lost`): even
+    /// hash ranges over it, node communicators to be made again.
+    fn take_over(&mut self, new: Comm<'r>, lost: &[usize]) {
         self.comm = new;
-        self.ranges = new_ranges;
+        self.ranges = HashRanges::even(self.comm.size());
         self.node = None;
         let f = self.ft.as_mut().expect("fault tolerance");
         f.members = f.members.without(lost);
-        // The kept buffers are replaced after this operation's shuffle.
-        for r in f.kept.drain(..) {
-            r.release(&f.spill);
-        }
-        for (_, r) in f.held.drain(..) {
-            r.release(&f.spill);
-        }
-        f.table = self.ranges.clone();
-        let sent = ft::adopt_and_replicate(&self.comm, &f.members, &mut f.stores, &lost_global)?;
+    }
+
+    /// Ends a recovery: replicated datasets adopt the lost parts and are replicated again;
+    /// the recovery's statistics (its merge phase started at `merge`) are recorded.
+    fn end_recovery(
+        &mut self,
+        mut rs: RecoveryStats,
+        lost_global: &[u32],
+        merge: Instant,
+        start: Instant,
+    ) -> Result<(), Error> {
+        let f = self.ft.as_mut().expect("fault tolerance");
+        let sent = ft::adopt_and_replicate(&self.comm, &f.members, &mut f.stores, lost_global)?;
         f.stats.bytes_replicated += sent;
-        rs.merge = t.elapsed();
+        rs.merge = merge.elapsed();
         rs.ranks_after = self.comm.size() as u64;
-        rs.total = t0.elapsed();
+        rs.total = start.elapsed();
         f.stats.recoveries.push(rs);
-        Ok(send)
+        Ok(())
     }
 
     /// Recovery after the reduce of operation `op`: the survivors reduce what was sent to
@@ -979,14 +999,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         let new = self.shrink(lost)?;
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), Error> {
             self.recover_messages(&new, lost, false, spill, &mut rs, &mut |_, bodies| {
-                for_each_key::<K>(bodies, |key, vals| {
-                    reduce(K::read(key), Values::new(vals), output);
-                    Ok(())
-                })?;
-                match output.error.take() {
-                    Some(e) => Err(e),
-                    None => Ok(()),
-                }
+                reduce_hash(bodies, reduce, output)
             })
         }));
         let failed = match outcome {
@@ -996,20 +1009,11 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             }
             Err(_) => true,
         };
-        if new.allreduce(&[u8::from(failed)], Max)?[0] != 0 {
-            return Err(Error::Unrecoverable {
-                op,
-                lost: lost_global,
-                reason: "a rank failed during the recovery".into(),
-            });
-        }
+        recovered_everywhere(&new, failed, op, &lost_global)?;
         let t = Instant::now();
+        self.take_over(new, lost);
         let f = self.ft.as_mut().expect("fault tolerance");
         f.table = f.table.after_loss(lost);
-        f.members = f.members.without(lost);
-        self.comm = new;
-        self.ranges = HashRanges::even(self.comm.size());
-        self.node = None;
         // Replicas again: the owners and the buddies changed.
         for (_, r) in f.held.drain(..) {
             r.release(&f.spill);
@@ -1027,9 +1031,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             merge(&mut cursors, &f.spill, |h, bodies| {
                 if members.same_node(me, table.owner(h)) {
                     for b in bodies {
-                        local.extend_from_slice(&h.to_le_bytes());
-                        local.extend_from_slice(&(b.len() as u32).to_le_bytes());
-                        local.extend_from_slice(b);
+                        push_entry(&mut local, h, b);
                     }
                 }
                 Ok(())
@@ -1040,17 +1042,12 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         if to.is_some() {
             f.stats.bytes_replicated += local.len() as u64;
         }
+        let bounded = self.memory != usize::MAX;
         f.held = got
             .into_iter()
-            .map(|(src, b)| (src, ft::bytes_run(b)))
-            .collect();
-        let sent = ft::adopt_and_replicate(&self.comm, &f.members, &mut f.stores, &lost_global)?;
-        f.stats.bytes_replicated += sent;
-        rs.merge = t.elapsed();
-        rs.ranks_after = self.comm.size() as u64;
-        rs.total = t0.elapsed();
-        f.stats.recoveries.push(rs);
-        Ok(())
+            .map(|(src, b)| Ok((src, f.stash(ft::bytes_run(b), &f.spill, bounded)?)))
+            .collect::<Result<_, Error>>()?;
+        self.end_recovery(rs, &lost_global, t, t0)
     }
 
     /// Keeps this operation's send buffer and sends its node-local segments to the buddy.
@@ -1094,27 +1091,46 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         drop(local);
         f.stats.bytes_kept += send.len;
         let bounded = self.memory != usize::MAX;
-        let send = if bounded {
-            ft::run_to_file(send, spill, &f.spill)?
-        } else {
-            send
-        };
-        f.kept = vec![send];
+        f.kept = vec![f.stash(send, spill, bounded)?];
         f.table = self.ranges.clone();
         f.held = got
             .into_iter()
-            .map(|(src, b)| {
-                let run = ft::bytes_run(b);
-                if bounded {
-                    ft::run_to_file(run, &f.spill, &f.spill)
-                } else {
-                    Ok(run)
-                }
-                .map(|r| (src, r))
-            })
-            .collect::<Result<_, _>>()?;
+            .map(|(src, b)| Ok((src, f.stash(ft::bytes_run(b), &f.spill, bounded)?)))
+            .collect::<Result<_, Error>>()?;
         f.stats.save += t.elapsed();
         Ok(())
+    }
+}
+
+/// Whether every survivor got through the recovery (a collective over `new`): a failure
+/// during a recovery cannot be recovered, and ends the job on every rank.
+fn recovered_everywhere(new: &Comm, failed: bool, op: u64, lost: &[u32]) -> Result<(), Error> {
+    if new.allreduce(&[u8::from(failed)], Max)?[0] != 0 {
+        return Err(Error::Unrecoverable {
+            op,
+            lost: lost.to_vec(),
+            reason: "a rank failed during the recovery".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Runs `reduce` on every key among the entry bodies of one hash, into `output`.
+fn reduce_hash<K: Data, V: Data, K2: Data, V2: Data, R>(
+    bodies: &[&[u8]],
+    reduce: &mut R,
+    output: &mut Output<K2, V2>,
+) -> Result<(), Error>
+where
+    R: FnMut(K, Values<'_, V>, &mut Output<K2, V2>),
+{
+    for_each_key::<K>(bodies, |key, vals| {
+        reduce(K::read(key), Values::new(vals), output);
+        Ok(())
+    })?;
+    match output.error.take() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 

@@ -20,6 +20,13 @@ use crate::hash::HashRanges;
 /// Bytes of an entry header.
 pub(crate) const HEADER: usize = 12;
 
+/// Appends the entry `[hash][body length][body]` to `buf`.
+pub(crate) fn push_entry(buf: &mut Vec<u8>, hash: u64, body: &[u8]) {
+    buf.extend_from_slice(&hash.to_le_bytes());
+    buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    buf.extend_from_slice(body);
+}
+
 /// Where a job's sorted runs and received data go once memory is used up: one budget of
 /// heap bytes for all in-memory runs and received blocks of a rank, the spill directory,
 /// and the count of bytes written there.
