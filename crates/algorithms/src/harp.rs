@@ -12,23 +12,27 @@
 //! 1. *Compute*: every rank assigns its points against its node's single copy of the
 //!    centroids (a read-only [`Aggregate`] shared by the node's ranks), prepared for the
 //!    blocked kernel once per node and iteration.
-//! 2. *Reduce* (local aggregation, then between nodes): every rank adds its points to its
-//!    node's one buffer of sums and counts ([`Collectives::aggregate`]); the node buffers are
-//!    combined between nodes.
-//! 3. *Regroup*: rank `r` owns centroids `k r / p .. k (r + 1) / p` and computes only those
-//!    from the combined sums.
-//! 4. *Allgather*: each rank writes its range into its node's new copy of the centroids (one
-//!    buffer per node again), combined between nodes.
+//! 2. *Reduce* (local aggregation, then regroup): every rank adds its points to its node's one
+//!    buffer of sums and counts; between nodes the node buffers are combined by a ring
+//!    reduce-scatter ([`Collectives::aggregate_scatter`]) so that rank `r` gets the sums and
+//!    counts of the centroids it owns, `k r / p .. k (r + 1) / p`, and computes only those.
+//! 3. *Allgather*: each rank writes its range into its node's new copy of the centroids (one
+//!    buffer per node again), and the node copies are completed by a ring allgather
+//!    ([`Collectives::aggregate_gather`]). The number of points moved travels as one more
+//!    element of the last rank's block in both steps, so an iteration has two collectives.
 //!
 //! # Memory
 //! Per node, however many ranks it runs: one buffer of sums (`k (d + 1)` values), the
-//! centroids (`k d`) and the kernel's two prepared copies of them (`2 k d`); the new
-//! centroids replace the old ones after the sums are freed.
+//! centroids (`k d`) and the kernel's two prepared copies of them (`2 k d`); the sums and the
+//! prepared copies are freed before the new centroids are gathered, so old and new centroids
+//! (`2 k d`) never coexist with them.
 //! Compare [`kmeans()`](crate::kmeans::kmeans), where every rank holds the centroids and a
 //! `k (d + 1)` partial sum across its allreduce.
 //!
-//! # Cost per iteration (n local points)
-//! O(n k d) local work; between nodes, a combine of `k (d + 1)` and one of `k d` values.
+//! # Cost per iteration (n local points, l nodes)
+//! O(n k d) local work; between nodes, a ring reduce-scatter of `k (d + 1)` values and a ring
+//! allgather of `k d` values: each node sends and receives `(l - 1) / l` of each (an allreduce
+//! of the sums followed by one of the centroids would move at least twice that).
 
 use std::time::{Duration, Instant};
 
@@ -145,7 +149,16 @@ pub fn kmeans_regroup(
     let k = options.k;
     let dim = points.dim;
     let (p, r) = (comm.size(), comm.rank());
-    let (own_lo, own_hi) = (k * r / p, k * (r + 1) / p);
+    // Rank `q` owns centroids `k q / p .. k (q + 1) / p`: their sums and count (`d + 1`
+    // values each) after the regroup, their `d` coordinates in the allgather; the last rank
+    // also carries the number of points moved.
+    let owned = |q: usize| k * q / p..k * (q + 1) / p;
+    let own = owned(r);
+    let extra = |q: usize| usize::from(q + 1 == p);
+    let sum_counts: Vec<usize> = (0..p)
+        .map(|q| owned(q).len() * (dim + 1) + extra(q))
+        .collect();
+    let gather_counts: Vec<usize> = (0..p).map(|q| owned(q).len() * dim + extra(q)).collect();
     let mut centroids = initial(comm, points, k, &options.init)?;
     let mut assignment: SbVec<u32> = SbVec::zeroed(comm.runtime(), points.len())?;
     assignment
@@ -187,56 +200,41 @@ pub fn kmeans_regroup(
             }
         }
         let computed = Instant::now();
-        // Reduce: local aggregation into the node's buffer, then between nodes.
+        // Reduce: local aggregation into the node's buffer, then a reduce-scatter between
+        // nodes (regroup) so that this rank gets the sums and counts of its centroids; the
+        // last rank's block also holds the number of points moved.
         let assign = assignment.as_slice();
-        let sums = comm.aggregate(0.0, k * (dim + 1) + 1, Sum, &mut |buf| {
+        let sums = comm.aggregate_scatter(0.0, &sum_counts, Sum, &mut |buf| {
             for (x, &c) in points.values.as_slice().chunks_exact(dim).zip(assign) {
-                let c = c as usize;
-                buf[c * dim..(c + 1) * dim]
-                    .iter_mut()
-                    .zip(x)
-                    .for_each(|(s, v)| *s += v);
-                buf[k * dim + c] += 1.0;
+                let row = &mut buf[c as usize * (dim + 1)..(c as usize + 1) * (dim + 1)];
+                row[..dim].iter_mut().zip(x).for_each(|(s, v)| *s += v);
+                row[dim] += 1.0;
             }
             buf[k * (dim + 1)] += changed as f64;
         })?;
         drop(centres);
         iterations += 1;
-        let moved = sums[k * (dim + 1)];
-        if moved == 0.0 {
-            converged = true;
-            let now = Instant::now();
-            phases.push(PhaseTimes {
-                bcast: Duration::ZERO,
-                compute: computed - start,
-                reduce: now - computed,
-            });
-            times.push(now - start);
-            progress(&Progress {
-                iteration: iterations,
-                max_iterations: options.max_iterations,
-                delta: moved,
-            });
-            break;
-        }
-        // Regroup: this rank's range of centroids.
-        let mut mine = centroids[own_lo * dim..own_hi * dim].to_vec();
-        for c in own_lo..own_hi {
-            let count = sums[k * dim + c];
+        // This rank's new centroids (a cluster without points keeps its centroid), and, on
+        // the last rank, the points moved.
+        let mut mine = Vec::with_capacity(own.len() * dim + 1);
+        for (c, row) in own.clone().zip(sums.chunks_exact(dim + 1)) {
+            let count = row[dim];
             if count > 0.0 {
-                for j in 0..dim {
-                    mine[(c - own_lo) * dim + j] = sums[c * dim + j] / count;
-                }
+                mine.extend(row[..dim].iter().map(|s| s / count));
+            } else {
+                mine.extend_from_slice(&centroids[c * dim..(c + 1) * dim]);
             }
+        }
+        if r + 1 == p {
+            mine.push(sums[sums.len() - 1]);
         }
         drop(sums);
         let reduced = Instant::now();
-        // The old copy goes before the new one is made.
-        drop(centroids);
-        // Allgather into the node's new copy.
-        centroids = comm.aggregate(0.0, k * dim, Sum, &mut |buf| {
-            buf[own_lo * dim..own_hi * dim].copy_from_slice(&mine);
+        // Allgather into the node's new copy; the last element carries the points moved.
+        let gathered = comm.aggregate_gather(&gather_counts, &mut |buf| {
+            buf.copy_from_slice(&mine);
         })?;
+        let moved = gathered[k * dim];
         let end = Instant::now();
         phases.push(PhaseTimes {
             bcast: end - reduced,
@@ -249,6 +247,12 @@ pub fn kmeans_regroup(
             max_iterations: options.max_iterations,
             delta: moved,
         });
+        if moved == 0.0 {
+            // No point moved: the centroids that gave this assignment are the result.
+            converged = true;
+            break;
+        }
+        centroids = gathered.truncated(k * dim);
     }
     if !converged && iterations > 0 {
         // The last update moved the centroids: assign once more so that the assignment

@@ -189,6 +189,15 @@ impl Shape {
     pub(crate) fn contiguous(&self) -> bool {
         matches!(self.groups, Groups::Blocks(_))
     }
+
+    /// The first communicator rank of each group and, last, the size, when every group is a
+    /// contiguous range of ranks.
+    pub(crate) fn group_starts(&self) -> Option<&[usize]> {
+        match &self.groups {
+            Groups::Blocks(starts) => Some(starts),
+            Groups::Explicit { .. } => None,
+        }
+    }
 }
 
 pub(crate) struct Inner {

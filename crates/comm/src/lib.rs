@@ -36,7 +36,7 @@ mod ops;
 mod p2p;
 mod rendezvous;
 
-pub use coll::{Aggregate, Collectives, Exchanged};
+pub use coll::{Aggregate, Collectives, Exchanged, Regrouped};
 pub use comm::Comm;
 pub use ops::{
     BitAnd, BitOr, BitXor, Logical, LogicalAnd, LogicalOr, LogicalXor, Max, Min, Operation, Prod,

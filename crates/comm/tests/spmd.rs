@@ -284,6 +284,54 @@ fn non_commutative_ops_follow_rank_order_on_every_communicator() {
     });
 }
 
+/// Local aggregation with a reduce-scatter, and the allgather back, on the world (nodes
+/// contiguous: the ring) and on the cyclic world (nodes interleaved: the fallbacks), with
+/// empty blocks, repeated calls and two operations.
+#[test]
+fn aggregate_scatter_and_gather_match_sequential() {
+    on_layouts(|world| {
+        let mut ok = true;
+        for comm in [world.clone(), Comm::cyclic_world(world.runtime())] {
+            let p = comm.size();
+            let me = comm.rank();
+            for round in 0..3usize {
+                let counts: Vec<usize> = (0..p).map(|q| varlen(q + round) * 3).collect();
+                let len: usize = counts.iter().sum();
+                let start: usize = counts[..me].iter().sum();
+                let value = |q: usize, i: usize| ((q * 31 + i * 7 + round) % 97) as i64 - 40;
+                let sums = comm.aggregate_scatter(0i64, &counts, Sum, &mut |buf| {
+                    for (i, b) in buf.iter_mut().enumerate() {
+                        *b += value(me, i);
+                    }
+                })?;
+                let want: Vec<i64> = (start..start + counts[me])
+                    .map(|i| (0..p).map(|q| value(q, i)).sum())
+                    .collect();
+                ok &= sums.range() == (start..start + counts[me]) && *sums == want[..];
+                drop(sums);
+                let maxima = comm.aggregate_scatter(i64::MIN, &counts, Max, &mut |buf| {
+                    for (i, b) in buf.iter_mut().enumerate() {
+                        *b = (*b).max(value(me, i));
+                    }
+                })?;
+                let want: Vec<i64> = (start..start + counts[me])
+                    .map(|i| (0..p).map(|q| value(q, i)).max().unwrap())
+                    .collect();
+                ok &= *maxima == want[..];
+                drop(maxima);
+                let all = comm.aggregate_gather(&counts, &mut |block: &mut [i64]| {
+                    for (j, b) in block.iter_mut().enumerate() {
+                        *b = data_of(me, counts[me])[j];
+                    }
+                })?;
+                let want: Vec<i64> = (0..p).flat_map(|q| data_of(q, counts[q])).collect();
+                ok &= all.len() == len && *all == want[..];
+            }
+        }
+        check_all(world, ok, "aggregate_scatter / aggregate_gather")
+    });
+}
+
 /// Collectives that go by messages only (rank-ordered reductions on a communicator whose
 /// nodes interleave) mixed with many that meet on the node, and handles of the world made
 /// anew for each call next to a long-lived one: every handle and path must stay in step.

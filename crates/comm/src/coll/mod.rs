@@ -20,6 +20,8 @@
 //! | `scan`, `exscan` | the leader folds prefixes into the members' outputs | recursive doubling over node totals |
 //! | `gather(v)`, `scatter(v)`, `allgather(v)` | the leader packs one bundle per node | one bundle per node to / from the root; allgather: every leader to every leader |
 //! | `alltoall(v)` | each receiver copies its blocks from the senders' buffers | one bundle per pair of nodes |
+//! | `aggregate` | members add into one node buffer | allreduce of the node buffers |
+//! | `aggregate_scatter`, `aggregate_gather` | members add (write their block) into one node buffer | ring reduce-scatter / allgather of the node blocks ([`regroup`]) |
 //!
 //! "Large" is decided by the job's link model ([`Rank::link_model`](spillway_runtime::Rank::link_model)):
 //! measured at start-up by the MPI backend, absent on the local backend (whose virtual nodes
@@ -42,6 +44,7 @@ mod flat;
 mod gather;
 mod leaders;
 mod node;
+mod regroup;
 mod scan;
 mod split;
 
@@ -61,6 +64,7 @@ use crate::rendezvous::INLINE_BYTES;
 use leaders::length_mismatch;
 pub use node::Aggregate;
 use node::{lock, Entered, IN_PLACE_MIN, ZERO_COPY_MIN};
+pub use regroup::Regrouped;
 
 /// Broadcasts into the members' buffers of at least this many bytes between nodes go the
 /// direct way (no intermediate buffers; see `bcast_into_direct`).
@@ -609,6 +613,42 @@ pub trait Collectives {
         add: &mut dyn FnMut(&mut [T]),
     ) -> Result<Aggregate<T>>;
 
+    /// Local aggregation followed by a reduce-scatter (Harp's "regroup"): every member adds
+    /// its contribution with `add` into one buffer per node (made filled with `identity`), the
+    /// nodes' buffers are combined with `op` so that each member gets its block of the result:
+    /// `counts[r]` elements for member `r`, consecutive in rank order (`counts` the same on
+    /// every member). The block is read-only, in the node's shared buffer.
+    ///
+    /// # Semantics
+    /// As [`aggregate`](Self::aggregate): members add in the order they arrive. Between nodes
+    /// the node blocks are combined around a ring of the nodes (deterministic for a layout).
+    ///
+    /// # Cost
+    /// `sum(counts)` elements of node memory; between `l` nodes, a ring reduce-scatter: each
+    /// node sends and receives `(l - 1) / l` of the vector in `l - 1` steps (when the nodes'
+    /// members are contiguous in rank order and `op` is commutative; otherwise an allreduce).
+    fn aggregate_scatter<T: Pod, O: Operation<T>>(
+        &self,
+        identity: T,
+        counts: &[usize],
+        op: O,
+        add: &mut dyn FnMut(&mut [T]),
+    ) -> Result<Regrouped<T>>;
+
+    /// Allgather into one buffer per node, the way back from
+    /// [`aggregate_scatter`](Self::aggregate_scatter): each member writes its block
+    /// (`counts[r]` elements for member `r`, consecutive in rank order) with `fill`, and every
+    /// member gets a read-only handle to its node's copy of the whole vector.
+    ///
+    /// # Cost
+    /// `sum(counts)` elements of node memory; between `l` nodes a ring allgather of the node
+    /// blocks: `l - 1` steps, each node sends and receives `(l - 1) / l` of the vector.
+    fn aggregate_gather<T: Pod>(
+        &self,
+        counts: &[usize],
+        fill: &mut dyn FnMut(&mut [T]),
+    ) -> Result<Aggregate<T>>;
+
     /// A sparse all-to-all (MPI's neighbourhood all-to-all without declaring the graph):
     /// `blocks` lists `(destination, data)` for the members this rank sends to, at most one
     /// block per destination. Returns the data that arrived, concatenated in source rank order,
@@ -1030,6 +1070,24 @@ impl Collectives for Comm<'_> {
             e.wait(|| e.all_arrived())?;
         }
         Ok(e.aggregate(len))
+    }
+
+    fn aggregate_scatter<T: Pod, O: Operation<T>>(
+        &self,
+        identity: T,
+        counts: &[usize],
+        op: O,
+        add: &mut dyn FnMut(&mut [T]),
+    ) -> Result<Regrouped<T>> {
+        self.aggregate_scatter_core(identity, counts, op, add)
+    }
+
+    fn aggregate_gather<T: Pod>(
+        &self,
+        counts: &[usize],
+        fill: &mut dyn FnMut(&mut [T]),
+    ) -> Result<Aggregate<T>> {
+        self.aggregate_gather_core(counts, fill)
     }
 
     fn exchange<T: Pod>(&self, blocks: &[(usize, &[T])]) -> Result<Exchanged<T>> {

@@ -272,6 +272,14 @@ pub struct Aggregate<T: Pod> {
     _t: std::marker::PhantomData<T>,
 }
 
+impl<T: Pod> Aggregate<T> {
+    /// The same shared buffer seen as its first `len` elements (at most its length).
+    pub fn truncated(mut self, len: usize) -> Aggregate<T> {
+        self.len = self.len.min(len);
+        self
+    }
+}
+
 impl<T: Pod> std::ops::Deref for Aggregate<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
