@@ -4,20 +4,10 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Seed of the partitioning hash (which rank owns a key).
 pub(crate) const PARTITION_SEED: u64 = 0x5eed_0f5b_111a_7a11;
-/// Seed of the grouping hash inside a rank (a different seed, so that keys that collide in
-/// a hash range do not also collide in the table).
-pub(crate) const GROUP_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
-
 /// The partitioning hash of an encoded key.
 #[inline]
 pub(crate) fn partition_hash(key: &[u8]) -> u64 {
     xxh3_64_with_seed(key, PARTITION_SEED)
-}
-
-/// The grouping hash of an encoded key.
-#[inline]
-pub(crate) fn group_hash(key: &[u8]) -> u64 {
-    xxh3_64_with_seed(key, GROUP_SEED)
 }
 
 /// Which rank owns each hash: the 64-bit hash space cut into intervals, each owned by one

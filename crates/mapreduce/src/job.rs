@@ -229,8 +229,9 @@ pub enum NodeAggregation {
 /// * A key's encoding is hashed with a seeded 64-bit xxHash (XXH3); rank `l` owns a
 ///   contiguous range of hashes ([`HashRanges`]).
 /// * The map function emits pairs into a buffer of entries with (hash, index) pairs, or,
-///   with a combiner, into a hash table seeded differently that combines the values of
-///   equal keys at once. Full buffers are radix-sorted by hash, grouped by key and written
+///   with a combiner, into a hash table (indexed by the low bits of the same hash, each
+///   slot holding the hash, a short key and the value, prefetched ahead) that combines the
+///   values of equal keys at once. Full buffers are radix-sorted by hash, grouped by key and written
 ///   as sorted runs `[hash][size][key][values...]` (the size lets a reader skip an entry);
 ///   runs beyond the memory allowance go to the spill directory, and several runs are
 ///   merged (from disk) into one send buffer sorted by hash, hence by destination.

@@ -25,7 +25,7 @@ pub use host::{Claim, Failure, Host};
 pub use layout::{Layout, LayoutError};
 pub use outbox::{Drive, Driving, Outbox, Outgoing};
 pub use payload::{AlignedBuf, Borrowed, Envelope, Payload, SendGuard};
-pub use pool::{pool_cached_bytes, set_pool_limit, POOLED_MIN};
+pub use pool::{advise_huge, pool_cached_bytes, set_pool_limit, POOLED_MIN};
 
 /// The engine that carries messages between nodes.
 ///
