@@ -38,6 +38,13 @@ pub enum Error {
     },
     /// Encoded records that do not decode (e.g. read back from a damaged file).
     Corrupt(String),
+    /// An output file could not be written (nothing was left at its path).
+    Output {
+        /// The file.
+        path: PathBuf,
+        /// The cause (on the first rank that failed).
+        source: std::io::Error,
+    },
     /// Writing or reading a spill file failed.
     Spill {
         /// The spill directory.
@@ -69,6 +76,9 @@ impl fmt::Display for Error {
                 "cannot recover from the loss of rank(s) {lost:?} in operation {op}: {reason}"
             ),
             Error::Corrupt(why) => write!(f, "corrupt records: {why}"),
+            Error::Output { path, source } => {
+                write!(f, "{}: cannot write: {source}", path.display())
+            }
             Error::Spill { dir, source } => {
                 write!(f, "spill directory {}: {source}", dir.display())
             }
@@ -80,7 +90,9 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Runtime(e) => Some(e),
-            Error::Input { source, .. } | Error::Spill { source, .. } => Some(source),
+            Error::Input { source, .. }
+            | Error::Spill { source, .. }
+            | Error::Output { source, .. } => Some(source),
             Error::Lost { .. } | Error::Unrecoverable { .. } | Error::Corrupt(_) => None,
         }
     }

@@ -43,6 +43,7 @@
 //! ```
 #![deny(missing_docs, unreachable_pub)]
 
+mod binary;
 pub mod checkpoint;
 mod data;
 mod dataset;
@@ -53,7 +54,9 @@ mod hash;
 mod job;
 mod run;
 mod text;
+mod write;
 
+pub use binary::BinaryFiles;
 pub use data::{Data, Serde, Values};
 pub use dataset::{Dataset, DatasetBuilder};
 pub use emit::Emitter;
