@@ -50,10 +50,7 @@ impl<'c, 'r> BinaryFiles<'c, 'r> {
         chunk: usize,
     ) -> Result<BinaryFiles<'c, 'r>, Error> {
         let invalid = |p: &Path, why: String| {
-            input_error(
-                p,
-                std::io::Error::new(std::io::ErrorKind::InvalidData, why),
-            )
+            input_error(p, std::io::Error::new(std::io::ErrorKind::InvalidData, why))
         };
         let mut files = Vec::with_capacity(paths.len());
         for p in paths {

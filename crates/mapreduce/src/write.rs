@@ -61,7 +61,7 @@ impl<K: Data, V: Data> Dataset<K, V> {
             }
         });
         if let Some(e) = failed {
-            return Err(Error::Runtime(e.into()));
+            return Err(Error::Runtime(e));
         }
         bytes.extend_from_slice(&pending)?;
         drop(pending);
@@ -108,9 +108,9 @@ impl<K: Data, V: Data> Dataset<K, V> {
         if all && renamed {
             return Ok(total);
         }
-        let source = mine.or(done).unwrap_or_else(|| {
-            std::io::Error::other("another rank could not write its part")
-        });
+        let source = mine
+            .or(done)
+            .unwrap_or_else(|| std::io::Error::other("another rank could not write its part"));
         Err(Error::Output {
             path: path.to_path_buf(),
             source,

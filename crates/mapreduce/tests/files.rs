@@ -62,7 +62,10 @@ fn binary_records_are_read_once_each_and_map_reduce_over_them() {
                     seen.push(first + j as u64);
                 }
             })?;
-            assert!(seen.windows(2).all(|w| w[1] == w[0] + 1), "a contiguous share");
+            assert!(
+                seen.windows(2).all(|w| w[1] == w[0] + 1),
+                "a contiguous share"
+            );
             let counts = world.allgather(&[seen.len() as u64])?;
             assert_eq!(counts.iter().sum::<u64>(), total);
             let firsts = world.allgather(&[seen.first().copied().unwrap_or(u64::MAX)])?;
