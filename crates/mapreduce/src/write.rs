@@ -32,7 +32,7 @@ impl<K: Data, V: Data> Dataset<K, V> {
     /// # Semantics
     /// Every rank formats its part into storage-backed memory (so under a memory budget a part
     /// larger than memory goes through the spill directory), the ranks' offsets come from an
-    /// exclusive prefix sum of their byte counts, and each rank writes its bytes at its offset
+    /// allgather of their byte counts, and each rank writes its bytes at its offset
     /// into a temporary file beside `path`, which becomes `path` (a rename) only when every
     /// rank has written all of its part and the data is synced. On any failure no file is
     /// left at `path` (an existing one is untouched) and every rank returns an error. The
@@ -66,8 +66,9 @@ impl<K: Data, V: Data> Dataset<K, V> {
         bytes.extend_from_slice(&pending)?;
         drop(pending);
         let len = bytes.len() as u64;
-        let offset = comm.exscan(&[len], spillway_comm::Sum)?.map_or(0, |v| v[0]);
-        let total = comm.allreduce(&[len], spillway_comm::Sum)?[0];
+        let lens = comm.allgather(&[len])?;
+        let offset: u64 = lens[..comm.rank()].iter().sum();
+        let total: u64 = lens.iter().sum();
         let mut id = vec![rand_id(comm)];
         comm.bcast(0, &mut id)?;
         let id = id[0];

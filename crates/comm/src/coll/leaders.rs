@@ -396,12 +396,19 @@ impl Comm<'_> {
 /// ring is better.
 const DOUBLING_MAX: usize = 64 << 10;
 
-/// Two disjoint ranges of `v`, the first to read and the second to write.
-fn disjoint<T>(
+/// Two disjoint ranges of `v` (either may be empty), the first to read and the second to
+/// write.
+pub(crate) fn disjoint<T>(
     v: &mut [T],
     read: std::ops::Range<usize>,
     write: std::ops::Range<usize>,
 ) -> (&[T], &mut [T]) {
+    if read.is_empty() {
+        return (&[], &mut v[write]);
+    }
+    if write.is_empty() {
+        return (&v[read], &mut []);
+    }
     assert!(
         read.end <= write.start || write.end <= read.start,
         "ranges overlap"

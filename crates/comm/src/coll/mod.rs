@@ -1049,27 +1049,14 @@ impl Collectives for Comm<'_> {
         op: O,
         add: &mut dyn FnMut(&mut [T]),
     ) -> Result<Aggregate<T>> {
-        check_type::<T>()?;
-        let tag = self.next_coll_tag();
-        let e = Entered::join(self, "aggregate", false)?;
-        if !e.accumulate(len, identity, add)? {
-            return Err(self.misuse("aggregate", "ranks passed different lengths"));
-        }
-        e.arrive(0, len, 0, 0);
-        if self.shape().groups() > 1 {
-            if self.is_leader() {
-                e.wait(|| e.all_arrived())?;
-                // SAFETY: every member has added; only the leader touches the accumulator
-                // until it raises the stage.
-                let acc = unsafe { e.acc::<T>(len) };
-                self.leaders_allreduce(acc, &op, tag, "aggregate")?;
-                e.set_stage(1);
-            }
-            e.wait(|| e.stage() >= 1)?;
-        } else {
-            e.wait(|| e.all_arrived())?;
-        }
-        Ok(e.aggregate(len))
+        self.aggregate_with(
+            "aggregate",
+            identity,
+            len,
+            add,
+            "ranks passed different lengths",
+            |acc, tag| self.leaders_allreduce(acc, &op, tag, "aggregate"),
+        )
     }
 
     fn aggregate_scatter<T: Pod, O: Operation<T>>(

@@ -349,6 +349,45 @@ impl<'c, 'r> Entered<'c, 'r> {
     }
 }
 
+impl Comm<'_> {
+    /// The frame of the local-aggregation collectives: every member adds into one node buffer
+    /// of `len` elements (made filled with `identity`) with `add`; when there are several
+    /// nodes, the node's leader then runs `between` on the complete buffer with the call's
+    /// tag (combining it with the other nodes'); every member gets the node's buffer.
+    /// `mismatch` says what differed when members of a node passed different lengths.
+    pub(crate) fn aggregate_with<T: Pod>(
+        &self,
+        name: &'static str,
+        identity: T,
+        len: usize,
+        add: &mut dyn FnMut(&mut [T]),
+        mismatch: &'static str,
+        between: impl FnOnce(&mut [T], i32) -> Result<()>,
+    ) -> Result<Aggregate<T>> {
+        crate::codec::check_type::<T>()?;
+        let tag = self.next_coll_tag();
+        let e = Entered::join(self, name, false)?;
+        if !e.accumulate(len, identity, add)? {
+            return Err(self.misuse(name, mismatch));
+        }
+        e.arrive(0, len, 0, 0);
+        if self.shape().groups() > 1 {
+            if self.is_leader() {
+                e.wait(|| e.all_arrived())?;
+                // SAFETY: every member has added; only the leader touches the accumulator
+                // until it raises the stage.
+                let acc = unsafe { e.acc::<T>(len) };
+                between(acc, tag)?;
+                e.set_stage(1);
+            }
+            e.wait(|| e.stage() >= 1)?;
+        } else {
+            e.wait(|| e.all_arrived())?;
+        }
+        Ok(e.aggregate(len))
+    }
+}
+
 /// All-reduces of at least this many bytes fold into the first member's output instead of a
 /// node buffer (one pass less for that member, no node buffer), at the price of that member
 /// waiting for the others to copy the result.

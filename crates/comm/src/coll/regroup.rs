@@ -28,8 +28,8 @@ use std::ops::Range;
 use bytemuck::Pod;
 use spillway_transport::AlignedBuf;
 
-use super::node::{Aggregate, Entered};
-use crate::codec::check_type;
+use super::leaders::disjoint;
+use super::node::Aggregate;
 use crate::comm::Comm;
 use crate::ops::Operation;
 use crate::Result;
@@ -114,36 +114,23 @@ impl Comm<'_> {
         op: O,
         add: &mut dyn FnMut(&mut [T]),
     ) -> Result<Regrouped<T>> {
-        check_type::<T>()?;
         let at = self.check_counts("aggregate_scatter", counts)?;
-        let len = at[self.size()];
-        let tag = self.next_coll_tag();
-        let e = Entered::join(self, "aggregate_scatter", false)?;
-        if !e.accumulate(len, identity, add)? {
-            return Err(self.misuse("aggregate_scatter", "ranks passed different counts"));
-        }
-        e.arrive(0, len, 0, 0);
-        if self.shape().groups() > 1 {
-            if self.is_leader() {
-                e.wait(|| e.all_arrived())?;
-                // SAFETY: every member has added; only the leader touches the accumulator
-                // until it raises the stage.
-                let acc = unsafe { e.acc::<T>(len) };
-                match self.node_blocks(&at) {
-                    Some(blocks) if op.commutative() => {
-                        self.ring_reduce_scatter(acc, &blocks, &op, tag)?
-                    }
-                    _ => self.leaders_allreduce(acc, &op, tag, "aggregate_scatter")?,
+        let all = self.aggregate_with(
+            "aggregate_scatter",
+            identity,
+            at[self.size()],
+            add,
+            "ranks passed different counts",
+            |acc, tag| match self.node_blocks(&at) {
+                Some(blocks) if op.commutative() => {
+                    self.ring_reduce_scatter(acc, &blocks, &op, tag)
                 }
-                e.set_stage(1);
-            }
-            e.wait(|| e.stage() >= 1)?;
-        } else {
-            e.wait(|| e.all_arrived())?;
-        }
+                _ => self.leaders_allreduce(acc, &op, tag, "aggregate_scatter"),
+            },
+        )?;
         let me = self.rank();
         Ok(Regrouped {
-            all: e.aggregate(len),
+            all,
             range: at[me]..at[me + 1],
         })
     }
@@ -153,36 +140,20 @@ impl Comm<'_> {
         counts: &[usize],
         fill: &mut dyn FnMut(&mut [T]),
     ) -> Result<Aggregate<T>> {
-        check_type::<T>()?;
         let at = self.check_counts("aggregate_gather", counts)?;
-        let len = at[self.size()];
         let me = self.rank();
         let mine = at[me]..at[me + 1];
-        let tag = self.next_coll_tag();
-        let e = Entered::join(self, "aggregate_gather", false)?;
-        let filled = e.accumulate(len, T::zeroed(), &mut |buf: &mut [T]| {
-            fill(&mut buf[mine.clone()])
-        })?;
-        if !filled {
-            return Err(self.misuse("aggregate_gather", "ranks passed different counts"));
-        }
-        e.arrive(0, len, 0, 0);
-        if self.shape().groups() > 1 {
-            if self.is_leader() {
-                e.wait(|| e.all_arrived())?;
-                // SAFETY: as in `aggregate_scatter_core`.
-                let acc = unsafe { e.acc::<T>(len) };
-                match self.node_blocks(&at) {
-                    Some(blocks) => self.ring_allgather(acc, &blocks, tag)?,
-                    None => self.leaders_allreduce(acc, &Or, tag, "aggregate_gather")?,
-                }
-                e.set_stage(1);
-            }
-            e.wait(|| e.stage() >= 1)?;
-        } else {
-            e.wait(|| e.all_arrived())?;
-        }
-        Ok(e.aggregate(len))
+        self.aggregate_with(
+            "aggregate_gather",
+            T::zeroed(),
+            at[self.size()],
+            &mut |buf: &mut [T]| fill(&mut buf[mine.clone()]),
+            "ranks passed different counts",
+            |acc, tag| match self.node_blocks(&at) {
+                Some(blocks) => self.ring_allgather(acc, &blocks, tag),
+                None => self.leaders_allreduce(acc, &Or, tag, "aggregate_gather"),
+            },
+        )
     }
 
     /// Ring reduce-scatter among the leaders: in step `s`, leader `g` sends its partial block
@@ -244,26 +215,5 @@ impl Comm<'_> {
             })?;
         }
         Ok(())
-    }
-}
-
-/// Two disjoint ranges of `v` (either may be empty), the first to read and the second to write.
-fn disjoint<T>(v: &mut [T], read: Range<usize>, write: Range<usize>) -> (&[T], &mut [T]) {
-    if read.is_empty() {
-        return (&[], &mut v[write]);
-    }
-    if write.is_empty() {
-        return (&v[read], &mut []);
-    }
-    assert!(
-        read.end <= write.start || write.end <= read.start,
-        "ranges overlap"
-    );
-    if read.start < write.start {
-        let (lo, hi) = v.split_at_mut(write.start);
-        (&lo[read], &mut hi[..write.end - write.start])
-    } else {
-        let (lo, hi) = v.split_at_mut(read.start);
-        (&hi[..read.end - read.start], &mut lo[write])
     }
 }
