@@ -569,6 +569,49 @@ fn node_io(rank: &spillway::Rank) -> u64 {
     m.bytes_written + m.bytes_read + 2 * m.message_bytes_spilled
 }
 
+/// The graph, its name in reports and the options of `run pagerank`, for either engine.
+pub(crate) fn pagerank_job(
+    args: &PageRankArgs,
+) -> Result<(GraphSource, String, PageRankOptions), Failure> {
+    let (source, input_name) = match (&args.input, &args.generate) {
+        (Some(path), _) => (GraphSource::from_path(path), path.display().to_string()),
+        (None, g) => {
+            let spec_text = g.clone().unwrap_or_else(|| "rmat:18:16".to_string());
+            let spec = RmatSpec::parse(&spec_text).map_err(Failure::usage)?;
+            (GraphSource::Rmat(spec), spec_text)
+        }
+    };
+    let options = PageRankOptions {
+        iterations: args.iterations,
+        tolerance: args.tolerance,
+        damping: args.damping,
+    };
+    Ok((source, input_name, options))
+}
+
+/// Everything that determines a PageRank run's output, for its checkpoints (the sums depend
+/// on the layout too); `engine` names an engine other than the direct one.
+pub(crate) fn pagerank_fingerprint(
+    args: &PageRankArgs,
+    config: &Config,
+    input_name: &str,
+    engine: Option<&str>,
+) -> String {
+    let engine = engine.map_or_else(String::new, |e| format!(" engine={e}"));
+    format!(
+        "pagerank{engine} input={} iterations={} tolerance={:e} damping={:e} ranks={} nodes={}",
+        match &args.input {
+            Some(path) => file_identity(path),
+            None => input_name.to_string(),
+        },
+        args.iterations,
+        args.tolerance,
+        args.damping,
+        config.ranks_total(),
+        config.nodes_total(),
+    )
+}
+
 fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
     if args.engine == mapreduce::EngineArg::Mapreduce {
         return mapreduce::run_pagerank_mr(args);
@@ -583,32 +626,9 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
         check_output(out)?;
     }
     args.checkpoint.check()?;
-    let (source, input_name) = match (&args.input, &args.generate) {
-        (Some(path), _) => (GraphSource::from_path(path), path.display().to_string()),
-        (None, g) => {
-            let spec_text = g.clone().unwrap_or_else(|| "rmat:18:16".to_string());
-            let spec = RmatSpec::parse(&spec_text).map_err(Failure::usage)?;
-            (GraphSource::Rmat(spec), spec_text)
-        }
-    };
-    let options = PageRankOptions {
-        iterations: args.iterations,
-        tolerance: args.tolerance,
-        damping: args.damping,
-    };
+    let (source, input_name, options) = pagerank_job(&args)?;
     // Everything that determines the output (the f64 sums depend on the layout too).
-    let fingerprint = format!(
-        "pagerank input={} iterations={} tolerance={:e} damping={:e} ranks={} nodes={}",
-        match &args.input {
-            Some(path) => file_identity(path),
-            None => input_name.clone(),
-        },
-        args.iterations,
-        args.tolerance,
-        args.damping,
-        config.ranks_total(),
-        config.nodes_total(),
-    );
+    let fingerprint = pagerank_fingerprint(&args, &config, &input_name, None);
     let bar = progress_bar(&args.runtime, args.iterations, "pagerank");
     let start = Instant::now();
     let (results, stats) = run_with_stats(&config, |rank| -> Result<_, AlgoError> {

@@ -6,9 +6,7 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use spillway::algorithms::cc::{connected_components, load_edges, Variant};
 use spillway::algorithms::generate::RmatSpec;
-use spillway::algorithms::graph::GraphSource;
 use spillway::algorithms::output::write_ordered;
-use spillway::algorithms::pagerank::PageRankOptions;
 use spillway::algorithms::pagerank_mr::{load_edge_dataset, pagerank_mapreduce};
 use spillway::algorithms::rmat::rmat_dedup;
 use spillway::algorithms::wordcount::{check_files, word_count, write_counts, WordCountOptions};
@@ -18,8 +16,8 @@ use spillway::{run_with_stats, Collectives, Comm, Config, Max};
 
 use crate::report::{OpReport, Report};
 use crate::{
-    check_output, checkpoint_facts, config_of, file_identity, restore, Failure, PageRankArgs,
-    RuntimeArgs,
+    check_output, checkpoint_facts, config_of, file_identity, pagerank_fingerprint, pagerank_job,
+    restore, Failure, PageRankArgs, RuntimeArgs,
 };
 
 /// When the ranks of a node combine their map output together.
@@ -422,35 +420,11 @@ pub(crate) fn run_pagerank_mr(args: PageRankArgs) -> Result<Report, Failure> {
         .as_deref()
         .map(|m| size_arg("--mr-memory", m))
         .transpose()?;
-    let (source, input_name) = match (&args.input, &args.generate) {
-        (Some(path), _) => (GraphSource::from_path(path), path.display().to_string()),
-        (None, g) => {
-            let spec_text = g.clone().unwrap_or_else(|| "rmat:18:16".to_string());
-            let spec = RmatSpec::parse(&spec_text).map_err(Failure::usage)?;
-            (GraphSource::Rmat(spec), spec_text)
-        }
-    };
-    let options = PageRankOptions {
-        iterations: args.iterations,
-        tolerance: args.tolerance,
-        damping: args.damping,
-    };
+    let (source, input_name, options) = pagerank_job(&args)?;
     let ft = args.ft.settings(&config)?;
     args.checkpoint.check()?;
     // Everything that determines the output (the sums depend on the layout too).
-    let fingerprint = format!(
-        "pagerank engine=mapreduce input={} iterations={} tolerance={:e} damping={:e} ranks={} \
-         nodes={}",
-        match &args.input {
-            Some(path) => file_identity(path),
-            None => input_name.clone(),
-        },
-        args.iterations,
-        args.tolerance,
-        args.damping,
-        config.ranks_total(),
-        config.nodes_total(),
-    );
+    let fingerprint = pagerank_fingerprint(&args, &config, &input_name, Some("mapreduce"));
     let start = Instant::now();
     let (results, stats) = run_with_stats(&config, |rank| -> Result<_, AlgoError> {
         let world = Comm::world(rank);
