@@ -4,7 +4,7 @@
 //! the data, plus loaders that read or generate that part in parallel:
 //!
 //! * [`pagerank()`](pagerank::pagerank): BDMPI's push PageRank on a 1-D row decomposition
-//!   balanced by non-zeros ([`graph::load_graph`]).
+//!   balanced by non-zeros and rows ([`graph::load_graph`]).
 //! * [`kmeans()`](kmeans::kmeans): Lloyd's K-means in the Harp style — local assignment and
 //!   partial sums, then an allreduce ([`points::load_points`]).
 //! * [`kmeans_regroup()`](harp::kmeans_regroup): K-means for a large `k` (Harp's regroup +

@@ -65,15 +65,18 @@ fn graph_rows_are_complete_and_balanced() {
         let mut got: Vec<(u32, u32)> = parts.iter().flat_map(|p| p.3.clone()).collect();
         got.sort_unstable();
         assert_eq!(got, all, "layout {ranks}/{nodes}");
-        let per_rank_max = parts.iter().map(|p| p.3.len()).max().unwrap();
+        // Work per rank: its edges plus ROW_WEIGHT per row.
+        let w = spillway_algorithms::graph::ROW_WEIGHT as usize;
+        let cost = |p: &(u64, u64, _, Vec<(u32, u32)>)| p.3.len() + w * (p.1 - p.0) as usize;
+        let per_rank_max = parts.iter().map(cost).max().unwrap();
+        let total = all.len() + w * 512;
         let mut degree = vec![0usize; 512];
         all.iter().for_each(|&(s, _)| degree[s as usize] += 1);
         let max_degree = *degree.iter().max().unwrap();
-        // Balanced up to one bucket of rows and the heaviest row.
+        // Balanced up to one bucket of rows (one vertex here) and the heaviest row.
         assert!(
-            per_rank_max <= all.len() / ranks as usize + 2 * max_degree + 16,
-            "layout {ranks}/{nodes}: {per_rank_max} edges on one rank of {}",
-            all.len()
+            per_rank_max <= total / ranks as usize + 2 * (max_degree + w) + 16,
+            "layout {ranks}/{nodes}: work {per_rank_max} on one rank of {total}"
         );
         for (q, p) in parts.iter().enumerate() {
             assert_eq!((p.0, p.1), (p.2[q], p.2[q + 1]));

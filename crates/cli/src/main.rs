@@ -66,7 +66,7 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum Algorithm {
-    /// PageRank (push, 1-D rows balanced by non-zeros).
+    /// PageRank (push, 1-D rows balanced by non-zeros and rows).
     Pagerank(PageRankArgs),
     /// Lloyd K-means (Harp style: local aggregation + allreduce).
     Kmeans(KMeansArgs),
