@@ -354,6 +354,7 @@ fn model(a: &Args) -> Result<(), BoxError> {
         max_bytes: parse_size(&a.model_max)?,
         reps: a.reps,
         seed: 3,
+        ..ProbeOptions::default()
     };
     let reports = bsp::exec(&config(a), Options::checked(false), |ctx| {
         bsp::measure(ctx, &options)

@@ -77,5 +77,5 @@ pub use exec::{exec, hook};
 pub use memory::{Memory, Slot};
 pub use probe::{
     cache_dir, cache_file, fit, last_level_cache, machine, measure, Machine, Pattern, ProbeOptions,
-    ProbeReport, Sample,
+    ProbeReport, Sample, MAX_REPS,
 };

@@ -77,11 +77,22 @@ pub struct ProbeOptions {
     pub min_bytes: usize,
     /// Largest h per rank in bytes.
     pub max_bytes: usize,
-    /// Repetitions per size (the fastest counts).
+    /// Repetitions per size and pattern, at least (the fastest counts).
     pub reps: usize,
+    /// More repetitions, up to [`MAX_REPS`], until this many seconds of supersteps were timed
+    /// per size and pattern: a superstep of a few microseconds is easily disturbed (a timer
+    /// interrupt, the other thread descheduled), so the fastest of three is not yet its cost.
+    /// Large sizes pass the time in `reps` repetitions and cost nothing more.
+    pub min_seconds: f64,
     /// Seed of the random pattern.
     pub seed: u64,
 }
+
+/// The most repetitions [`ProbeOptions::min_seconds`] adds per size and pattern.
+pub const MAX_REPS: usize = 1000;
+
+/// Interleaved passes over the sizes in [`measure`].
+const PASSES: usize = 3;
 
 impl Default for ProbeOptions {
     fn default() -> ProbeOptions {
@@ -89,6 +100,7 @@ impl Default for ProbeOptions {
             min_bytes: 1 << 10,
             max_bytes: (4 * last_level_cache().unwrap_or(32 << 20)).next_power_of_two(),
             reps: 3,
+            min_seconds: 0.02,
             seed: 1,
         }
     }
@@ -213,13 +225,31 @@ pub fn measure(bsp: &mut Bsp<'_>, options: &ProbeOptions) -> Result<ProbeReport>
         .for_each(|(i, b)| *b = i as u8);
     bsp.sync()?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(options.seed ^ bsp.pid() as u64);
-    let mut samples = Vec::new();
+    let mut sizes = Vec::new();
     let mut h = options.min_bytes.max(p);
     while h <= max {
-        for pattern in [Pattern::TotalExchange, Pattern::Random] {
-            let mut best = f64::INFINITY;
-            let mut hmax = 0;
-            for _ in 0..options.reps.max(1) {
+        sizes.push(h);
+        h *= 2;
+    }
+    let patterns = [Pattern::TotalExchange, Pattern::Random];
+    // Best time and largest h per (size, pattern) over all passes.
+    let mut table = vec![(f64::INFINITY, 0usize); sizes.len() * patterns.len()];
+    // The sizes are swept in PASSES interleaved passes, each with a share of the repetitions:
+    // a burst of interference on a virtual machine (a stolen core) lasts longer than all the
+    // repetitions of one size, and would otherwise set that size's minimum.
+    for pass in 0..PASSES {
+        let reps = options.reps.max(1).div_ceil(PASSES) + usize::from(pass == 0);
+        for (cell, (h, pattern)) in table.iter_mut().zip(
+            sizes
+                .iter()
+                .flat_map(|&h| patterns.iter().map(move |&pt| (h, pt))),
+        ) {
+            let (mut best, mut hmax) = *cell;
+            // The count of repetitions depends only on `t`, the same on every rank.
+            let mut spent = 0.0;
+            let mut rep = 0;
+            while rep < reps || (spent < options.min_seconds / PASSES as f64 && rep < MAX_REPS) {
+                rep += 1;
                 let mut received = vec![0u64; p];
                 match pattern {
                     Pattern::TotalExchange => {
@@ -262,16 +292,25 @@ pub fn measure(bsp: &mut Bsp<'_>, options: &ProbeOptions) -> Result<ProbeReport>
                     .allreduce(&[entered.to_bits(), left.to_bits(), mine_in.max(sent)], Max)?;
                 let t = f64::from_bits(worst[1]) - f64::from_bits(worst[0]);
                 best = best.min(t.max(0.0));
+                spent += t.max(0.0);
                 hmax = hmax.max(worst[2] as usize);
             }
-            samples.push(Sample {
-                pattern,
-                h: hmax,
-                seconds: best,
-            });
+            *cell = (best, hmax);
         }
-        h *= 2;
     }
+    let samples: Vec<Sample> = table
+        .chunks_exact(patterns.len())
+        .flat_map(|cells| {
+            cells
+                .iter()
+                .zip(patterns)
+                .map(|(&(seconds, h), pattern)| Sample {
+                    pattern,
+                    h,
+                    seconds,
+                })
+        })
+        .collect();
     bsp.deregister(src)?;
     bsp.deregister(dst)?;
     bsp.sync()?;

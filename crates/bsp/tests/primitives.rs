@@ -319,6 +319,7 @@ fn probe_reads_what_measure_cached() {
         min_bytes: 1 << 10,
         max_bytes: 16 << 10,
         reps: 1,
+        min_seconds: 0.0,
         seed: 1,
     };
     let cfg = config(2, 1, 2);

@@ -77,7 +77,8 @@ pub(crate) struct ProbeArgs {
     /// Largest h-relation per rank (bytes, e.g. 256M; default 4x the last-level cache).
     #[arg(long)]
     max_bytes: Option<String>,
-    /// Repetitions per size (the fastest counts).
+    /// Repetitions per size, at least (the fastest counts); small sizes repeat until 20 ms of
+    /// supersteps were timed, up to 1000 times.
     #[arg(long, default_value_t = 3)]
     reps: usize,
     /// Measure even when a result for this machine and layout is cached.
