@@ -15,7 +15,8 @@
 //!   data then lives only in storage;
 //! * **prefetch**: when a worker takes up a rank, the unloaded allocations of the rank it will
 //!   resume next are read into the page cache in the background (`MADV_WILLNEED`; aggressive-read
-//!   policies only; `SPILLWAY_NO_PREFETCH=1` turns it off);
+//!   policies only; `SPILLWAY_NO_PREFETCH=1` turns it off) — those that were loaded when that
+//!   rank last blocked (its working set), not those it left untouched since an earlier block;
 //! * **load**: the pages are read back (aggressive: the whole allocation at its first access
 //!   after a block, with one `MADV_POPULATE_READ`; lazy: page by page as the rank touches them).
 //!
@@ -472,8 +473,20 @@ impl NodeMem {
     /// becomes a candidate for eviction.
     pub(crate) fn on_block(&self, local: usize) {
         // Without a budget memory is not constrained: nothing is released.
-        if self.policy == Policy::Araw && self.budget.is_some() {
-            self.unload_rank(local);
+        if self.budget.is_none() {
+            return;
+        }
+        let regions: Vec<Arc<Region>> = lock(&self.ranks[local])
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for r in &regions {
+            r.note_block();
+        }
+        if self.policy == Policy::Araw {
+            for r in regions {
+                r.unload();
+            }
         }
     }
 

@@ -28,6 +28,11 @@ struct RegionState {
     dirty: bool,
     /// Some contents live only in the file (the region was unloaded after being written).
     on_disk: bool,
+    /// The owner had the region (or part of it) loaded when it last blocked: it belongs to
+    /// the rank's working set, and is worth prefetching before the rank resumes. A region
+    /// the rank did not touch between two blocking calls (a graph kept for later while the
+    /// iterations run) is left on disk until it is touched again.
+    warm: bool,
 }
 
 /// Mappings at least this long ask for transparent huge pages when anonymous.
@@ -134,6 +139,7 @@ impl Region {
                 partial: 0,
                 dirty: false,
                 on_disk: false,
+                warm: true,
             }),
         });
         node.allocated(owner, map_len as u64);
@@ -384,13 +390,23 @@ impl Region {
         }
     }
 
-    /// Asks the kernel to read the unloaded allocation into the page cache in the background.
+    /// The owner blocks: records whether the region is in its working set (loaded now).
+    pub(crate) fn note_block(&self) {
+        if self.file.is_none() {
+            return;
+        }
+        let mut st = lock(&self.state);
+        st.warm = st.loaded || st.partial > 0;
+    }
+
+    /// Asks the kernel to read the unloaded allocation into the page cache in the background,
+    /// if it is in the owner's working set.
     pub(crate) fn prefetch(&self) {
         if self.file.is_none() || self.loaded_fast.load(Ordering::Acquire) {
             return;
         }
         let st = lock(&self.state);
-        if st.loaded || !st.on_disk {
+        if st.loaded || !st.on_disk || !st.warm {
             return;
         }
         // SAFETY: the whole mapping, page-aligned; MADV_WILLNEED only starts readahead.
