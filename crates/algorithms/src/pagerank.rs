@@ -89,10 +89,10 @@ struct Pull {
     inv_deg: SbVec<f64>,
     /// Local targets by position: offsets (rows + 1) into `local_src`, the positions of the
     /// local rows pointing at each.
-    local_off: SbVec<u64>,
+    local_off: Offsets,
     local_src: SbVec<u32>,
     /// Distinct remote targets: offsets (slots + 1) into `remote_src` (source positions).
-    remote_off: SbVec<u64>,
+    remote_off: Offsets,
     remote_src: SbVec<u32>,
     /// Per owner of remote targets: (owner, first slot, slots).
     blocks: Vec<(usize, usize, usize)>,
@@ -279,6 +279,8 @@ fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> {
             "pull source out of range"
         );
     }
+    let local_off = Offsets::new(comm, local_off)?;
+    let remote_off = Offsets::new(comm, remote_off)?;
     Ok(Pull {
         row_of,
         inv_deg,
@@ -291,6 +293,58 @@ fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> {
     })
 }
 
+/// Offsets into an edge list, 4 bytes each when the list has fewer than 2^32 entries (every
+/// rank's lists, unless a rank holds 4G edges): out of core the offsets are read every
+/// iteration, and 8-byte ones made up a sixth of PageRank's rank data.
+enum Offsets {
+    Narrow(SbVec<u32>),
+    Wide(SbVec<u64>),
+}
+
+impl Offsets {
+    /// Narrows `wide` (checked by [`set_up`]: non-decreasing) when its last offset fits.
+    fn new(comm: &Comm, wide: SbVec<u64>) -> Result<Offsets, AlgoError> {
+        if wide
+            .as_slice()
+            .last()
+            .is_some_and(|&e| e > u64::from(u32::MAX))
+        {
+            return Ok(Offsets::Wide(wide));
+        }
+        let mut narrow: SbVec<u32> = SbVec::zeroed(comm.runtime(), wide.len())?;
+        for (n, &w) in narrow.as_mut_slice().iter_mut().zip(wide.as_slice()) {
+            *n = w as u32;
+        }
+        Ok(Offsets::Narrow(narrow))
+    }
+
+    /// Number of offsets (lists + 1).
+    fn len(&self) -> usize {
+        match self {
+            Offsets::Narrow(o) => o.len(),
+            Offsets::Wide(o) => o.len(),
+        }
+    }
+
+    /// `out[s] = sum of c[u]` over list `s` of `src` (see [`pull_sums`]).
+    ///
+    /// # Panics
+    /// Unless `out` has one value per list and `c` one per row.
+    fn pull(&self, c: &[f64], rows: usize, src: &SbVec<u32>, out: &mut [f64]) {
+        assert!(c.len() == rows && self.len() == out.len() + 1);
+        let src = src.as_slice();
+        // SAFETY: `c` has one value per row (asserted), and `set_up` checked that the offsets
+        // of this list increase to `src.len()` and that every source is a row; the lists
+        // never change after.
+        unsafe {
+            match self {
+                Offsets::Narrow(o) => pull_sums(c, o.as_slice(), src, out),
+                Offsets::Wide(o) => pull_sums(c, o.as_slice(), src, out),
+            }
+        }
+    }
+}
+
 /// `out[s] = sum of c[u]` over `src[off[s] .. off[s + 1]]` for every slot, each sum as
 /// [`gather_sum`] forms it (bitwise), without bounds checks: half the instructions of the
 /// gathers were compares, and most in-lists of a power-law graph are a few edges long.
@@ -299,14 +353,14 @@ fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> {
 /// `off.len() == out.len() + 1`, `off` is non-decreasing with `off[out.len()] <= src.len()`,
 /// and every value of `src` is below `c.len()` (what [`set_up`] checks of its lists).
 #[inline(always)]
-unsafe fn pull_sums(c: &[f64], off: &[u64], src: &[u32], out: &mut [f64]) {
+unsafe fn pull_sums<O: Copy + Into<u64>>(c: &[f64], off: &[O], src: &[u32], out: &mut [f64]) {
     let (c, s) = (c.as_ptr(), src.as_ptr());
-    let mut a = off[0] as usize;
+    let mut a = off[0].into() as usize;
     for (k, o) in out.iter_mut().enumerate() {
         // SAFETY: `k + 1 < off.len()`; the window `a..b` lies in `src` and its values index
         // `c` (the caller's contract).
         unsafe {
-            let b = *off.get_unchecked(k + 1) as usize;
+            let b = (*off.get_unchecked(k + 1)).into() as usize;
             let mut acc = [0.0f64; 4];
             let mut i = a;
             while i + 4 <= b {
@@ -455,11 +509,8 @@ pub fn pagerank_checkpointed(
             for ((c, &xu), &w) in c.iter_mut().zip(x.as_slice()).zip(pull.inv_deg.as_slice()) {
                 *c = xu * w;
             }
-            let (ro, rs) = (pull.remote_off.as_slice(), pull.remote_src.as_slice());
             let out = outgoing.as_mut_slice();
-            assert!(c.len() == pull.inv_deg.len() && ro.len() == out.len() + 1);
-            // SAFETY: one contribution per row (asserted), the lists checked by `set_up`.
-            unsafe { pull_sums(c, ro, rs, out) };
+            pull.remote_off.pull(c, rows, &pull.remote_src, out);
         }
         let received = {
             let out = outgoing.as_slice();
@@ -478,11 +529,8 @@ pub fn pagerank_checkpointed(
         dangling_local = 0.0;
         {
             let c = contrib.as_slice();
-            let (lo_off, ls) = (pull.local_off.as_slice(), pull.local_src.as_slice());
             let nx = next.as_mut_slice();
-            assert!(c.len() == pull.inv_deg.len() && lo_off.len() == nx.len() + 1);
-            // SAFETY: as for the remote sums.
-            unsafe { pull_sums(c, lo_off, ls, nx) };
+            pull.local_off.pull(c, rows, &pull.local_src, nx);
             for (&i, &val) in pull.incoming.as_slice().iter().zip(&received) {
                 nx[i as usize] += val;
             }
@@ -570,9 +618,14 @@ mod tests {
         let mut out = vec![f64::NAN; off.len() - 1];
         // SAFETY: offsets increase to `src.len()`, every source is below 97.
         unsafe { pull_sums(&c, &off, &src, &mut out) };
-        for (k, &got) in out.iter().enumerate() {
+        let narrow: Vec<u32> = off.iter().map(|&o| o as u32).collect();
+        let mut out32 = vec![f64::NAN; off.len() - 1];
+        // SAFETY: the same offsets, 4 bytes each.
+        unsafe { pull_sums(&c, &narrow, &src, &mut out32) };
+        for (k, (&got, &got32)) in out.iter().zip(&out32).enumerate() {
             let want = gather_sum(&c, &src[off[k] as usize..off[k + 1] as usize]);
             assert_eq!(got.to_bits(), want.to_bits(), "slot {k}");
+            assert_eq!(got32.to_bits(), want.to_bits(), "slot {k}, 4-byte offsets");
         }
     }
 }
