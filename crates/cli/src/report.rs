@@ -35,6 +35,7 @@ pub(crate) struct Report {
     pub(crate) message_bytes_spilled: u64,
     pub(crate) peak_resident_bytes: u64,
     pub(crate) peak_storage_backed_bytes: u64,
+    pub(crate) prefetched_bytes: u64,
     pub(crate) peak_rss: Option<u64>,
     pub(crate) output: Option<String>,
     /// Per-operation statistics of MapReduce algorithms.
@@ -78,6 +79,7 @@ impl Report {
             message_bytes_spilled: 0,
             peak_resident_bytes: 0,
             peak_storage_backed_bytes: 0,
+            prefetched_bytes: 0,
             peak_rss: None,
             output: None,
             operations: Vec::new(),
@@ -127,6 +129,7 @@ impl Report {
         self.message_bytes_spilled = m.message_bytes_spilled;
         self.peak_resident_bytes = m.peak_resident;
         self.peak_storage_backed_bytes = m.peak_allocated;
+        self.prefetched_bytes = m.prefetched_bytes;
         self.peak_rss = stats.peak_rss;
     }
 

@@ -234,3 +234,44 @@ fn dynamic_running_admits_ranks_only_while_memory_allows() {
         assert_eq!(peak.load(Ordering::SeqCst), expect_peak, "budget {budget}");
     }
 }
+
+#[test]
+fn prefetch_reads_back_the_working_set_only() {
+    // Four ranks on one worker under ARAW: every barrier unloads a rank, and the rank resumed
+    // next has its unloaded allocations read back ahead. `hot` is touched every round; `cold`
+    // was written once, unloaded, and is never touched again: it must not be read back at
+    // every resumption.
+    let (ranks, rounds) = (4usize, 12u64);
+    let (hot_bytes, cold_bytes) = (256usize << 10, 4usize << 20);
+    let config = Config::new(ranks as u32)
+        .running(1)
+        .mem_budget(16 << 20)
+        .policy(Policy::Araw);
+    let (out, stats) = run_with_stats(&config, |rank| -> TestResult<u64> {
+        let world = Comm::world(rank);
+        let mut hot: SbVec<u64> = SbVec::zeroed(rank, hot_bytes / 8)?;
+        let mut cold: SbVec<u64> = SbVec::zeroed(rank, cold_bytes / 8)?;
+        cold.as_mut_slice().fill(7);
+        cold.unload();
+        for _ in 0..rounds {
+            world.barrier()?;
+            for x in hot.as_mut_slice() {
+                *x += 1;
+            }
+        }
+        world.barrier()?;
+        Ok(hot.as_slice()[0] + cold.as_slice()[cold.len() - 1])
+    })
+    .unwrap();
+    assert!(out.iter().all(|&v| v == rounds + 7), "{out:?}");
+    let m = stats.memory;
+    assert!(m.prefetched_bytes > 0, "nothing was prefetched: {m:?}");
+    // The hot arrays of every rank once per round and blocking call (two in slack), and the
+    // cold ones at most once per rank (before the block that found them untouched).
+    let bound = (ranks * hot_bytes) as u64 * 2 * (rounds + 2) + (ranks * cold_bytes) as u64;
+    assert!(
+        m.prefetched_bytes <= bound,
+        "prefetched {} bytes, more than the working set allows ({bound}): {m:?}",
+        m.prefetched_bytes
+    );
+}

@@ -148,8 +148,9 @@ fn combine_stats(comm: &SimpleCommunicator, layout: &Layout, stats: &mut JobStat
         m.message_bytes_spilled,
         m.peak_resident,
         m.peak_allocated,
+        m.prefetched_bytes,
     ];
-    let mut sum = [0u64; 9];
+    let mut sum = [0u64; 10];
     comm.all_reduce_into(
         &mine[..],
         &mut sum[..],
@@ -165,6 +166,7 @@ fn combine_stats(comm: &SimpleCommunicator, layout: &Layout, stats: &mut JobStat
         message_bytes_spilled: sum[6],
         peak_resident: sum[7],
         peak_allocated: sum[8],
+        prefetched_bytes: sum[9],
     };
     let rss = stats.peak_rss.unwrap_or(0);
     let mut max_rss = 0u64;

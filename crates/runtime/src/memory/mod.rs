@@ -126,6 +126,9 @@ pub struct MemoryStats {
     /// Highest number of bytes of storage-backed allocations on the node, loaded or not (the
     /// rank data that the budget has to hold).
     pub peak_allocated: u64,
+    /// Bytes of unloaded allocations whose reading back was started in the background
+    /// before their rank resumed (prefetch of its working set).
+    pub prefetched_bytes: u64,
 }
 
 impl MemoryStats {
@@ -140,6 +143,7 @@ impl MemoryStats {
         self.message_bytes_spilled += o.message_bytes_spilled;
         self.peak_resident += o.peak_resident;
         self.peak_allocated += o.peak_allocated;
+        self.prefetched_bytes += o.prefetched_bytes;
     }
 }
 
@@ -155,6 +159,7 @@ pub(crate) struct Counters {
     pub(crate) peak_resident: AtomicU64,
     pub(crate) allocated: AtomicU64,
     pub(crate) peak_allocated: AtomicU64,
+    pub(crate) prefetched_bytes: AtomicU64,
 }
 
 mod sbvec;
@@ -303,6 +308,7 @@ impl NodeMem {
             message_bytes_spilled: c.message_bytes_spilled.load(Ordering::Relaxed),
             peak_resident: c.peak_resident.load(Ordering::Relaxed),
             peak_allocated: c.peak_allocated.load(Ordering::Relaxed),
+            prefetched_bytes: c.prefetched_bytes.load(Ordering::Relaxed),
         }
     }
 

@@ -411,6 +411,10 @@ impl Region {
         }
         // SAFETY: the whole mapping, page-aligned; MADV_WILLNEED only starts readahead.
         unsafe { libc::madvise(self.ptr().cast(), self.map_len(), libc::MADV_WILLNEED) };
+        self.node
+            .counters
+            .prefetched_bytes
+            .fetch_add(self.map_len() as u64, Ordering::Relaxed);
     }
 
     /// Records a trace interval of this region's owner from `t0` to now.
