@@ -551,10 +551,13 @@ trait Kernel {
     );
 }
 
-/// The portable kernel.
-struct Plain;
+/// A kernel that stores the scores of a group's tiles, then takes them into the bests.
+trait Stored {
+    /// Scores of the [`ROWS`] points of `block` against the centres of `range`.
+    fn scores(centres: &Centres, block: &[f64], range: std::ops::Range<usize>, scores: &mut [f64]);
+}
 
-impl Kernel for Plain {
+impl<S: Stored> Kernel for S {
     const SCORES: usize = 1;
 
     #[inline(always)]
@@ -565,8 +568,18 @@ impl Kernel for Plain {
         range: std::ops::Range<usize>,
         scores: &mut [f64],
     ) {
-        centres.scores_plain(block, range.clone(), scores);
+        S::scores(centres, block, range.clone(), scores);
         centres.take_scores(best, range, scores);
+    }
+}
+
+/// The portable kernel.
+struct Plain;
+
+impl Stored for Plain {
+    #[inline(always)]
+    fn scores(centres: &Centres, block: &[f64], range: std::ops::Range<usize>, scores: &mut [f64]) {
+        centres.scores_plain(block, range, scores);
     }
 }
 
@@ -575,20 +588,11 @@ impl Kernel for Plain {
 struct Avx2;
 
 #[cfg(target_arch = "x86_64")]
-impl Kernel for Avx2 {
-    const SCORES: usize = 1;
-
+impl Stored for Avx2 {
     #[inline(always)]
-    fn update(
-        centres: &Centres,
-        block: &[f64],
-        best: &mut [Best],
-        range: std::ops::Range<usize>,
-        scores: &mut [f64],
-    ) {
+    fn scores(centres: &Centres, block: &[f64], range: std::ops::Range<usize>, scores: &mut [f64]) {
         // SAFETY: `Avx2` is only chosen by `Centres::assign` after detecting AVX2 and FMA.
-        unsafe { centres.scores_avx2(block, range.clone(), scores) };
-        centres.take_scores(best, range, scores);
+        unsafe { centres.scores_avx2(block, range, scores) };
     }
 }
 
