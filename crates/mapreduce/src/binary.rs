@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use spillway_comm::Comm;
 
 use crate::error::Error;
+use crate::share::{input_error, Shares};
 use crate::{Input, Recovery};
 
 /// The records of several files as one input: every file is a sequence of records of
@@ -27,13 +28,6 @@ struct Files {
     files: Vec<(PathBuf, u64)>,
     record: usize,
     chunk: usize,
-}
-
-fn input_error(path: &Path, source: std::io::Error) -> Error {
-    Error::Input {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 impl<'c, 'r> BinaryFiles<'c, 'r> {
@@ -94,9 +88,10 @@ impl Files {
     fn total(&self) -> u64 {
         self.files.iter().map(|(_, n)| n).sum()
     }
+}
 
-    /// Reads the records `n r / p .. n (r + 1) / p` of rank `r` of `p` (inside the runtime's
-    /// I/O critical sections if `rank` is given).
+impl Shares for Files {
+    /// The records `n r / p .. n (r + 1) / p` of the `n` in all files.
     fn read_share(
         &self,
         r: usize,
@@ -140,16 +135,10 @@ impl Input for BinaryFiles<'_, '_> {
     type Value = Vec<u8>;
 
     fn for_each(self, f: &mut dyn FnMut(u64, Vec<u8>)) -> Result<(), Error> {
-        self.files.read_share(
-            self.comm.rank(),
-            self.comm.size(),
-            Some(self.comm.runtime()),
-            f,
-        )
+        self.files.read_mine(self.comm, f)
     }
 
     fn recovery(&self) -> Recovery<u64, Vec<u8>> {
-        let files = self.files.clone();
-        Recovery::reread(Box::new(move |r, p, f| files.read_share(r, p, None, f)))
+        self.files.reread()
     }
 }

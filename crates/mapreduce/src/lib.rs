@@ -53,6 +53,7 @@ mod ft;
 mod hash;
 mod job;
 mod run;
+mod share;
 mod text;
 mod write;
 

@@ -2,11 +2,12 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use spillway_comm::Comm;
 
 use crate::error::Error;
+use crate::share::{input_error, Shares};
 use crate::Input;
 
 /// The text of several files as one input: every rank gets a contiguous share of the
@@ -31,13 +32,6 @@ struct Files {
 #[inline]
 pub fn is_space(b: &u8) -> bool {
     matches!(*b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
-}
-
-fn input_error(path: &Path, source: std::io::Error) -> Error {
-    Error::Input {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 impl<'c, 'r> TextFiles<'c, 'r> {
@@ -120,28 +114,8 @@ impl Files {
     }
 }
 
-impl Input for TextFiles<'_, '_> {
-    type Key = u64;
-    type Value = Vec<u8>;
-
-    fn for_each(self, f: &mut dyn FnMut(u64, Vec<u8>)) -> Result<(), Error> {
-        self.files.read_share(
-            self.comm.rank(),
-            self.comm.size(),
-            Some(self.comm.runtime()),
-            f,
-        )
-    }
-
-    fn recovery(&self) -> crate::Recovery<u64, Vec<u8>> {
-        let files = self.files.clone();
-        crate::Recovery::reread(Box::new(move |r, p, f| files.read_share(r, p, None, f)))
-    }
-}
-
-impl Files {
-    /// Reads the share of rank `r` of `p` (inside the runtime's I/O critical sections if
-    /// `rank` is given).
+impl Shares for Files {
+    /// The bytes between the cuts at `total r / p` and `total (r + 1) / p`, in whole words.
     fn read_share(
         &self,
         r: usize,
@@ -201,5 +175,18 @@ impl Files {
             base += len;
         }
         Ok(())
+    }
+}
+
+impl Input for TextFiles<'_, '_> {
+    type Key = u64;
+    type Value = Vec<u8>;
+
+    fn for_each(self, f: &mut dyn FnMut(u64, Vec<u8>)) -> Result<(), Error> {
+        self.files.read_mine(self.comm, f)
+    }
+
+    fn recovery(&self) -> crate::Recovery<u64, Vec<u8>> {
+        self.files.reread()
     }
 }

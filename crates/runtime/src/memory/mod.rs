@@ -451,12 +451,18 @@ impl NodeMem {
         regions.push(Arc::downgrade(region));
     }
 
-    /// Unloads every allocation of rank `local`.
-    pub(crate) fn unload_rank(&self, local: usize) {
-        let regions: Vec<Arc<Region>> = lock(&self.ranks[local])
+    /// The live allocations of rank `local` (taken out of the lock, so that unloading or
+    /// prefetching them does not hold it).
+    fn regions_of(&self, local: usize) -> Vec<Arc<Region>> {
+        lock(&self.ranks[local])
             .iter()
             .filter_map(Weak::upgrade)
-            .collect();
+            .collect()
+    }
+
+    /// Unloads every allocation of rank `local`.
+    pub(crate) fn unload_rank(&self, local: usize) {
+        let regions = self.regions_of(local);
         for r in regions {
             r.unload();
         }
@@ -476,10 +482,7 @@ impl NodeMem {
         if self.budget.is_none() || self.policy == Policy::Lrlw || off {
             return;
         }
-        let regions: Vec<Arc<Region>> = lock(&self.ranks[local])
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
+        let regions = self.regions_of(local);
         for r in regions {
             r.prefetch();
         }
@@ -492,15 +495,9 @@ impl NodeMem {
         if self.budget.is_none() {
             return;
         }
-        let regions: Vec<Arc<Region>> = lock(&self.ranks[local])
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for r in &regions {
+        for r in self.regions_of(local) {
             r.note_block();
-        }
-        if self.policy == Policy::Araw {
-            for r in regions {
+            if self.policy == Policy::Araw {
                 r.unload();
             }
         }
