@@ -363,6 +363,27 @@ impl Mailbox {
         Some((id, addr))
     }
 
+    /// Whether the owner is ready for a message with `key` and `len` bytes whose header has
+    /// arrived: a receive with a buffer that fits matches it ([`Expect::Buffer`]), a receive
+    /// without one matches it or the owner is blocked ([`Expect::Mailbox`]), or neither
+    /// ([`Expect::Unknown`]).
+    ///
+    /// [`Expect::Buffer`]: spillway_transport::Expect::Buffer
+    /// [`Expect::Mailbox`]: spillway_transport::Expect::Mailbox
+    /// [`Expect::Unknown`]: spillway_transport::Expect::Unknown
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn expects(&self, key: Key, len: usize) -> spillway_transport::Expect {
+        use spillway_transport::Expect;
+        match self.matching(key) {
+            Some((id, _)) => match self.buffers.get(&id) {
+                Some(&(_, cap)) if len <= cap => Expect::Buffer,
+                _ => Expect::Mailbox,
+            },
+            None if self.waiting.is_some() => Expect::Mailbox,
+            None => Expect::Unknown,
+        }
+    }
+
     /// The bytes of a claimed receive are in its buffer (`ok`), or the transfer was abandoned
     /// (the job fails; the receive ends without a message). Returns whether the owner must be
     /// woken.
@@ -588,5 +609,30 @@ mod tests {
         m.set_waiting(MailWait::Probe(pat(Some(4), None)));
         assert!(!m.deliver(env(3, 1, 1)));
         assert!(m.deliver(env(4, 1, 1)));
+    }
+
+    #[test]
+    fn expects_tells_buffers_plain_receives_and_blocked_owners_apart() {
+        use spillway_transport::Expect;
+        let mut m = Mailbox::default();
+        let key = (7, 1, 0);
+        assert_eq!(m.expects(key, 100), Expect::Unknown);
+        let mut buf = [0u8; 64];
+        let id = m.post_into(pat(Some(1), Some(0)), buf.as_mut_ptr() as usize, buf.len());
+        assert_eq!(m.expects(key, 64), Expect::Buffer);
+        // Too long for the posted buffer: it must be received by the engine.
+        assert_eq!(m.expects(key, 65), Expect::Mailbox);
+        // Other sources, tags and contexts do not match that receive.
+        assert_eq!(m.expects((7, 2, 0), 10), Expect::Unknown);
+        assert_eq!(m.expects((8, 1, 0), 10), Expect::Unknown);
+        m.cancel(id);
+        let plain = m.post(pat(None, Some(0)));
+        assert_eq!(m.expects((7, 5, 0), 10), Expect::Mailbox);
+        m.cancel(plain);
+        // A blocked owner waits for something else (here a probe of another tag).
+        m.set_waiting(MailWait::Probe(pat(Some(1), Some(3))));
+        assert_eq!(m.expects(key, 10), Expect::Mailbox);
+        m.clear_waiting();
+        assert_eq!(m.expects(key, 10), Expect::Unknown);
     }
 }

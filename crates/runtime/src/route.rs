@@ -14,7 +14,9 @@ use spillway_transport::Outgoing;
 
 impl Job {
     /// Sends `env` to rank `dest`: into its mailbox if it is held here, else through the
-    /// outbox to the progress thread.
+    /// outbox (from this thread when ranks may drive the engine, see [`Outbox::push`]).
+    ///
+    /// [`Outbox::push`]: spillway_transport::Outbox::push
     pub(crate) fn send(&self, dest: u32, env: Envelope) -> Result<(), Error> {
         if self.is_local(dest) {
             let msg = self.to_msg(dest, env)?;
@@ -29,8 +31,6 @@ impl Job {
             tag: env.tag,
             payload: env.payload,
         });
-        // Send it now from this thread when ranks may drive the engine (no hand-off).
-        remote.drive();
         Ok(())
     }
 
@@ -120,6 +120,19 @@ impl Job {
         let (node, local) = self.node_of(dest);
         let (id, addr) = lock(&node.mailboxes[local]).claim(key, len)?;
         Some((id.0, addr))
+    }
+
+    /// Whether local rank `dest` is ready for a message with `key` and `len` bytes (see
+    /// [`Mailbox::expects`]).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn expects(
+        &self,
+        dest: u32,
+        key: (u64, u32, i32),
+        len: usize,
+    ) -> spillway_transport::Expect {
+        let (node, local) = self.node_of(dest);
+        lock(&node.mailboxes[local]).expects(key, len)
     }
 
     /// Ends a claim (see [`Mailbox::complete_claim`]) and wakes the receiver if it waits.

@@ -33,6 +33,22 @@ pub struct Claim {
     pub ptr: usize,
 }
 
+/// Whether the receiver of a large message whose header has arrived is ready for it (see
+/// [`Host::expects`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// A receive posted with a buffer of at least the message's length matches it: it can be
+    /// claimed once nothing earlier of its source is pending.
+    Buffer,
+    /// The message must be received now into a buffer of the engine's: a receive without a
+    /// fitting buffer matches it, or its receiver is blocked without a receive it matches (it
+    /// waits for something else, or probes).
+    Mailbox,
+    /// Nothing matches it yet and its receiver is not blocked: a receive with a buffer may
+    /// still come.
+    Unknown,
+}
+
 /// What an engine needs from the job of this process.
 pub trait Host: Send + Sync {
     /// Whether global rank `rank` runs in this process.
@@ -47,6 +63,12 @@ pub trait Host: Send + Sync {
     /// posted with a buffer of at least `len` bytes, reserves that receive for it and says where
     /// the bytes go. The engine must then complete the claim, whatever happens.
     fn claim(&self, dest: u32, context: u64, source: u32, tag: i32, len: usize) -> Option<Claim>;
+
+    /// Whether local rank `dest` is ready for a message of `len` bytes whose header has
+    /// arrived (see [`Expect`]). The engine uses it to delay receiving a large message until
+    /// its receiver posts a buffer, as MPI's rendezvous does, instead of receiving it into a
+    /// buffer of its own and copying it again.
+    fn expects(&self, dest: u32, context: u64, source: u32, tag: i32, len: usize) -> Expect;
 
     /// The bytes of a claimed message are in place (`ok`), or the transfer was abandoned (the
     /// job is failing and the receive ends without data).

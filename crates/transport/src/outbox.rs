@@ -65,6 +65,10 @@ pub trait Drive: Send + Sync {
     /// Makes one round of progress unless another thread is doing so; returns whether
     /// anything happened.
     fn drive(&self) -> bool;
+
+    /// Makes one round of progress on the calling thread, which thereby sends what is
+    /// queued, unless another thread is making progress right now; returns whether it did.
+    fn try_send(&self) -> bool;
 }
 
 impl std::fmt::Debug for Outbox {
@@ -110,14 +114,27 @@ impl Outbox {
             .is_some_and(|engine| engine.drive())
     }
 
-    /// Queues a message for the progress thread.
+    /// Queues a message for the engine. When ranks may drive the engine, the caller sends
+    /// it itself if no other thread is making progress right now (one round of the engine:
+    /// no hand-off to the progress thread, whose wake-up is a system call and a context
+    /// switch); otherwise the thread making progress takes it, or the progress thread is
+    /// woken.
     pub fn push(&self, msg: Outgoing) {
         self.sent.fetch_add(1, Ordering::AcqRel);
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.push_back(msg);
-        // Only a sleeping progress thread needs the (system-call) signal; it marks itself
-        // under this lock before it looks at the queue.
-        if self.sleeping.load(Ordering::Relaxed) {
+        let sleeping = {
+            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.push_back(msg);
+            // Only a sleeping progress thread needs the (system-call) signal; it marks itself
+            // under this lock before it looks at the queue.
+            self.sleeping.load(Ordering::Relaxed)
+        };
+        let sent = self
+            .driver
+            .get()
+            .and_then(Weak::upgrade)
+            .is_some_and(|engine| engine.try_send());
+        if sleeping && !sent {
+            let _q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
             self.signal.notify_one();
         }
     }

@@ -66,6 +66,47 @@ fn check_comm(comm: &Comm) -> Result<(), BoxError> {
         ensure(a == data_of(left, len), "ring message order")?;
         ensure(b == data_of(left + 100, len), "ring second message")?;
     }
+    // Large messages whose receiver is not ready when they arrive: it computes first and
+    // then receives into its own buffer; it first waits for a small message sent after the
+    // large one; it polls with iprobe; it probes, then receives.
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    let len = 300_000;
+    comm.send(right, 6, &data_of(me, len))?;
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    let mut into = vec![0i64; len];
+    comm.recv_into(left, 6, &mut into)?;
+    ensure(into == data_of(left, len), "delayed receive into a buffer")?;
+    comm.send(right, 7, &data_of(me + 1, len))?;
+    comm.send(right, 8, &[me as u64])?;
+    let (small, _) = comm.recv::<u64>(left, 8)?;
+    ensure(
+        small == vec![left as u64],
+        "small message behind a large one",
+    )?;
+    comm.recv_into(left, 7, &mut into)?;
+    ensure(
+        into == data_of(left + 1, len),
+        "large message ahead of a small one",
+    )?;
+    comm.send(right, 9, &data_of(me + 2, len))?;
+    // Polling holds the node slot (scheduling is cooperative): only while every member runs.
+    if p <= 2 {
+        let status = loop {
+            if let Some(status) = comm.iprobe(left, 9)? {
+                break status;
+            }
+            std::thread::yield_now();
+        };
+        ensure(status.bytes == len * 8, "iprobe of a large message")?;
+    }
+    comm.recv_into(left, 9, &mut into)?;
+    ensure(into == data_of(left + 2, len), "large message after iprobe")?;
+    comm.send(right, 10, &data_of(me + 3, len))?;
+    let status = comm.probe(Source::Any, 10)?;
+    ensure(status.source == left && status.bytes == len * 8, "probe")?;
+    let (got, _) = comm.recv::<i64>(left, 10)?;
+    ensure(got == data_of(left + 3, len), "large message after probe")?;
     // Any-source receives get every sender once.
     if me == 0 {
         let mut seen = vec![false; p];

@@ -17,7 +17,7 @@ use super::frame::{
 use super::liveness::Liveness;
 use super::termination::{Termination, Token};
 use super::{empty_request, empty_status, mpi_error};
-use crate::host::{Claim, Failure, Host};
+use crate::host::{Claim, Expect, Failure, Host};
 use crate::outbox::{Drive, Outbox, Outgoing};
 use crate::{AlignedBuf, Envelope, Layout, Payload};
 
@@ -39,12 +39,25 @@ enum Target {
     Buf(AlignedBuf),
     /// The receiver's own buffer (a claimed receive).
     Claimed(Claim),
+    /// Nowhere yet: the data receives are not posted (see [`Progress::place`]); it moves at
+    /// the latest at this instant.
+    Parked(Instant),
+}
+
+/// How long a large message may stay parked waiting for its receiver's buffer: about the time
+/// that receiving it into a buffer of the engine's and copying it again would cost (the
+/// classic rent-or-buy bound), at least 100 us and at most 20 ms.
+fn park_limit(len: usize) -> Duration {
+    const BYTES_PER_SECOND: f64 = 2e9;
+    Duration::from_secs_f64((1e-4 + len as f64 / BYTES_PER_SECOND).min(0.02))
 }
 
 pub(super) struct Progress {
     pub(super) host: Arc<dyn Host>,
     pub(super) outbox: Arc<Outbox>,
     pub(super) comm: ffi::MPI_Comm,
+    /// The duplicate of `comm` on which message data travels (tag [`TAG_DATA`]).
+    data: ffi::MPI_Comm,
     layout: Layout,
     pub(super) me: c_int,
     pub(super) size: c_int,
@@ -75,6 +88,19 @@ pub(super) struct Engine {
 }
 
 impl Drive for Engine {
+    fn try_send(&self) -> bool {
+        let Ok(mut p) = self.state.try_lock() else {
+            return false;
+        };
+        if p.closed || p.transport_failed {
+            return false;
+        }
+        if let Err(e) = p.fast_step() {
+            p.transport_failure(e);
+        }
+        true
+    }
+
     fn drive(&self) -> bool {
         let Ok(mut p) = self.state.try_lock() else {
             // Another thread is making progress right now. It may be the progress thread,
@@ -108,11 +134,15 @@ pub fn run_progress(
     peer_timeout: Duration,
     shared: bool,
 ) {
+    // Message data travels on a communicator of its own, so that probing for headers and
+    // control messages (any tag) never sees data whose receive is not posted yet.
+    let data = comm.duplicate();
     let engine = Arc::new(Engine {
         state: Mutex::new(Progress {
             host,
             outbox: Arc::clone(&outbox),
             comm: comm.as_raw(),
+            data: data.as_raw(),
             layout: layout.clone(),
             me: comm.rank(),
             size: comm.size(),
@@ -131,6 +161,8 @@ pub fn run_progress(
         outbox.set_driver(Arc::downgrade(&driver));
     }
     engine.run();
+    // The engine no longer calls MPI (`closed`): the data communicator can go.
+    drop(data);
 }
 
 impl Engine {
@@ -327,12 +359,13 @@ impl Progress {
         Ok(flag != 0)
     }
 
-    /// Starts a non-blocking send of `len` bytes at `ptr`.
+    /// Starts a non-blocking send of `len` bytes at `ptr` on `comm`.
     ///
     /// # Safety
     /// The bytes must stay valid and unchanged until the returned request completes.
     unsafe fn isend(
         &self,
+        comm: ffi::MPI_Comm,
         ptr: *const u8,
         len: usize,
         dest: c_int,
@@ -348,7 +381,7 @@ impl Progress {
                 ffi::RSMPI_UINT8_T,
                 dest,
                 tag,
-                self.comm,
+                comm,
                 &mut request,
             )
         };
@@ -371,7 +404,9 @@ impl Progress {
         for chunk in payload.as_bytes().chunks(CHUNK) {
             // SAFETY: the payload (owned or shared, never mutated while shared) is kept with
             // the requests until they complete.
-            requests.push(unsafe { self.isend(chunk.as_ptr(), chunk.len(), dest, TAG_DATA)? });
+            requests.push(unsafe {
+                self.isend(self.data, chunk.as_ptr(), chunk.len(), dest, TAG_DATA)?
+            });
         }
         self.sends.push(PendingSend {
             requests,
@@ -395,7 +430,8 @@ impl Progress {
     fn send_framed(&mut self, dest: c_int, tag: c_int, buf: AlignedBuf) -> Result<(), String> {
         // SAFETY: `buf` moves into the pending send (its heap storage does not move) and is
         // dropped only after the request completes.
-        let request = unsafe { self.isend(buf.as_bytes().as_ptr(), buf.len(), dest, tag)? };
+        let request =
+            unsafe { self.isend(self.comm, buf.as_bytes().as_ptr(), buf.len(), dest, tag)? };
         self.sends.push(PendingSend {
             requests: vec![request],
             _keep: Payload::Owned(buf),
@@ -449,8 +485,8 @@ impl Progress {
         }
         let (source, tag) = (status.MPI_SOURCE, status.MPI_TAG);
         if tag != TAG_HEADER && tag != TAG_CONTROL {
-            // Data is announced by its header, whose arrival posts its receives before the
-            // next probe: unmatched data means the processes disagree on the protocol.
+            // Data travels on the data communicator: any other tag here means the processes
+            // disagree on the protocol.
             return Err(format!(
                 "a message with tag {tag} from process {source} arrived without its header"
             ));
@@ -494,8 +530,9 @@ impl Progress {
         Ok(busy)
     }
 
-    /// A message header: the message is complete (inline payload) or its data receives are
-    /// posted; either way it queues behind the earlier messages of its source.
+    /// A message header: the message is complete (inline payload) or waits for its data
+    /// (see [`place`](Self::place)); either way it queues behind the earlier messages of its
+    /// source.
     fn on_header(&mut self, source: c_int, buf: AlignedBuf) -> Result<(), String> {
         let (head, inline) = unframe(buf.as_bytes(), "message header", source)?;
         let len = head[4] as usize;
@@ -512,69 +549,142 @@ impl Progress {
                 requests: Vec::new(),
             }
         } else {
-            // Straight into the receiver's buffer when it posted one that this message
-            // matches now; only when nothing earlier from the source is pending, since that
-            // would have to match first.
-            let [context, _, dest, tag, _] = head;
-            let claim = if self.incoming[source as usize].is_empty() {
-                self.host
-                    .claim(dest as u32, context, head[1] as u32, tag as u32 as i32, len)
-            } else {
-                None
-            };
-            let (target, base) = match claim {
-                Some(c) => (Target::Claimed(c), c.ptr as *mut u8),
-                None => {
-                    let mut body = AlignedBuf::for_overwrite(len);
-                    let base = body.as_bytes_mut().as_mut_ptr();
-                    (Target::Buf(body), base)
-                }
-            };
-            let mut requests = Vec::with_capacity(len.div_ceil(CHUNK));
-            let mut at = 0;
-            while at < len {
-                let n = CHUNK.min(len - at);
-                let mut request = empty_request();
-                // SAFETY: `base` has `len` writable bytes that stay valid until the requests
-                // complete: the engine's own buffer moves into the pending receive (its heap
-                // storage does not move), and a claimed buffer stays valid until the claim
-                // is completed, which happens only after the requests completed or were
-                // cancelled.
-                let code = unsafe {
-                    ffi::MPI_Irecv(
-                        base.add(at).cast::<c_void>(),
-                        n as c_int,
-                        ffi::RSMPI_UINT8_T,
-                        source,
-                        TAG_DATA,
-                        self.comm,
-                        &mut request,
-                    )
-                };
-                if code != 0 {
-                    if let Target::Claimed(c) = target {
-                        self.host.complete_claim(c, false);
-                    }
-                    return Err(mpi_error("MPI_Irecv", code));
-                }
-                requests.push(request);
-                at += n;
-            }
             PendingRecv {
                 header: head,
-                target,
-                requests,
+                target: Target::Parked(Instant::now() + park_limit(len)),
+                requests: Vec::new(),
             }
         };
         self.incoming[source as usize].push_back(pending);
+        self.place(source as usize)?;
         Ok(())
     }
 
-    /// Delivers, per source process and in sending order, the messages that have arrived.
+    /// Posts the data receives of the parked messages of `source` that should move now, in
+    /// arrival order (MPI matches the data of one source in the order it was sent).
+    ///
+    /// A large message goes straight into its receiver's buffer when a receive posted with a
+    /// big enough buffer matches it and nothing earlier of its source is pending (a claim).
+    /// Until then it stays parked, as MPI's rendezvous protocol keeps a large message at its
+    /// sender until the receive is posted, rather than going into a buffer of the engine's
+    /// to be copied again: typically the receiver is still computing and posts its receive
+    /// moments later. It is received into an engine buffer instead as soon as a receive
+    /// without a fitting buffer matches it, its receiver or the receiver of a message queued
+    /// behind it is blocked on something else, its time limit ([`park_limit`]) has passed, or
+    /// the job is ending.
+    fn place(&mut self, source: usize) -> Result<bool, String> {
+        let Some(first) = self.incoming[source]
+            .iter()
+            .position(|p| matches!(p.target, Target::Parked(_)))
+        else {
+            return Ok(false);
+        };
+        let ending = self.host.failed() || self.host.local_done() || self.live.lost.is_some();
+        let now = Instant::now();
+        let mut placed = false;
+        for i in first..self.incoming[source].len() {
+            let Target::Parked(limit) = self.incoming[source][i].target else {
+                continue;
+            };
+            let [context, from, dest, tag, len] = self.incoming[source][i].header;
+            let (dest, from, tag, len) =
+                (dest as u32, from as u32, tag as u32 as i32, len as usize);
+            let expect = self.host.expects(dest, context, from, tag, len);
+            let claim = if i == 0 && expect == Expect::Buffer {
+                self.host.claim(dest, context, from, tag, len)
+            } else {
+                None
+            };
+            let now_or_never = claim.is_some()
+                || ending
+                || now >= limit
+                || expect == Expect::Mailbox
+                || self.wanted_behind(source, i + 1);
+            if !now_or_never {
+                // Later messages of this source cannot overtake it.
+                break;
+            }
+            self.post_data(source, i, claim)?;
+            placed = true;
+        }
+        Ok(placed)
+    }
+
+    /// Whether the receiver of a message of `source` queued from position `from` on is ready
+    /// for it: that message cannot arrive before the ones ahead of it.
+    fn wanted_behind(&self, source: usize, from: usize) -> bool {
+        self.incoming[source].iter().skip(from).any(|p| {
+            let [context, src, dest, tag, len] = p.header;
+            self.host.expects(
+                dest as u32,
+                context,
+                src as u32,
+                tag as u32 as i32,
+                len as usize,
+            ) != Expect::Unknown
+        })
+    }
+
+    /// Posts the data receives of the parked message at position `at` of `source`'s queue,
+    /// into the claimed buffer or into a new buffer of the engine's.
+    fn post_data(&mut self, source: usize, at: usize, claim: Option<Claim>) -> Result<(), String> {
+        let len = self.incoming[source][at].header[4] as usize;
+        let (target, base) = match claim {
+            Some(c) => (Target::Claimed(c), c.ptr as *mut u8),
+            None => {
+                let mut body = AlignedBuf::for_overwrite(len);
+                let base = body.as_bytes_mut().as_mut_ptr();
+                (Target::Buf(body), base)
+            }
+        };
+        let mut requests = Vec::with_capacity(len.div_ceil(CHUNK));
+        let mut offset = 0;
+        while offset < len {
+            let n = CHUNK.min(len - offset);
+            let mut request = empty_request();
+            // SAFETY: `base` has `len` writable bytes that stay valid until the requests
+            // complete: the engine's own buffer moves into the pending receive (its heap
+            // storage does not move), and a claimed buffer stays valid until the claim is
+            // completed, which happens only after the requests completed or were cancelled.
+            let code = unsafe {
+                ffi::MPI_Irecv(
+                    base.add(offset).cast::<c_void>(),
+                    n as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    source as c_int,
+                    TAG_DATA,
+                    self.data,
+                    &mut request,
+                )
+            };
+            if code != 0 {
+                if let Target::Claimed(c) = target {
+                    self.host.complete_claim(c, false);
+                }
+                return Err(mpi_error("MPI_Irecv", code));
+            }
+            requests.push(request);
+            offset += n;
+        }
+        let pending = &mut self.incoming[source][at];
+        pending.target = target;
+        pending.requests = requests;
+        Ok(())
+    }
+
+    /// Delivers, per source process and in sending order, the messages that have arrived,
+    /// and moves parked messages on.
     fn complete_receives(&mut self) -> Result<bool, String> {
         let mut busy = false;
         for source in 0..self.incoming.len() {
-            while let Some(front) = self.incoming[source].front_mut() {
+            loop {
+                busy |= self.place(source)?;
+                let Some(front) = self.incoming[source].front_mut() else {
+                    break;
+                };
+                if matches!(front.target, Target::Parked(_)) {
+                    break;
+                }
                 let mut requests = std::mem::take(&mut front.requests);
                 let mut all = true;
                 for r in requests.iter_mut() {
@@ -607,6 +717,7 @@ impl Progress {
                 return;
             }
             Target::Buf(buf) => buf,
+            Target::Parked(_) => unreachable!("a parked message is never complete"),
         };
         if !self.host.is_local(dest) {
             self.host.fail(
@@ -646,6 +757,11 @@ impl Progress {
     /// sends are given time to complete. If MPI holds on to a rank's memory regardless, the
     /// process cannot go on safely and aborts.
     fn release_rank_memory(&mut self) {
+        // Parked messages are received into the engine's buffers, so that their senders'
+        // transfers can end.
+        for source in 0..self.incoming.len() {
+            let _ = self.place(source);
+        }
         for queue in &mut self.incoming {
             for pending in queue.iter_mut() {
                 if matches!(pending.target, Target::Claimed(_)) {
