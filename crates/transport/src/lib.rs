@@ -13,6 +13,7 @@
 //! element type without copying.
 #![deny(missing_docs, unreachable_pub)]
 
+pub mod copy;
 mod host;
 mod layout;
 #[cfg(feature = "mpi")]

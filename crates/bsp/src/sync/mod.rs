@@ -456,7 +456,7 @@ impl<'r> Bsp<'r> {
             // phase and that `src` is not written in it, so the ranges do not overlap and no
             // access races with this copy.
             unsafe {
-                std::ptr::copy_nonoverlapping(c.src as *const u8, c.dst as *mut u8, c.len);
+                spillway_transport::copy::copy_raw(c.dst as *mut u8, c.src as *const u8, c.len);
             }
             if c.foreign {
                 // SAFETY: as above, `src..src+len` is live, initialised and not written now.
