@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use spillway::{run_with_stats, Backend, Collectives, Comm, Config, Error, Sum};
 
 use crate::harness::{
-    format_duration, format_size, gb_per_s, memcpy_stats, parse_size, BoxError, Stats,
+    filled, format_duration, format_size, gb_per_s, memcpy_stats, parse_size, BoxError, Stats,
 };
 
 /// The (ranks, nodes) configurations measured when neither `--ranks` nor `--nodes` is given.
@@ -312,14 +312,18 @@ pub fn main(args: Args) -> Result<(), BoxError> {
             Where::Local => Config::new(ranks).nodes(nodes).running(running),
             Where::Mpi { .. } => Config::new(ranks).backend(Backend::Mpi).running(running),
         };
-        let (out, stats) =
-            match run_with_stats(&config, |rank| measure_rank(rank, &sizes, &ops, &reps_for)) {
-                Ok(done) => done,
-                Err(e) => {
-                    abandon_mpi(session.take());
-                    return Err(e.into());
-                }
-            };
+        // Against Open MPI the buffers are backed by huge pages as numpy's arrays are (the
+        // reference's buffers); against memcpy they are the memcpy baseline's plain memory.
+        let huge = matches!(place, Where::Mpi { .. });
+        let (out, stats) = match run_with_stats(&config, |rank| {
+            measure_rank(rank, &sizes, &ops, &reps_for, huge)
+        }) {
+            Ok(done) => done,
+            Err(e) => {
+                abandon_mpi(session.take());
+                return Err(e.into());
+            }
+        };
         if stats.local_ranks.start != 0 {
             continue;
         }
@@ -476,6 +480,7 @@ fn measure_rank(
     sizes: &[usize],
     ops: &[Op],
     reps_for: &dyn Fn(usize) -> usize,
+    huge: bool,
 ) -> Result<Option<(Stats, Vec<Measured>)>, BoxError> {
     let world = Comm::world(rank);
     let (me, p) = (world.rank(), world.size());
@@ -487,7 +492,7 @@ fn measure_rank(
             let (bytes, times) = match op {
                 Op::Allreduce => {
                     let n = (size / 8).max(1);
-                    let data = vec![me as f64 + 1.0; n];
+                    let data = filled(n, huge, |_| me as f64 + 1.0);
                     let expected = (p * (p + 1) / 2) as f64;
                     let check = world.allreduce(&data, Sum)?;
                     if check.len() != n || check.iter().any(|&v| v != expected) {
@@ -495,16 +500,16 @@ fn measure_rank(
                     }
                     // Timed in place (`allreduce_into`, MPI_Allreduce into the caller's
                     // buffer): the sums grow by a factor p per call, exactly representable.
-                    let mut inout = data.clone();
+                    let mut inout = filled(n, huge, |i| data[i]);
                     let times = time_op(&world, reps, || world.allreduce_into(&mut inout, Sum))?;
                     (n * 8, times)
                 }
                 Op::Bcast => {
                     let pattern = |i: usize| (i % 251) as u8;
                     let mut buf: Vec<u8> = if me == 0 {
-                        (0..size).map(pattern).collect()
+                        filled(size, huge, pattern)
                     } else {
-                        vec![0; size]
+                        filled(size, huge, |_| 0)
                     };
                     world.bcast_into(0, &mut buf)?;
                     if buf.iter().enumerate().any(|(i, &b)| b != pattern(i)) {
@@ -516,9 +521,8 @@ fn measure_rank(
                 Op::Alltoall => {
                     let block = (size / p).max(1);
                     // Block j of rank i holds the byte (i * p + j) mod 256.
-                    let send: Vec<u8> = (0..p * block)
-                        .map(|k| ((me * p + k / block) % 256) as u8)
-                        .collect();
+                    let send: Vec<u8> =
+                        filled(p * block, huge, |k| ((me * p + k / block) % 256) as u8);
                     let got = world.alltoall(&send)?;
                     let ok = got.len() == p * block
                         && got
@@ -528,7 +532,7 @@ fn measure_rank(
                     if !ok {
                         return Err(format!("alltoall of {size} bytes delivered wrong data").into());
                     }
-                    let mut recv = vec![0u8; p * block];
+                    let mut recv = filled(p * block, huge, |_| 0u8);
                     world.alltoall_into(&send, &mut recv)?;
                     if recv != got {
                         return Err(format!("alltoall_into of {size} bytes differs").into());
