@@ -418,33 +418,23 @@ impl spillway_transport::Host for Job {
         Ok(())
     }
 
-    fn claim(
-        &self,
-        dest: u32,
-        context: u64,
-        source: u32,
-        tag: i32,
-        len: usize,
-    ) -> Option<spillway_transport::Claim> {
-        if !Job::is_local(self, dest) {
+    fn claim(&self, msg: spillway_transport::Announced) -> Option<spillway_transport::Claim> {
+        if !Job::is_local(self, msg.dest) {
             return None;
         }
-        let (id, ptr) = Job::claim(self, dest, (context, source, tag), len)?;
-        Some(spillway_transport::Claim { dest, id, ptr })
+        let (id, ptr) = Job::claim(self, msg.dest, (msg.context, msg.source, msg.tag), msg.len)?;
+        Some(spillway_transport::Claim {
+            dest: msg.dest,
+            id,
+            ptr,
+        })
     }
 
-    fn expects(
-        &self,
-        dest: u32,
-        context: u64,
-        source: u32,
-        tag: i32,
-        len: usize,
-    ) -> spillway_transport::Expect {
-        if !Job::is_local(self, dest) {
+    fn expects(&self, msg: spillway_transport::Announced) -> spillway_transport::Expect {
+        if !Job::is_local(self, msg.dest) {
             return spillway_transport::Expect::Mailbox;
         }
-        Job::expects(self, dest, (context, source, tag), len)
+        Job::expects(self, msg.dest, (msg.context, msg.source, msg.tag), msg.len)
     }
 
     fn complete_claim(&self, claim: spillway_transport::Claim, ok: bool) {

@@ -54,45 +54,62 @@ pub unsafe fn copy_raw(dst: *mut u8, src: *const u8, len: usize) {
     unsafe { std::ptr::copy_nonoverlapping(src, dst, len) }
 }
 
-/// Streaming copy: aligns `dst` to 32 bytes with an ordinary copy, writes 128 bytes per
-/// iteration with non-temporal stores, copies the tail ordinarily, and fences, so that the
-/// bytes are visible to other threads in the usual order once this returns.
+/// The frame of a streaming copy: an ordinary copy up to the first `align`-byte boundary of
+/// `dst`, then `block` bytes at a time with `copy_block` (streaming stores to aligned
+/// addresses), the tail ordinarily, and a fence, so that the bytes are visible to other
+/// threads in the usual order once this returns (streaming stores are weakly ordered).
+///
+/// # Safety
+/// The ranges must be as for [`copy_raw`], and `copy_block(d, s)` must be sound for every
+/// `align`-aligned `d` with `block` bytes to write at `d` and to read at `s` inside them.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn stream_frame(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    align: usize,
+    block: usize,
+    copy_block: impl Fn(*mut u8, *const u8),
+) {
+    let head = dst.align_offset(align).min(len);
+    // SAFETY: every access lies inside `dst..dst+len` / `src..src+len`, valid and disjoint
+    // by the caller's guarantee; blocks start at aligned addresses of `dst` after the head.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, head);
+        let mut i = head;
+        while i + block <= len {
+            copy_block(dst.add(i), src.add(i));
+            i += block;
+        }
+        std::arch::x86_64::_mm_sfence();
+        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), len - i);
+    }
+}
+
+/// Streaming copy with 32-byte stores, 128 bytes per block.
 ///
 /// # Safety
 /// The CPU must have AVX2, and the ranges must be as for [`copy_raw`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn stream_avx2(dst: *mut u8, src: *const u8, len: usize) {
-    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_stream_si256, _mm_sfence};
-    let head = dst.align_offset(32).min(len);
-    // SAFETY (whole function): every access lies inside `dst..dst+len` / `src..src+len`, valid
-    // and disjoint by the caller's guarantee; stores to `dst + i` are 32-byte aligned after the
-    // head; loads are unaligned.
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_stream_si256};
+    // SAFETY: the frame hands over 32-byte aligned blocks of 128 bytes inside the ranges;
+    // loads are unaligned.
     unsafe {
-        std::ptr::copy_nonoverlapping(src, dst, head);
-        let mut i = head;
-        while i + 128 <= len {
-            let s = src.add(i).cast::<__m256i>();
-            let d = dst.add(i).cast::<__m256i>();
-            let a = _mm256_loadu_si256(s);
-            let b = _mm256_loadu_si256(s.add(1));
-            let c = _mm256_loadu_si256(s.add(2));
-            let e = _mm256_loadu_si256(s.add(3));
-            _mm256_stream_si256(d, a);
-            _mm256_stream_si256(d.add(1), b);
-            _mm256_stream_si256(d.add(2), c);
-            _mm256_stream_si256(d.add(3), e);
-            i += 128;
-        }
-        // Streaming stores are weakly ordered: the fence orders them before whatever this
-        // thread publishes next (a barrier, a flag).
-        _mm_sfence();
-        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), len - i);
+        stream_frame(dst, src, len, 32, 128, |d, s| {
+            let (d, s) = (d.cast::<__m256i>(), s.cast::<__m256i>());
+            for k in 0..4 {
+                _mm256_stream_si256(d.add(k), _mm256_loadu_si256(s.add(k)));
+            }
+        })
     }
 }
 
-/// [`stream_avx2`] with 64-byte stores (one whole cache line each, which the CPU's
-/// write-combining buffers pass on at once) and the source prefetched 1 KiB ahead.
+/// Streaming copy with 64-byte stores (one whole cache line each, which the CPU's
+/// write-combining buffers pass on at once), 256 bytes per block, the source prefetched 1 KiB
+/// ahead.
 ///
 /// # Safety
 /// The CPU must have AVX-512F, and the ranges must be as for [`copy_raw`].
@@ -100,35 +117,22 @@ unsafe fn stream_avx2(dst: *mut u8, src: *const u8, len: usize) {
 #[target_feature(enable = "avx512f")]
 unsafe fn stream_avx512(dst: *mut u8, src: *const u8, len: usize) {
     use std::arch::x86_64::{
-        __m512i, _mm512_loadu_si512, _mm512_stream_si512, _mm_prefetch, _mm_sfence, _MM_HINT_T0,
+        __m512i, _mm512_loadu_si512, _mm512_stream_si512, _mm_prefetch, _MM_HINT_T0,
     };
     const AHEAD: usize = 1024;
-    let head = dst.align_offset(64).min(len);
-    // SAFETY (whole function): as in `stream_avx2`, with 64-byte aligned stores; the
-    // prefetches may point past the source, which is allowed (they never fault).
+    // SAFETY: the frame hands over 64-byte aligned blocks of 256 bytes inside the ranges;
+    // loads are unaligned; prefetches may point past the source, which is allowed (they
+    // never fault).
     unsafe {
-        std::ptr::copy_nonoverlapping(src, dst, head);
-        let mut i = head;
-        while i + 256 <= len {
-            let s = src.add(i);
-            _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(AHEAD).cast());
-            _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(AHEAD + 64).cast());
-            _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(AHEAD + 128).cast());
-            _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(AHEAD + 192).cast());
-            let s = s.cast::<__m512i>();
-            let d = dst.add(i).cast::<__m512i>();
-            let a = _mm512_loadu_si512(s);
-            let b = _mm512_loadu_si512(s.add(1));
-            let c = _mm512_loadu_si512(s.add(2));
-            let e = _mm512_loadu_si512(s.add(3));
-            _mm512_stream_si512(d, a);
-            _mm512_stream_si512(d.add(1), b);
-            _mm512_stream_si512(d.add(2), c);
-            _mm512_stream_si512(d.add(3), e);
-            i += 256;
-        }
-        _mm_sfence();
-        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), len - i);
+        stream_frame(dst, src, len, 64, 256, |d, s| {
+            for k in 0..4 {
+                _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(AHEAD + 64 * k).cast());
+            }
+            let (d, s) = (d.cast::<__m512i>(), s.cast::<__m512i>());
+            for k in 0..4 {
+                _mm512_stream_si512(d.add(k), _mm512_loadu_si512(s.add(k)));
+            }
+        })
     }
 }
 

@@ -33,6 +33,21 @@ pub struct Claim {
     pub ptr: usize,
 }
 
+/// A message from another process whose header has arrived: where it goes and how long it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Announced {
+    /// Global rank of the receiver (a rank of this process).
+    pub dest: u32,
+    /// Communication context.
+    pub context: u64,
+    /// Global rank of the sender.
+    pub source: u32,
+    /// Tag.
+    pub tag: i32,
+    /// Length in bytes.
+    pub len: usize,
+}
+
 /// Whether the receiver of a large message whose header has arrived is ready for it (see
 /// [`Host::expects`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,17 +73,17 @@ pub trait Host: Send + Sync {
     /// under the node's memory budget); `Err` says why it could not be stored.
     fn deliver(&self, dest: u32, env: Envelope) -> Result<(), String>;
 
-    /// For a message of `len` bytes to local rank `dest` whose header has arrived (and no
-    /// earlier message of its source is still pending): if the receive it matches now was
-    /// posted with a buffer of at least `len` bytes, reserves that receive for it and says where
-    /// the bytes go. The engine must then complete the claim, whatever happens.
-    fn claim(&self, dest: u32, context: u64, source: u32, tag: i32, len: usize) -> Option<Claim>;
+    /// For a message whose header has arrived (and no earlier message of its source is still
+    /// pending): if the receive it matches now was posted with a buffer of at least its length,
+    /// reserves that receive for it and says where the bytes go. The engine must then
+    /// complete the claim, whatever happens.
+    fn claim(&self, msg: Announced) -> Option<Claim>;
 
-    /// Whether local rank `dest` is ready for a message of `len` bytes whose header has
-    /// arrived (see [`Expect`]). The engine uses it to delay receiving a large message until
-    /// its receiver posts a buffer, as MPI's rendezvous does, instead of receiving it into a
-    /// buffer of its own and copying it again.
-    fn expects(&self, dest: u32, context: u64, source: u32, tag: i32, len: usize) -> Expect;
+    /// Whether the receiver of a message whose header has arrived is ready for it (see
+    /// [`Expect`]). The engine uses it to delay receiving a large message until its receiver
+    /// posts a buffer, as MPI's rendezvous does, instead of receiving it into a buffer of its
+    /// own and copying it again.
+    fn expects(&self, msg: Announced) -> Expect;
 
     /// The bytes of a claimed message are in place (`ok`), or the transfer was abandoned (the
     /// job is failing and the receive ends without data).

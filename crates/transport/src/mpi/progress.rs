@@ -17,7 +17,7 @@ use super::frame::{
 use super::liveness::Liveness;
 use super::termination::{Termination, Token};
 use super::{empty_request, empty_status, mpi_error};
-use crate::host::{Claim, Expect, Failure, Host};
+use crate::host::{Announced, Claim, Expect, Failure, Host};
 use crate::outbox::{Drive, Outbox, Outgoing};
 use crate::{AlignedBuf, Envelope, Layout, Payload};
 
@@ -31,6 +31,20 @@ struct PendingRecv {
     header: [u64; HEADER_WORDS],
     target: Target,
     requests: Vec<ffi::MPI_Request>,
+}
+
+impl PendingRecv {
+    /// The message as its header describes it.
+    fn announced(&self) -> Announced {
+        let [context, source, dest, tag, len] = self.header;
+        Announced {
+            dest: dest as u32,
+            context,
+            source: source as u32,
+            tag: tag as u32 as i32,
+            len: len as usize,
+        }
+    }
 }
 
 /// Where an arriving message's bytes go.
@@ -586,12 +600,10 @@ impl Progress {
             let Target::Parked(limit) = self.incoming[source][i].target else {
                 continue;
             };
-            let [context, from, dest, tag, len] = self.incoming[source][i].header;
-            let (dest, from, tag, len) =
-                (dest as u32, from as u32, tag as u32 as i32, len as usize);
-            let expect = self.host.expects(dest, context, from, tag, len);
+            let msg = self.incoming[source][i].announced();
+            let expect = self.host.expects(msg);
             let claim = if i == 0 && expect == Expect::Buffer {
-                self.host.claim(dest, context, from, tag, len)
+                self.host.claim(msg)
             } else {
                 None
             };
@@ -613,16 +625,10 @@ impl Progress {
     /// Whether the receiver of a message of `source` queued from position `from` on is ready
     /// for it: that message cannot arrive before the ones ahead of it.
     fn wanted_behind(&self, source: usize, from: usize) -> bool {
-        self.incoming[source].iter().skip(from).any(|p| {
-            let [context, src, dest, tag, len] = p.header;
-            self.host.expects(
-                dest as u32,
-                context,
-                src as u32,
-                tag as u32 as i32,
-                len as usize,
-            ) != Expect::Unknown
-        })
+        self.incoming[source]
+            .iter()
+            .skip(from)
+            .any(|p| self.host.expects(p.announced()) != Expect::Unknown)
     }
 
     /// Posts the data receives of the parked message at position `at` of `source`'s queue,
