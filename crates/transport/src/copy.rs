@@ -12,7 +12,7 @@
 //! 1.3-2.4x slower per byte than one of 128-256 MiB.
 
 /// Copies of at least this many bytes use streaming stores (where available).
-pub const STREAM_MIN: usize = 1 << 20;
+pub const STREAM_MIN: usize = 4 << 20;
 
 /// Copies of more than this many bytes are left to `memcpy`.
 pub const STREAM_MAX: usize = 32 << 20;

@@ -53,6 +53,7 @@ use std::sync::Arc;
 use bytemuck::Pod;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use spillway_transport::copy::copy;
 use spillway_transport::AlignedBuf;
 
 use crate::codec::{check_type, decode_obj, encode_obj, view};
@@ -672,7 +673,7 @@ fn sink_exact<T: Pod>(dst: &mut [T]) -> impl FnMut(&[u8]) -> Result<()> + '_ {
                 buffer_bytes: std::mem::size_of_val(dst),
             });
         }
-        dst.copy_from_slice(v);
+        copy(bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(v));
         Ok(())
     }
 }
@@ -991,7 +992,10 @@ impl Collectives for Comm<'_> {
                 short = true;
                 return Ok(());
             }
-            recv[src * block..(src + 1) * block].copy_from_slice(v);
+            copy(
+                bytemuck::cast_slice_mut(&mut recv[src * block..(src + 1) * block]),
+                bytemuck::cast_slice(v),
+            );
             arrived += 1;
             Ok(())
         })?;
