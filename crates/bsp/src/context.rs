@@ -86,6 +86,10 @@ pub struct Bsp<'r> {
     pub(crate) local_index: Vec<Option<usize>>,
     /// Context rank of every node-local index.
     pub(crate) node_members: Vec<usize>,
+    /// Node index of every rank of the context.
+    pub(crate) node_of: Vec<usize>,
+    /// Context ranks of every node, in node-local order.
+    pub(crate) node_ranks: Vec<Vec<usize>>,
     pub(crate) options: Options,
     pub(crate) superstep: u64,
     pub(crate) globals: Vec<Option<Area>>,

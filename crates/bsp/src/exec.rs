@@ -114,6 +114,16 @@ impl<'r> Bsp<'r> {
                 node_members[*l] = q;
             }
         }
+        let node_of: Vec<usize> = info.chunks_exact(2).map(|c| c[0] as usize).collect();
+        let mut node_ranks: Vec<Vec<usize>> = vec![Vec::new(); comm.node_count()];
+        for (q, c) in info.chunks_exact(2).enumerate() {
+            let members = &mut node_ranks[c[0] as usize];
+            let l = c[1] as usize;
+            if members.len() <= l {
+                members.resize(l + 1, usize::MAX);
+            }
+            members[l] = q;
+        }
         let key = node_key(&comm);
         let local = node_comm.size();
         let node: Arc<NodeState> = rank
@@ -125,6 +135,8 @@ impl<'r> Bsp<'r> {
             node,
             local_index,
             node_members,
+            node_of,
+            node_ranks,
             options,
             superstep: 0,
             globals: Vec::new(),

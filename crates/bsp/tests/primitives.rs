@@ -345,3 +345,51 @@ fn probe_reads_what_measure_cached() {
     .unwrap();
     assert!(!other[0].measured);
 }
+
+/// Between nodes a sync sends one message per node pair and direction in round A, and as
+/// many again in round B when gets cross nodes, however many ranks each node holds; the data
+/// of every rank pair arrives.
+#[test]
+fn requests_between_nodes_travel_in_one_message_per_node_pair() {
+    for (r, n, k) in [(8u32, 2u32, 4u32), (7, 3, 2), (6, 3, 1)] {
+        let out = exec(&config(r, n, k), Options::checked(false), |bsp| {
+            let p = bsp.nprocs();
+            let me = bsp.pid();
+            setup(bsp, 3, 2 * p)?;
+            let src = bsp.register_global(vec![0u64; p])?;
+            let put_dst = bsp.register_global(vec![0u64; p])?;
+            let get_dst = bsp.register_local(vec![0u64; p])?;
+            bsp.sync()?;
+            for (i, x) in bsp.slice_mut(src).iter_mut().enumerate() {
+                *x = value(me, 0, i);
+            }
+            let runtime = bsp.comm().runtime();
+            let before = runtime.stats().messages_sent;
+            bsp.sync()?;
+            let empty = runtime.stats().messages_sent - before;
+            let before = runtime.stats().messages_sent;
+            for q in 0..p {
+                bsp.put(src, q, q, put_dst, me, 1)?;
+                bsp.get(q, src, me, get_dst, q, 1)?;
+            }
+            bsp.sync()?;
+            let full = runtime.stats().messages_sent - before;
+            let before = runtime.stats().messages_sent;
+            for q in 0..p {
+                bsp.put(src, q, q, put_dst, me, 1)?;
+            }
+            bsp.sync()?;
+            let puts_only = runtime.stats().messages_sent - before;
+            let ok = (0..p).all(|q| bsp.slice(put_dst)[q] == value(q, 0, me))
+                && (0..p).all(|q| bsp.slice(get_dst)[q] == value(q, 0, me));
+            Ok((ok, empty, full, puts_only))
+        })
+        .unwrap_or_else(|e| panic!("{r}/{n}/{k}: {e}"));
+        assert!(out.iter().all(|o| o.0), "{r}/{n}/{k}: wrong contents");
+        let sum = |f: fn(&(bool, u64, u64, u64)) -> u64| out.iter().map(f).sum::<u64>();
+        let pairs = u64::from(n * (n - 1));
+        assert_eq!(sum(|o| o.1), pairs, "{r}/{n}/{k}: empty sync");
+        assert_eq!(sum(|o| o.3), pairs, "{r}/{n}/{k}: puts only");
+        assert_eq!(sum(|o| o.2), 2 * pairs, "{r}/{n}/{k}: puts and gets");
+    }
+}

@@ -6,6 +6,8 @@ use bytemuck::Pod;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use spillway_runtime::{Envelope, RecvId, WaitKind};
+use spillway_transport::{AlignedBuf, Payload};
+use std::sync::Arc;
 
 use crate::codec::{check_type, decode_obj, encode, encode_obj, view};
 use crate::comm::Comm;
@@ -190,6 +192,18 @@ impl<'r> Comm<'r> {
         self.rank.post(g, self.p2p_context(), tag, encode(data))
     }
 
+    /// Sends an owned buffer to `dest` with `tag`: the buffer becomes the message, without a
+    /// copy (`send` of its bytes, with the buffer moved).
+    ///
+    /// # Errors
+    /// As [`send`](Self::send).
+    pub fn send_buf(&self, dest: usize, tag: i32, buf: AlignedBuf) -> Result<()> {
+        Self::check_tag(tag)?;
+        let g = self.check_dest(dest)?;
+        self.rank
+            .post(g, self.p2p_context(), tag, Payload::Owned(buf))
+    }
+
     /// Sends any serialisable value.
     ///
     /// # Errors
@@ -222,6 +236,23 @@ impl<'r> Comm<'r> {
         let pattern = self.recv_pattern(source.into(), tag.into())?;
         let env = self.rank.recv(pattern, WaitKind::Recv)?;
         self.finish_vec(env)
+    }
+
+    /// Receives a message as the buffer that carried it, shared and without a copy when the
+    /// message arrived whole (a message larger than the memory budget, or sliced from a
+    /// collective's buffer, is copied once).
+    ///
+    /// # Errors
+    /// As [`recv`](Self::recv).
+    pub fn recv_shared(
+        &self,
+        source: impl Into<Source>,
+        tag: impl Into<Tag>,
+    ) -> Result<(Arc<AlignedBuf>, Status)> {
+        let pattern = self.recv_pattern(source.into(), tag.into())?;
+        let env = self.rank.recv(pattern, WaitKind::Recv)?;
+        let status = self.status_of(&env);
+        Ok((env.payload.into_shared(), status))
     }
 
     /// Receives into `buf`; the message may be shorter than the buffer.

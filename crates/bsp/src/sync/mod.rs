@@ -2,15 +2,19 @@
 //!
 //! # Protocol
 //! The ranks of one node are threads of one process and publish their requests in a node
-//! object ([`NodeState`]); ranks on other nodes get theirs in messages. A sync runs:
+//! object ([`NodeState`]); ranks on other nodes get theirs in messages, one per node pair and
+//! direction (see the `remote` module). A sync runs:
 //!
 //! 1. (checked mode) an allgather of every rank's superstep number, count of global
 //!    (de)registrations and call site: ranks that disagree are reported;
-//! 2. round A: to every rank of another node, one message with this rank's puts to it
-//!    (headers and data) and gets from it (headers); the receiver checks bounds, keeps the
+//! 2. publication of the node-local requests, the area tables and the requests to other
+//!    nodes' ranks; round A with other nodes: the last rank of the node to publish sends the
+//!    requests of all its node's ranks to each other node in one message, and the messages
+//!    from the other nodes are received; then a node barrier;
+//! 3. every rank takes the requests of other nodes addressed to it, checks bounds, keeps the
 //!    put data and reads the data asked for;
-//! 3. round B: each get reply goes back in one message per requesting rank;
-//! 4. publication of the node-local requests and the area tables, then a node barrier;
+//! 4. round B (only where gets cross nodes): the get replies go back the same way, one message
+//!    per node pair, and a node barrier shares them;
 //! 5. checks: every rank verifies the requests that write its memory (bounds, slots) and that
 //!    no byte of its memory is both read and written in the superstep; a violation fails the
 //!    job before any byte moves (the check is what makes the copies below free of data races,
@@ -24,7 +28,8 @@
 //!
 //! # Cost
 //! With `h` the largest number of bytes a rank sends or receives: `g*h + l`, where `l` covers
-//! the three node barriers and, across nodes, one message per rank pair in each direction.
+//! the node barriers (three, and one more when gets cross nodes) and, across nodes, one
+//! message per node pair in each direction and round.
 //!
 //! # Storage-backed areas
 //! Other ranks read a rank's storage-backed area in place (a shared file mapping: correct
@@ -34,10 +39,11 @@
 //! writes.
 //!
 //! # Not yet
-//! Inter-node traffic goes per rank pair, not aggregated per node pair; message headers carry
-//! the superstep number (in the tag and in round A's header) but the runtime does not use it.
+//! Message headers carry the superstep number (in the tag and in the node-pair messages) but
+//! the runtime itself does not use it.
 
 use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use spillway_comm::Collectives;
@@ -85,18 +91,50 @@ struct Published {
     puts_to: Vec<Vec<NodePut>>,
     /// Gets from each node-local rank.
     gets_from: Vec<Vec<NodeGet>>,
+    /// Requests to ranks of other nodes: (destination rank, round A segment).
+    remote_out: Vec<(usize, Vec<u8>)>,
+}
+
+/// The node-pair messages a rank received and the get replies it made, shared with its node.
+#[derive(Default)]
+struct Exchange {
+    /// Round A messages received: (sending rank, message).
+    inbox_a: Vec<(usize, Arc<spillway_transport::AlignedBuf>)>,
+    /// Replies to the gets of other nodes' ranks: (requesting rank, data).
+    replies: Vec<(usize, Vec<u8>)>,
+    /// Round B messages received: (sending rank, message).
+    inbox_b: Vec<(usize, Arc<spillway_transport::AlignedBuf>)>,
 }
 
 /// The node object of a BSP context: where its ranks on this node publish their requests.
 pub(crate) struct NodeState {
     members: Box<[Mutex<Option<Arc<Published>>>]>,
+    exchanges: Box<[Mutex<Exchange>]>,
+    /// Arrivals of the members in each remote round, counted over the whole context: the
+    /// member whose arrival completes a multiple of the member count arrives last.
+    arrivals: [AtomicU64; 2],
 }
 
 impl NodeState {
     pub(crate) fn new(local: usize) -> NodeState {
         NodeState {
             members: (0..local).map(|_| Mutex::new(None)).collect(),
+            exchanges: (0..local).map(|_| Mutex::default()).collect(),
+            arrivals: [AtomicU64::new(0), AtomicU64::new(0)],
         }
+    }
+
+    /// Counts this member's arrival in remote round `round`; true for the last of the node.
+    /// Every member arrives once per round of a sync, and the node barriers keep the syncs
+    /// apart, so the multiples of the member count separate the syncs.
+    fn arrive(&self, round: usize) -> bool {
+        let n = self.members.len() as u64;
+        (self.arrivals[round].fetch_add(1, Ordering::AcqRel) + 1).is_multiple_of(n)
+    }
+
+    /// Runs `f` on node member `i`'s exchange.
+    fn exchange<R>(&self, i: usize, f: impl FnOnce(&mut Exchange) -> R) -> R {
+        f(&mut self.exchanges[i].lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn get(&self, i: usize) -> Arc<Published> {
@@ -140,7 +178,7 @@ impl<'r> Bsp<'r> {
     /// sequential order, each element whole; a superstep that reads and writes the same
     /// bytes is illegal and fails the job (so does a put or get out of bounds of its remote
     /// area). Within a node the copies are `memcpy`s between the registered areas, each done
-    /// by the destination rank; between nodes one message goes each way per rank pair.
+    /// by the destination rank; between nodes one message goes each way per node pair.
     ///
     /// # Cost
     /// `g*h + l`, with `h` the largest number of bytes any rank sends or receives in the
@@ -289,33 +327,35 @@ impl<'r> Bsp<'r> {
             }
         }
 
-        // Rounds A and B with the other nodes.
-        let mut remotes: Vec<Remote> = Vec::new();
-        let mut replies: Vec<(usize, Vec<u8>)> = Vec::new();
-        if multi {
-            self.round_a(
-                &remote_puts,
-                &remote_gets,
-                &mut remotes,
-                &mut replies,
-                &mut reads,
-            )?;
-            self.round_b(&remote_gets, replies, &mut remotes)?;
-        }
-
-        // Publish the node-local part and meet.
+        // Publish the requests and meet.
+        let remote_out = if multi {
+            self.segments(&remote_puts, &remote_gets)
+        } else {
+            Vec::new()
+        };
         let published = Arc::new(Published {
             superstep: self.superstep,
             globals: self.global_table(),
             puts_to,
             gets_from,
+            remote_out,
         });
         self.node.set(me_local, Some(published));
+        if multi {
+            self.round_a()?;
+        }
         self.node_comm.barrier()?;
+        let all: Vec<Arc<Published>> = (0..local).map(|i| self.node.get(i)).collect();
+
+        // Rounds A and B with the other nodes.
+        let remotes: Vec<Remote> = if multi {
+            self.remote_rounds(&all, &remote_gets, &mut reads)?.remotes
+        } else {
+            Vec::new()
+        };
 
         // Checks: everything that writes this rank's memory, everything that reads it.
         let mut copies: Vec<Copy> = Vec::new();
-        let all: Vec<Arc<Published>> = (0..local).map(|i| self.node.get(i)).collect();
         for (m, p) in all.iter().enumerate() {
             if p.superstep != self.superstep {
                 return Err(Error::misuse(
@@ -411,7 +451,7 @@ impl<'r> Bsp<'r> {
                     loc: None,
                 });
                 copies.push(Copy {
-                    src: r.payload.as_ptr() as usize + at,
+                    src: r.payload.as_bytes().as_ptr() as usize + at,
                     dst,
                     len,
                     foreign: false,
@@ -468,6 +508,9 @@ impl<'r> Bsp<'r> {
         drop(remotes);
         self.node_comm.barrier()?;
         self.node.set(me_local, None);
+        if multi {
+            self.node.exchange(me_local, |x| *x = Exchange::default());
+        }
 
         // The superstep is over: new capacities take effect.
         self.puts.clear();
