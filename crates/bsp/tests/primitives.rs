@@ -347,15 +347,16 @@ fn probe_reads_what_measure_cached() {
 }
 
 /// Between nodes a sync sends one message per node pair and direction in round A, and as
-/// many again in round B when gets cross nodes, however many ranks each node holds; the data
-/// of every rank pair arrives.
+/// many again in round B when gets cross nodes, however many ranks each node holds; requests
+/// or replies of 64 KiB and more between two ranks travel on their own besides. The data of
+/// every rank pair arrives.
 #[test]
 fn requests_between_nodes_travel_in_one_message_per_node_pair() {
     for (r, n, k) in [(8u32, 2u32, 4u32), (7, 3, 2), (6, 3, 1)] {
         let out = exec(&config(r, n, k), Options::checked(false), |bsp| {
             let p = bsp.nprocs();
             let me = bsp.pid();
-            setup(bsp, 3, 2 * p)?;
+            setup(bsp, 6, 2 * p)?;
             let src = bsp.register_global(vec![0u64; p])?;
             let put_dst = bsp.register_global(vec![0u64; p])?;
             let get_dst = bsp.register_local(vec![0u64; p])?;
@@ -382,14 +383,50 @@ fn requests_between_nodes_travel_in_one_message_per_node_pair() {
             let puts_only = runtime.stats().messages_sent - before;
             let ok = (0..p).all(|q| bsp.slice(put_dst)[q] == value(q, 0, me))
                 && (0..p).all(|q| bsp.slice(get_dst)[q] == value(q, 0, me));
-            Ok((ok, empty, full, puts_only))
+            // Large: 80 KiB puts to the next rank and gets from the previous one.
+            const BIG: usize = 10 << 10;
+            let big_src = bsp.register_global(vec![0u64; BIG])?;
+            let big_put = bsp.register_global(vec![0u64; BIG])?;
+            let big_get = bsp.register_local(vec![0u64; BIG])?;
+            bsp.sync()?;
+            for (i, x) in bsp.slice_mut(big_src).iter_mut().enumerate() {
+                *x = value(me, 1, i);
+            }
+            let (next, prev) = ((me + 1) % p, (me + p - 1) % p);
+            let before = runtime.stats().messages_sent;
+            bsp.put(big_src, 0, next, big_put, 0, BIG)?;
+            bsp.get(prev, big_src, 0, big_get, 0, BIG)?;
+            bsp.sync()?;
+            let large = runtime.stats().messages_sent - before;
+            let ok = ok
+                && (0..BIG).all(|i| bsp.slice(big_put)[i] == value(prev, 1, i))
+                && (0..BIG).all(|i| bsp.slice(big_get)[i] == value(prev, 1, i));
+            Ok((ok, empty, full, puts_only, large))
         })
         .unwrap_or_else(|e| panic!("{r}/{n}/{k}: {e}"));
         assert!(out.iter().all(|o| o.0), "{r}/{n}/{k}: wrong contents");
-        let sum = |f: fn(&(bool, u64, u64, u64)) -> u64| out.iter().map(f).sum::<u64>();
+        let sum = |f: fn(&(bool, u64, u64, u64, u64)) -> u64| out.iter().map(f).sum::<u64>();
         let pairs = u64::from(n * (n - 1));
+        // Rank pairs (me, me + 1) on different nodes: each carries a large put and, back, a
+        // large get reply.
+        let layout = Config::new(r).nodes(n).layout().expect("a valid layout");
+        let node = |q: u32| layout.node_of(q);
+        let crossing: Vec<(u32, u32)> = (0..r)
+            .map(|q| (node(q), node((q + 1) % r)))
+            .filter(|(a, b)| a != b)
+            .collect();
+        // Round B runs between the node pairs whose requests held gets.
+        let mut asking = crossing.clone();
+        asking.sort_unstable();
+        asking.dedup();
+        let (crossing, asking) = (crossing.len() as u64, asking.len() as u64);
         assert_eq!(sum(|o| o.1), pairs, "{r}/{n}/{k}: empty sync");
         assert_eq!(sum(|o| o.3), pairs, "{r}/{n}/{k}: puts only");
         assert_eq!(sum(|o| o.2), 2 * pairs, "{r}/{n}/{k}: puts and gets");
+        assert_eq!(
+            sum(|o| o.4),
+            pairs + asking + 2 * crossing,
+            "{r}/{n}/{k}: large puts and gets"
+        );
     }
 }

@@ -331,22 +331,14 @@ fn print_probe(report: &ProbeReport, cache: Option<&PathBuf>, cached: bool, json
 
 pub(crate) fn probe_cmd(args: ProbeArgs) -> Result<(), Failure> {
     let config = config_of(&args.runtime)?;
-    let p = config.ranks_total() as usize;
-    let nodes = config.nodes_total() as usize;
-    let mpi = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"]
+    let backend = if ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"]
         .iter()
-        .any(|v| std::env::var_os(v).is_some());
-    let cache = bsp::cache_file(p, nodes, if mpi { "mpi" } else { "local" });
-    if !args.force {
-        if let Some(report) = cache
-            .as_ref()
-            .and_then(|c| std::fs::read(c).ok())
-            .and_then(|b| serde_json::from_slice::<ProbeReport>(&b).ok())
-        {
-            print_probe(&report, cache.as_ref(), true, args.runtime.json);
-            return Ok(());
-        }
-    }
+        .any(|v| std::env::var_os(v).is_some())
+    {
+        "mpi"
+    } else {
+        "local"
+    };
     let mut options = ProbeOptions {
         min_bytes: size_arg("min-bytes", &args.min_bytes)?,
         reps: args.reps.max(1),
@@ -355,11 +347,29 @@ pub(crate) fn probe_cmd(args: ProbeArgs) -> Result<(), Failure> {
     if let Some(text) = &args.max_bytes {
         options.max_bytes = size_arg("max-bytes", text)?;
     }
+    let force = args.force;
     let reports = bsp::exec(&config, Options::default(), |ctx| {
-        bsp::measure(ctx, &options)
+        // Rank 0 looks the layout up (with the MPI backend every process is a node, known
+        // only now) and shares the answer, so that all processes measure or none does, even
+        // where they would find different cache files (other hosts).
+        let nodes = ctx.comm().runtime().nodes() as usize;
+        let file = bsp::cache_file(ctx.nprocs(), nodes, backend);
+        let found: Option<ProbeReport> = if ctx.pid() == 0 && !force {
+            file.as_ref()
+                .and_then(|c| std::fs::read(c).ok())
+                .and_then(|b| serde_json::from_slice(&b).ok())
+        } else {
+            None
+        };
+        let found = ctx.comm().allgather_obj(&found)?.swap_remove(0);
+        Ok(match found {
+            Some(report) => (ctx.pid(), report, true, file),
+            None => (ctx.pid(), bsp::measure(ctx, &options)?, false, file),
+        })
     })?;
-    if let Some(report) = reports.into_iter().next() {
-        print_probe(&report, cache.as_ref(), false, args.runtime.json);
+    // Printed once: by the process that holds rank 0 (each MPI process returns its ranks).
+    if let Some((_, report, cached, file)) = reports.into_iter().find(|r| r.0 == 0) {
+        print_probe(&report, file.as_ref(), cached, args.runtime.json);
     }
     Ok(())
 }

@@ -745,3 +745,56 @@ fn fault_tolerant_mapreduce_over_mpi_survives_a_lost_process() {
         assert_eq!(sorted(&out), want, "np={np} {spec}");
     }
 }
+
+/// `spillway probe` over MPI: every process is a node, so the cache is kept per process count;
+/// the second run of a layout reads it and names the file the first one wrote.
+#[test]
+fn probe_over_mpi_caches_each_process_count() {
+    let dir = tempdir();
+    let launcher = std::env::var("SPILLWAY_MPIRUN").unwrap_or_else(|_| "mpirun".into());
+    let probe = |np: u32| -> serde_json::Value {
+        let np = np.to_string();
+        let args = [
+            "120",
+            &launcher,
+            "-np",
+            &np,
+            SPILLWAY,
+            "probe",
+            "--backend",
+            "mpi",
+            "--ranks",
+            "4",
+            "--min-bytes",
+            "1K",
+            "--max-bytes",
+            "8K",
+            "--reps",
+            "1",
+            "--json",
+        ];
+        let out = Command::new("timeout")
+            .args(args)
+            .env("SPILLWAY_PROBE_CACHE", dir.path())
+            .output()
+            .expect("timeout and mpirun run");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "np={np}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("np={np}: {e}: {text}"))
+    };
+    let first = probe(2);
+    assert_eq!(first["cached"], false);
+    assert_eq!(first["nodes"], 2);
+    let file = first["cache"].as_str().expect("a cache file").to_owned();
+    assert!(Path::new(&file).exists(), "{file} was not written");
+    let again = probe(2);
+    assert_eq!(again["cached"], true, "the second run measured again");
+    assert_eq!(again["cache"].as_str(), Some(file.as_str()));
+    let other = probe(3);
+    assert_eq!(other["cached"], false, "3 processes read the layout of 2");
+    assert_eq!(other["nodes"], 3);
+}

@@ -91,8 +91,8 @@ struct Published {
     puts_to: Vec<Vec<NodePut>>,
     /// Gets from each node-local rank.
     gets_from: Vec<Vec<NodeGet>>,
-    /// Requests to ranks of other nodes: (destination rank, round A segment).
-    remote_out: Vec<(usize, Vec<u8>)>,
+    /// Requests to ranks of other nodes (round A segments).
+    remote_out: Vec<remote::Out>,
 }
 
 /// The node-pair messages a rank received and the get replies it made, shared with its node.
@@ -100,8 +100,8 @@ struct Published {
 struct Exchange {
     /// Round A messages received: (sending rank, message).
     inbox_a: Vec<(usize, Arc<spillway_transport::AlignedBuf>)>,
-    /// Replies to the gets of other nodes' ranks: (requesting rank, data).
-    replies: Vec<(usize, Vec<u8>)>,
+    /// Replies to the gets of other nodes' ranks (round B segments).
+    replies: Vec<remote::Out>,
     /// Round B messages received: (sending rank, message).
     inbox_b: Vec<(usize, Arc<spillway_transport::AlignedBuf>)>,
 }
@@ -329,7 +329,7 @@ impl<'r> Bsp<'r> {
 
         // Publish the requests and meet.
         let remote_out = if multi {
-            self.segments(&remote_puts, &remote_gets)
+            self.segments(&remote_puts, &remote_gets)?
         } else {
             Vec::new()
         };

@@ -12,8 +12,13 @@
 //! whose requests held gets, and a node barrier shares them (round B). The receiving of the
 //! pairs is spread over the ranks of a node.
 //!
+//! A segment of [`DIRECT_MIN`] bytes or more (a large put or get reply) travels on its own,
+//! straight from its source rank to its destination rank as soon as it is made, and only its
+//! header goes in the node-pair message (as MPI libraries send small messages eagerly and
+//! large ones apart): gathering it would add a serial copy of the node's data to the sync.
+//!
 //! A message is a header (superstep, number of segments) followed by segments, each with a
-//! header (source rank, destination rank, bytes).
+//! header (source rank, destination rank, bytes, flags: on its own, holds gets).
 
 use std::sync::Arc;
 
@@ -24,8 +29,60 @@ use super::{Published, Touch};
 use crate::context::Bsp;
 use crate::error::{Error, Misuse, Result};
 
+/// Rounds of the tags: the node-pair messages of rounds A and B, and the segments that travel
+/// on their own in each.
+const ROUND_A: u64 = 0;
+const ROUND_B: u64 = 1;
+const DIRECT_A: u64 = 2;
+const DIRECT_B: u64 = 3;
+
 fn tag(superstep: u64, round: u64) -> i32 {
-    (((superstep & 0x3fff_ffff) << 1) | round) as i32
+    (((superstep & 0x1fff_ffff) << 2) | round) as i32
+}
+
+/// Segments of this many bytes and more travel on their own, from their source rank straight
+/// to their destination rank, and only their header goes in the node-pair message: copying
+/// them into the message would put a serial copy on the critical path, while one more message
+/// costs less than copying this much (a few microseconds against 10 us and more).
+pub(super) const DIRECT_MIN: usize = 64 << 10;
+
+/// Flags of a segment header.
+const DIRECT: u64 = 1;
+const ASKS: u64 = 2;
+
+/// A segment this rank sends to a rank of another node (requests in round A, get replies in
+/// round B).
+#[derive(Debug)]
+pub(super) struct Out {
+    pub(super) dst: usize,
+    /// The segment, or nothing when it travels on its own.
+    pub(super) bytes: AlignedBuf,
+    /// Whether it travels on its own.
+    pub(super) direct: bool,
+    /// Whether it holds gets (round A).
+    pub(super) asks: bool,
+}
+
+impl Out {
+    fn flags(&self) -> u64 {
+        (if self.direct { DIRECT } else { 0 }) | (if self.asks { ASKS } else { 0 })
+    }
+}
+
+/// Writes into a buffer sized in advance.
+struct Writer<'a> {
+    out: &'a mut [u8],
+    at: usize,
+}
+
+impl Writer<'_> {
+    fn bytes(&mut self, b: &[u8]) {
+        self.out[self.at..self.at + b.len()].copy_from_slice(b);
+        self.at += b.len();
+    }
+    fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes());
+    }
 }
 
 struct Reader<'a> {
@@ -44,19 +101,8 @@ impl Reader<'_> {
     }
 }
 
-fn push_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-/// Whether a round A segment asks for data (its third word, the number of gets, is not 0).
-fn asks(segment: &[u8]) -> bool {
-    segment
-        .get(16..24)
-        .is_some_and(|w| w.iter().any(|&b| b != 0))
-}
-
-/// One segment of a node-pair message: (source rank, destination rank, start, bytes).
-type Segment = (usize, usize, usize, usize);
+/// One segment of a node-pair message: (source rank, destination rank, start, bytes, flags).
+type Segment = (usize, usize, usize, usize, u64);
 
 /// A put or get reply from another node, checked against this rank's areas.
 pub(super) struct Remote {
@@ -82,12 +128,13 @@ impl Bsp<'_> {
     }
 
     /// This rank's round A segments: one per rank of another node that it puts to or gets
-    /// from, as (destination rank, bytes).
+    /// from. Those of [`DIRECT_MIN`] bytes and more are sent here, straight to their
+    /// destination rank.
     pub(super) fn segments(
         &self,
         remote_puts: &[Vec<usize>],
         remote_gets: &[Vec<usize>],
-    ) -> Vec<(usize, Vec<u8>)> {
+    ) -> Result<Vec<Out>> {
         let checked = self.options.checked;
         let mut out = Vec::new();
         for q in 0..self.nprocs() {
@@ -96,45 +143,71 @@ impl Bsp<'_> {
             if puts.is_empty() && gets.is_empty() {
                 continue;
             }
+            let locs: Vec<String> = if checked {
+                let puts = puts.iter().map(|&i| self.puts[i].loc.to_string());
+                puts.chain(gets.iter().map(|&i| self.gets[i].loc.to_string()))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let data: usize = puts.iter().map(|&i| self.puts[i].len).sum();
-            let mut seg = Vec::with_capacity(24 + 24 * (puts.len() + gets.len()) + data);
-            push_u64(&mut seg, self.superstep);
-            push_u64(&mut seg, puts.len() as u64);
-            push_u64(&mut seg, gets.len() as u64);
+            let len = 24
+                + 24 * (puts.len() + gets.len())
+                + data
+                + locs.iter().map(|l| l.len() + 1).sum::<usize>();
+            let mut seg = AlignedBuf::for_overwrite(len);
+            let mut w = Writer {
+                out: seg.as_bytes_mut(),
+                at: 0,
+            };
+            w.u64(self.superstep);
+            w.u64(puts.len() as u64);
+            w.u64(gets.len() as u64);
             for &i in puts {
                 let p = &self.puts[i];
-                push_u64(&mut seg, u64::from(p.dst_slot));
-                push_u64(&mut seg, p.dst_off as u64);
-                push_u64(&mut seg, p.len as u64);
+                w.u64(u64::from(p.dst_slot));
+                w.u64(p.dst_off as u64);
+                w.u64(p.len as u64);
             }
             for &i in gets {
                 let g = &self.gets[i];
-                push_u64(&mut seg, u64::from(g.src_slot));
-                push_u64(&mut seg, g.src_off as u64);
-                push_u64(&mut seg, g.len as u64);
+                w.u64(u64::from(g.src_slot));
+                w.u64(g.src_off as u64);
+                w.u64(g.len as u64);
             }
             for &i in puts {
                 let p = &self.puts[i];
                 let (src, _) = self.put_source(p.src);
                 // SAFETY: `src..src+len` lies in this rank's registered area (bounds checked
                 // at the put) or put buffer; only this thread writes them, and not now.
-                seg.extend_from_slice(unsafe {
-                    std::slice::from_raw_parts(src as *const u8, p.len)
-                });
+                w.bytes(unsafe { std::slice::from_raw_parts(src as *const u8, p.len) });
             }
-            if checked {
-                for &i in puts {
-                    seg.extend_from_slice(self.puts[i].loc.to_string().as_bytes());
-                    seg.push(0);
-                }
-                for &i in gets {
-                    seg.extend_from_slice(self.gets[i].loc.to_string().as_bytes());
-                    seg.push(0);
-                }
+            for l in &locs {
+                w.bytes(l.as_bytes());
+                w.bytes(&[0]);
             }
-            out.push((q, seg));
+            out.push(self.dispatch(q, seg, !gets.is_empty(), DIRECT_A)?);
         }
-        out
+        Ok(out)
+    }
+
+    /// A segment for rank `q`: sent now on its own (tag round `round`) when it is large.
+    fn dispatch(&self, q: usize, seg: AlignedBuf, asks: bool, round: u64) -> Result<Out> {
+        if seg.len() < DIRECT_MIN {
+            return Ok(Out {
+                dst: q,
+                bytes: seg,
+                direct: false,
+                asks,
+            });
+        }
+        self.comm.send_buf(q, tag(self.superstep, round), seg)?;
+        Ok(Out {
+            dst: q,
+            bytes: AlignedBuf::default(),
+            direct: true,
+            asks,
+        })
     }
 
     /// The segments of a node-pair message from `sender`, checked for this superstep.
@@ -157,12 +230,15 @@ impl Bsp<'_> {
             let src = rd.u64().ok_or_else(bad)? as usize;
             let dst = rd.u64().ok_or_else(bad)? as usize;
             let len = rd.u64().ok_or_else(bad)? as usize;
+            let flags = rd.u64().ok_or_else(bad)?;
             if src >= self.nprocs() || dst >= self.nprocs() {
                 return Err(bad());
             }
             let start = rd.at;
-            rd.take(len).ok_or_else(bad)?;
-            out.push((src, dst, start, len));
+            if flags & DIRECT == 0 {
+                rd.take(len).ok_or_else(bad)?;
+            }
+            out.push((src, dst, start, len, flags));
         }
         if rd.at != msg.len() {
             return Err(bad());
@@ -184,24 +260,19 @@ impl Bsp<'_> {
     }
 
     /// Calls `f` on every segment this node sends to node `m` in remote round `round` (0:
-    /// requests, 1: get replies), as (source rank, destination rank, bytes).
-    fn outgoing(&self, round: u64, m: usize, mut f: impl FnMut(usize, usize, &[u8])) {
+    /// requests, 1: get replies), with its source rank.
+    fn outgoing(&self, round: u64, m: usize, mut f: impl FnMut(usize, &Out)) {
         for l in 0..self.node_members.len() {
             let member = self.node_members[l];
-            if round == 0 {
-                for (dst, seg) in self.node.get(l).remote_out.iter() {
-                    if self.node_of[*dst] == m {
-                        f(member, *dst, seg);
-                    }
+            let mut each = |outs: &[Out]| {
+                for o in outs.iter().filter(|o| self.node_of[o.dst] == m) {
+                    f(member, o);
                 }
+            };
+            if round == ROUND_A {
+                each(&self.node.get(l).remote_out);
             } else {
-                self.node.exchange(l, |x| {
-                    for (dst, bytes) in &x.replies {
-                        if self.node_of[*dst] == m {
-                            f(member, *dst, bytes);
-                        }
-                    }
-                });
+                self.node.exchange(l, |x| each(&x.replies));
             }
         }
     }
@@ -219,21 +290,25 @@ impl Bsp<'_> {
             for m in (0..self.node_ranks.len()).filter(|&m| to[m]) {
                 // Sized first, then written once into the buffer that becomes the message.
                 let mut total = 16;
-                self.outgoing(round, m, |_, _, b| total += 24 + b.len());
-                let mut buf = AlignedBuf::for_overwrite(total);
-                let out = buf.as_bytes_mut();
-                let mut at = 16;
                 let mut n = 0u64;
-                self.outgoing(round, m, |src, dst, b| {
-                    out[at..at + 8].copy_from_slice(&(src as u64).to_le_bytes());
-                    out[at + 8..at + 16].copy_from_slice(&(dst as u64).to_le_bytes());
-                    out[at + 16..at + 24].copy_from_slice(&(b.len() as u64).to_le_bytes());
-                    out[at + 24..at + 24 + b.len()].copy_from_slice(b);
-                    at += 24 + b.len();
+                self.outgoing(round, m, |_, o| {
+                    total += 32 + o.bytes.len();
                     n += 1;
                 });
-                out[..8].copy_from_slice(&self.superstep.to_le_bytes());
-                out[8..16].copy_from_slice(&n.to_le_bytes());
+                let mut buf = AlignedBuf::for_overwrite(total);
+                let mut w = Writer {
+                    out: buf.as_bytes_mut(),
+                    at: 0,
+                };
+                w.u64(self.superstep);
+                w.u64(n);
+                self.outgoing(round, m, |src, o| {
+                    w.u64(src as u64);
+                    w.u64(o.dst as u64);
+                    w.u64(o.bytes.len() as u64);
+                    w.u64(o.flags());
+                    w.bytes(o.bytes.as_bytes());
+                });
                 self.comm.send_buf(self.pair_receiver(m, my_node), t, buf)?;
             }
         }
@@ -260,7 +335,7 @@ impl Bsp<'_> {
     pub(super) fn round_a(&self) -> Result<()> {
         let my_node = self.node_of[self.pid()];
         let others: Vec<bool> = (0..self.node_ranks.len()).map(|n| n != my_node).collect();
-        self.send_and_receive(0, &others, &others)
+        self.send_and_receive(ROUND_A, &others, &others)
     }
 
     /// The rest of the rounds with the other nodes, after the node barrier that follows the
@@ -280,19 +355,27 @@ impl Bsp<'_> {
         let mut rounds = Rounds::default();
 
         // The requests addressed to this rank; the node pairs that carry gets each way.
-        let mut replies: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut replies: Vec<Out> = Vec::new();
         let mut answer_to = vec![false; nodes];
         let mut replies_from = vec![false; nodes];
         for p in all {
-            for (dst, seg) in &p.remote_out {
-                replies_from[self.node_of[*dst]] |= asks(seg);
+            for o in &p.remote_out {
+                replies_from[self.node_of[o.dst]] |= o.asks;
             }
         }
         for l in 0..all.len() {
             for (sender, msg) in self.node.exchange(l, |x| x.inbox_a.clone()) {
-                for (src, dst, start, len) in self.walk(msg.as_bytes(), sender)? {
-                    answer_to[self.node_of[src]] |= asks(&msg.as_bytes()[start..start + len]);
-                    if dst == me {
+                for (src, dst, start, len, flags) in self.walk(msg.as_bytes(), sender)? {
+                    answer_to[self.node_of[src]] |= flags & ASKS != 0;
+                    if dst != me {
+                        continue;
+                    }
+                    if flags & DIRECT != 0 {
+                        let t = tag(self.superstep, DIRECT_A);
+                        let (seg, _) = self.comm.recv_shared(Source::Rank(src), t)?;
+                        let len = seg.len();
+                        self.take_segment(&seg, 0, len, src, &mut rounds, &mut replies, reads)?;
+                    } else {
                         self.take_segment(&msg, start, len, src, &mut rounds, &mut replies, reads)?;
                     }
                 }
@@ -304,17 +387,25 @@ impl Bsp<'_> {
 
         // Round B: the replies go back along the pairs that carried gets.
         self.node.exchange(me_local, |x| x.replies = replies);
-        self.send_and_receive(1, &answer_to, &replies_from)?;
+        self.send_and_receive(ROUND_B, &answer_to, &replies_from)?;
         self.node_comm.barrier()?;
         let expected = remote_gets.iter().filter(|g| !g.is_empty()).count();
         let mut got = 0;
         for l in 0..all.len() {
             for (sender, msg) in self.node.exchange(l, |x| x.inbox_b.clone()) {
-                for (from, dst, start, len) in self.walk(msg.as_bytes(), sender)? {
+                for (from, dst, start, len, flags) in self.walk(msg.as_bytes(), sender)? {
                     if dst != me {
                         continue;
                     }
                     got += 1;
+                    let (msg, start, len) = if flags & DIRECT != 0 {
+                        let t = tag(self.superstep, DIRECT_B);
+                        let reply = self.comm.recv_shared(Source::Rank(from), t)?.0;
+                        let len = reply.len();
+                        (reply, 0, len)
+                    } else {
+                        (msg.clone(), start, len)
+                    };
                     let mut puts = Vec::new();
                     let mut at = start;
                     for &i in &remote_gets[from] {
@@ -336,7 +427,7 @@ impl Bsp<'_> {
                     rounds.remotes.push(Remote {
                         from,
                         puts,
-                        payload: msg.clone(),
+                        payload: msg,
                     });
                 }
             }
@@ -361,7 +452,7 @@ impl Bsp<'_> {
         len: usize,
         from: usize,
         rounds: &mut Rounds,
-        replies: &mut Vec<(usize, Vec<u8>)>,
+        replies: &mut Vec<Out>,
         reads: &mut Vec<Touch>,
     ) -> Result<()> {
         let bad = || {
@@ -426,7 +517,7 @@ impl Bsp<'_> {
             at += len;
         }
         if ng > 0 {
-            let mut reply = Vec::new();
+            let mut sources = Vec::with_capacity(ng);
             for (i, &(slot, off, len)) in heads[np..].iter().enumerate() {
                 let src = self
                     .dest_range(slot, off, len, from, "get", None)
@@ -438,13 +529,19 @@ impl Bsp<'_> {
                     by: from,
                     loc: None,
                 });
+                sources.push((src, len));
+            }
+            let mut reply = AlignedBuf::for_overwrite(sources.iter().map(|s| s.1).sum());
+            let mut w = Writer {
+                out: reply.as_bytes_mut(),
+                at: 0,
+            };
+            for (src, len) in sources {
                 // SAFETY: checked against this rank's area just above; only this thread
                 // writes it, and not now.
-                reply.extend_from_slice(unsafe {
-                    std::slice::from_raw_parts(src as *const u8, len)
-                });
+                w.bytes(unsafe { std::slice::from_raw_parts(src as *const u8, len) });
             }
-            replies.push((from, reply));
+            replies.push(self.dispatch(from, reply, false, DIRECT_B)?);
         }
         if np > 0 {
             rounds.remotes.push(Remote {
