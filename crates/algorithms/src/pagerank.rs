@@ -141,62 +141,17 @@ fn degree_order(comm: &Comm, offsets: &[u64]) -> Result<(SbVec<u32>, SbVec<u32>)
 fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> {
     let rt = comm.runtime();
     let rows = graph.local_rows();
-    let (lo, hi) = (graph.lo, graph.hi);
     let (pos, row_of) = degree_order(comm, graph.offsets.as_slice())?;
     let mut inv_deg: SbVec<f64> = SbVec::zeroed(rt, rows)?;
     let mut local_off: SbVec<u64> = SbVec::zeroed(rt, rows + 1)?;
-    let mut remote_count = 0usize;
-    {
-        let off = graph.offsets.as_slice();
-        let tg = graph.targets.as_slice();
-        let inv = inv_deg.as_mut_slice();
-        let cnt = local_off.as_mut_slice();
-        let pos = pos.as_slice();
-        for u in 0..rows {
-            let (a, b) = (off[u] as usize, off[u + 1] as usize);
-            if b > a {
-                inv[pos[u] as usize] = 1.0 / (b - a) as f64;
-            }
-            for &t in &tg[a..b] {
-                let t = u64::from(t);
-                if t >= lo && t < hi {
-                    cnt[pos[(t - lo) as usize] as usize + 1] += 1;
-                } else {
-                    remote_count += 1;
-                }
-            }
-        }
-        for v in 0..rows {
-            cnt[v + 1] += cnt[v];
-        }
-    }
-    let local_edges = local_off.as_slice()[rows] as usize;
-    let mut local_src: SbVec<u32> = SbVec::zeroed(rt, local_edges)?;
-    // (target, source row) of every remote edge, in edge order.
-    let mut pairs: SbVec<[u32; 2]> = SbVec::zeroed(rt, remote_count)?;
-    {
-        let off = graph.offsets.as_slice();
-        let tg = graph.targets.as_slice();
-        let mut fill: Vec<u64> = local_off.as_slice()[..rows].to_vec();
-        let src = local_src.as_mut_slice();
-        let pr = pairs.as_mut_slice();
-        let pos = pos.as_slice();
-        let mut k = 0;
-        for u in 0..rows {
-            let pu = pos[u];
-            for &t in &tg[off[u] as usize..off[u + 1] as usize] {
-                let t64 = u64::from(t);
-                if t64 >= lo && t64 < hi {
-                    let v = pos[(t64 - lo) as usize] as usize;
-                    src[fill[v] as usize] = pu;
-                    fill[v] += 1;
-                } else {
-                    pr[k] = [t, pu];
-                    k += 1;
-                }
-            }
-        }
-    }
+    // Row-indexed counters and cursors of 4 bytes when the rank's edges allow it: the random
+    // accesses of the two passes then touch half the cache.
+    let (local_src, mut pairs) = if graph.targets.len() <= u32::MAX as usize {
+        local_lists::<u32>(rt, graph, pos.as_slice(), &mut inv_deg, &mut local_off)?
+    } else {
+        local_lists::<u64>(rt, graph, pos.as_slice(), &mut inv_deg, &mut local_off)?
+    };
+    let remote_count = pairs.len();
     // The graph is not needed again in set-up: let it go to storage before the sort.
     graph.offsets.unload();
     graph.targets.unload();
@@ -291,6 +246,112 @@ fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> {
         blocks,
         incoming,
     })
+}
+
+/// A row-indexed counter, then list cursor, of the set-up.
+trait Cursor: Copy + Default {
+    /// The value, then one more.
+    fn bump(&mut self) -> u64;
+    fn get(self) -> u64;
+    fn from_u64(v: u64) -> Self;
+}
+
+impl Cursor for u32 {
+    fn bump(&mut self) -> u64 {
+        *self += 1;
+        u64::from(*self - 1)
+    }
+    fn get(self) -> u64 {
+        u64::from(self)
+    }
+    fn from_u64(v: u64) -> Self {
+        v as u32
+    }
+}
+
+impl Cursor for u64 {
+    fn bump(&mut self) -> u64 {
+        *self += 1;
+        *self - 1
+    }
+    fn get(self) -> u64 {
+        self
+    }
+    fn from_u64(v: u64) -> Self {
+        v
+    }
+}
+
+/// The local in-lists (`local_off`, which holds a zero per position plus one, and the
+/// returned sources, by position) and the remote edges as (target, source position) in edge
+/// order; `inv_deg` by position on the way. The edges are counted and placed by row, with one
+/// random access per edge, and the counts moved to positions once per row (indexing by
+/// position would look every target's position up per edge). `C` must hold the rank's edge
+/// count.
+fn local_lists<C: Cursor>(
+    rt: &spillway_runtime::Rank,
+    graph: &DistGraph,
+    pos: &[u32],
+    inv_deg: &mut SbVec<f64>,
+    local_off: &mut SbVec<u64>,
+) -> Result<(SbVec<u32>, SbVec<[u32; 2]>), AlgoError> {
+    let rows = graph.local_rows();
+    let lo = graph.lo;
+    let mut per_row: Vec<C> = vec![C::default(); rows];
+    let mut remote_count = 0usize;
+    {
+        let off = graph.offsets.as_slice();
+        let tg = graph.targets.as_slice();
+        let inv = inv_deg.as_mut_slice();
+        for u in 0..rows {
+            let (a, b) = (off[u] as usize, off[u + 1] as usize);
+            if b > a {
+                inv[pos[u] as usize] = 1.0 / (b - a) as f64;
+            }
+            for &t in &tg[a..b] {
+                let r = u64::from(t).wrapping_sub(lo);
+                if r < rows as u64 {
+                    per_row[r as usize].bump();
+                } else {
+                    remote_count += 1;
+                }
+            }
+        }
+        let cnt = local_off.as_mut_slice();
+        for (r, &n) in per_row.iter().enumerate() {
+            cnt[pos[r] as usize + 1] = n.get();
+        }
+        for v in 0..rows {
+            cnt[v + 1] += cnt[v];
+        }
+        // From here on: where the next source of each row's list goes.
+        for (r, at) in per_row.iter_mut().enumerate() {
+            *at = C::from_u64(cnt[pos[r] as usize]);
+        }
+    }
+    let local_edges = local_off.as_slice()[rows] as usize;
+    let mut local_src: SbVec<u32> = SbVec::zeroed(rt, local_edges)?;
+    let mut pairs: SbVec<[u32; 2]> = SbVec::zeroed(rt, remote_count)?;
+    {
+        let off = graph.offsets.as_slice();
+        let tg = graph.targets.as_slice();
+        let src = local_src.as_mut_slice();
+        let pr = pairs.as_mut_slice();
+        let mut k = 0;
+        for u in 0..rows {
+            let pu = pos[u];
+            for &t in &tg[off[u] as usize..off[u + 1] as usize] {
+                let r = u64::from(t).wrapping_sub(lo);
+                if r < rows as u64 {
+                    src[per_row[r as usize].bump() as usize] = pu;
+                } else {
+                    pr[k] = [t, pu];
+                    k += 1;
+                }
+            }
+        }
+    }
+    Ok((local_src, pairs))
 }
 
 /// Offsets into an edge list, 4 bytes each when the list has fewer than 2^32 entries (every
@@ -399,6 +460,63 @@ fn gather_sum(c: &[f64], sources: &[u32]) -> f64 {
     sum
 }
 
+/// `x[i] = base + d * next[i]` for every row, and when `contrib` is given the next
+/// iteration's contributions `contrib[i] = x[i] * inv_deg[i]` with it; returns the L1 change of
+/// `x` and the sum of the new values of the dangling rows (`inv_deg == 0`). Four independent
+/// partial sums of each, so that the additions do not wait on each other and the loop
+/// vectorises (the order differs from a left-to-right sum by a few units in the last place).
+fn update(
+    x: &mut [f64],
+    next: &[f64],
+    inv_deg: &[f64],
+    contrib: Option<&mut [f64]>,
+    base: f64,
+    d: f64,
+) -> (f64, f64) {
+    match contrib {
+        Some(c) => update_with(x, next, inv_deg, base, d, |i, v, w| c[i] = v * w),
+        None => update_with(x, next, inv_deg, base, d, |_, _, _| {}),
+    }
+}
+
+#[inline(always)]
+fn update_with(
+    x: &mut [f64],
+    next: &[f64],
+    inv_deg: &[f64],
+    base: f64,
+    d: f64,
+    mut each: impl FnMut(usize, f64, f64),
+) -> (f64, f64) {
+    assert!(next.len() == x.len() && inv_deg.len() == x.len());
+    let mut delta = [0.0f64; 4];
+    let mut dangling = [0.0f64; 4];
+    let quads = x.len() / 4 * 4;
+    for i in (0..quads).step_by(4) {
+        for j in 0..4 {
+            let (xi, w) = (&mut x[i + j], inv_deg[i + j]);
+            let v = base + d * next[i + j];
+            delta[j] += (v - *xi).abs();
+            dangling[j] += if w == 0.0 { v } else { 0.0 };
+            *xi = v;
+            each(i + j, v, w);
+        }
+    }
+    let mut delta = (delta[0] + delta[1]) + (delta[2] + delta[3]);
+    let mut dangling = (dangling[0] + dangling[1]) + (dangling[2] + dangling[3]);
+    for i in quads..x.len() {
+        let (xi, w) = (&mut x[i], inv_deg[i]);
+        let v = base + d * next[i];
+        delta += (v - *xi).abs();
+        if w == 0.0 {
+            dangling += v;
+        }
+        *xi = v;
+        each(i, v, w);
+    }
+    (delta, dangling)
+}
+
 /// Runs PageRank on a distributed graph; `progress` is called on every rank after each
 /// iteration.
 ///
@@ -501,13 +619,20 @@ pub fn pagerank_checkpointed(
     // calls then neither write them back nor load them again. In memory discarding would only
     // cost page faults.
     let discard = rt.mem_budget().is_some();
+    // In memory the contributions of the next iteration are written by the update of this
+    // one (a pass over `x` and the inverse degrees saved); out of core they are discarded
+    // after use instead, and made at the start of each iteration.
+    let fuse = !discard;
+    let mut contrib_ready = false;
     for it in first..options.iterations {
         let start = Instant::now();
         {
             // Slices are taken after every blocking call so that loads are accounted.
             let c = contrib.as_mut_slice();
-            for ((c, &xu), &w) in c.iter_mut().zip(x.as_slice()).zip(pull.inv_deg.as_slice()) {
-                *c = xu * w;
+            if !contrib_ready {
+                for ((c, &xu), &w) in c.iter_mut().zip(x.as_slice()).zip(pull.inv_deg.as_slice()) {
+                    *c = xu * w;
+                }
             }
             let out = outgoing.as_mut_slice();
             pull.remote_off.pull(c, rows, &pull.remote_src, out);
@@ -525,25 +650,25 @@ pub fn pagerank_checkpointed(
             outgoing.discard();
         }
         let base = (1.0 - d) / n + d * dangling / n;
-        let mut local_delta = 0.0;
-        dangling_local = 0.0;
+        let local_delta;
         {
-            let c = contrib.as_slice();
+            let c = contrib.as_mut_slice();
             let nx = next.as_mut_slice();
             pull.local_off.pull(c, rows, &pull.local_src, nx);
             for (&i, &val) in pull.incoming.as_slice().iter().zip(&received) {
                 nx[i as usize] += val;
             }
             drop(received);
-            let xs = x.as_mut_slice();
-            for ((xv, &nv), &w) in xs.iter_mut().zip(nx.iter()).zip(pull.inv_deg.as_slice()) {
-                let v = base + d * nv;
-                local_delta += (v - *xv).abs();
-                *xv = v;
-                if w == 0.0 {
-                    dangling_local += v;
-                }
-            }
+            let contrib_out = fuse.then_some(c);
+            contrib_ready = contrib_out.is_some();
+            (local_delta, dangling_local) = update(
+                x.as_mut_slice(),
+                nx,
+                pull.inv_deg.as_slice(),
+                contrib_out,
+                base,
+                d,
+            );
         }
         if discard {
             contrib.discard();

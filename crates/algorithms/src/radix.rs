@@ -1,7 +1,7 @@
 //! Least-significant-digit radix sort on integer keys: linear time, stable, no comparisons.
 
 /// Sorts `a` by `key` (stable), where every key is below `bound`, using `b` (as long as `a`)
-/// as the second buffer. 8-bit digits, as many passes as `bound` needs. Returns whether the
+/// as the second buffer. Digits of up to 11 bits, as few passes as `bound` allows. Returns whether the
 /// sorted items ended up in `b` (else in `a`).
 pub(crate) fn sort_by_key<T: Copy>(
     a: &mut [T],
@@ -15,29 +15,40 @@ pub(crate) fn sort_by_key<T: Copy>(
         "radix sort needs a scratch buffer as long as the input"
     );
     let bits = 64 - bound.saturating_sub(1).leading_zeros();
-    let passes = bits.div_ceil(8);
-    let mut in_b = false;
-    if a.len() < 2 {
+    if a.len() < 2 || bits == 0 {
         return false;
     }
-    for pass in 0..passes {
-        let shift = pass * 8;
-        let (src, dst): (&[T], &mut [T]) = if in_b { (&*b, &mut *a) } else { (&*a, &mut *b) };
-        let mut counts = [0usize; 257];
-        for it in src {
-            counts[((key(it) >> shift) & 0xff) as usize + 1] += 1;
+    // Digits of at most 11 bits (2048 buckets: the scatter's write streams still fit the
+    // caches), as few passes as that allows, and every pass's histogram from one read.
+    let passes = bits.div_ceil(11);
+    let width = bits.div_ceil(passes);
+    let mask = (1u64 << width) - 1;
+    let buckets = 1usize << width;
+    let mut counts = vec![0usize; buckets * passes as usize];
+    for it in a.iter() {
+        let k = key(it);
+        for (p, c) in counts.chunks_exact_mut(buckets).enumerate() {
+            c[((k >> (p as u32 * width)) & mask) as usize] += 1;
         }
-        if counts.contains(&src.len()) {
-            // Every key has the same digit: this pass would not move anything.
+    }
+    let mut in_b = false;
+    for (pass, c) in counts.chunks_exact_mut(buckets).enumerate() {
+        if c.contains(&a.len()) {
             continue;
         }
-        for d in 0..256 {
-            counts[d + 1] += counts[d];
+        // Exclusive prefix sums: where each digit's run starts.
+        let mut at = 0;
+        for n in c.iter_mut() {
+            let here = *n;
+            *n = at;
+            at += here;
         }
+        let shift = pass as u32 * width;
+        let (src, dst): (&[T], &mut [T]) = if in_b { (&*b, &mut *a) } else { (&*a, &mut *b) };
         for it in src {
-            let d = ((key(it) >> shift) & 0xff) as usize;
-            dst[counts[d]] = *it;
-            counts[d] += 1;
+            let d = ((key(it) >> shift) & mask) as usize;
+            dst[c[d]] = *it;
+            c[d] += 1;
         }
         in_b = !in_b;
     }
