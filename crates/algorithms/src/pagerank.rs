@@ -354,74 +354,97 @@ fn local_lists<C: Cursor>(
     Ok((local_src, pairs))
 }
 
-/// Offsets into an edge list, 4 bytes each when the list has fewer than 2^32 entries (every
-/// rank's lists, unless a rank holds 4G edges): out of core the offsets are read every
-/// iteration, and 8-byte ones made up a sixth of PageRank's rank data.
-enum Offsets {
-    Narrow(SbVec<u32>),
-    Wide(SbVec<u64>),
+/// The lists of an edge list as their lengths, one byte each; lengths of [`LONG`] and more are
+/// [`LONG`] there and their value is in a side list, read in order. Out of core these are read
+/// every iteration, and most in-lists of a power-law graph are a few edges long (a remote
+/// in-list, one per distinct target on another rank, holds 1-2 edges on average), so 4-byte
+/// offsets were about a sixth of PageRank's per-iteration reads.
+struct Offsets {
+    lens: SbVec<u8>,
+    long: SbVec<u64>,
+    /// Sum of the lengths.
+    total: usize,
 }
 
+/// The byte value of a length found in [`Offsets::long`].
+const LONG: u8 = u8::MAX;
+
 impl Offsets {
-    /// Narrows `wide` (checked by [`set_up`]: non-decreasing) when its last offset fits.
-    fn new(comm: &Comm, wide: SbVec<u64>) -> Result<Offsets, AlgoError> {
-        if wide
-            .as_slice()
-            .last()
-            .is_some_and(|&e| e > u64::from(u32::MAX))
-        {
-            return Ok(Offsets::Wide(wide));
+    /// The lists between consecutive `offsets` (checked by [`set_up`]: non-decreasing).
+    fn new(comm: &Comm, offsets: SbVec<u64>) -> Result<Offsets, AlgoError> {
+        let rt = comm.runtime();
+        let off = offsets.as_slice();
+        let lists = off.len().saturating_sub(1);
+        let mut lens: SbVec<u8> = SbVec::zeroed(rt, lists)?;
+        let mut long = Vec::new();
+        for (l, w) in lens.as_mut_slice().iter_mut().zip(off.windows(2)) {
+            let n = w[1] - w[0];
+            if n >= u64::from(LONG) {
+                *l = LONG;
+                long.push(n);
+            } else {
+                *l = n as u8;
+            }
         }
-        let mut narrow: SbVec<u32> = SbVec::zeroed(comm.runtime(), wide.len())?;
-        for (n, &w) in narrow.as_mut_slice().iter_mut().zip(wide.as_slice()) {
-            *n = w as u32;
-        }
-        Ok(Offsets::Narrow(narrow))
+        let total = off.last().map_or(0, |&e| (e - off[0]) as usize);
+        Ok(Offsets {
+            lens,
+            long: SbVec::from_slice(rt, &long)?,
+            total,
+        })
     }
 
-    /// Number of offsets (lists + 1).
-    fn len(&self) -> usize {
-        match self {
-            Offsets::Narrow(o) => o.len(),
-            Offsets::Wide(o) => o.len(),
-        }
+    /// Number of lists.
+    fn lists(&self) -> usize {
+        self.lens.len()
     }
 
     /// `out[s] = sum of c[u]` over list `s` of `src` (see [`pull_sums`]).
     ///
     /// # Panics
-    /// Unless `out` has one value per list and `c` one per row.
+    /// Unless `out` has one value per list, `c` one per row and `src` the lists' edges.
     fn pull(&self, c: &[f64], rows: usize, src: &SbVec<u32>, out: &mut [f64]) {
-        assert!(c.len() == rows && self.len() == out.len() + 1);
-        let src = src.as_slice();
-        // SAFETY: `c` has one value per row (asserted), and `set_up` checked that the offsets
-        // of this list increase to `src.len()` and that every source is a row; the lists
-        // never change after.
+        assert!(c.len() == rows && self.lists() == out.len() && src.len() == self.total);
+        // SAFETY: `c` has one value per row and `src` holds the edges of every list (asserted;
+        // `new` made the lengths sum to `total` with one `long` entry per `LONG` byte), and
+        // `set_up` checked that every source is a row; the lists never change after.
         unsafe {
-            match self {
-                Offsets::Narrow(o) => pull_sums(c, o.as_slice(), src, out),
-                Offsets::Wide(o) => pull_sums(c, o.as_slice(), src, out),
-            }
+            pull_sums(
+                c,
+                self.lens.as_slice(),
+                self.long.as_slice(),
+                src.as_slice(),
+                out,
+            )
         }
     }
 }
 
-/// `out[s] = sum of c[u]` over `src[off[s] .. off[s + 1]]` for every slot, each sum as
-/// [`gather_sum`] forms it (bitwise), without bounds checks: half the instructions of the
-/// gathers were compares, and most in-lists of a power-law graph are a few edges long.
+/// `out[s] = sum of c[u]` over list `s` of `src`, the lists following each other with lengths
+/// `lens` (a [`LONG`] byte: the next value of `long`), each sum as [`gather_sum`] forms it
+/// (bitwise), without bounds checks: half the instructions of the gathers were compares, and
+/// most in-lists of a power-law graph are a few edges long.
 ///
 /// # Safety
-/// `off.len() == out.len() + 1`, `off` is non-decreasing with `off[out.len()] <= src.len()`,
-/// and every value of `src` is below `c.len()` (what [`set_up`] checks of its lists).
+/// `lens.len() == out.len()`, `long` has an entry for every `LONG` byte of `lens`, the
+/// lengths sum to at most `src.len()`, and every value of `src` is below `c.len()` (what
+/// [`set_up`] and [`Offsets::new`] ensure of their lists).
 #[inline(always)]
-unsafe fn pull_sums<O: Copy + Into<u64>>(c: &[f64], off: &[O], src: &[u32], out: &mut [f64]) {
+unsafe fn pull_sums(c: &[f64], lens: &[u8], long: &[u64], src: &[u32], out: &mut [f64]) {
     let (c, s) = (c.as_ptr(), src.as_ptr());
-    let mut a = off[0].into() as usize;
-    for (k, o) in out.iter_mut().enumerate() {
-        // SAFETY: `k + 1 < off.len()`; the window `a..b` lies in `src` and its values index
-        // `c` (the caller's contract).
+    let mut a = 0usize;
+    let mut next_long = 0usize;
+    for (&len, o) in lens.iter().zip(out.iter_mut()) {
+        // SAFETY: the window `a..b` lies in `src` and its values index `c`, and a `LONG` byte
+        // has its entry in `long` (the caller's contract).
         unsafe {
-            let b = (*off.get_unchecked(k + 1)).into() as usize;
+            let n = if len == LONG {
+                next_long += 1;
+                *long.get_unchecked(next_long - 1) as usize
+            } else {
+                usize::from(len)
+            };
+            let b = a + n;
             let mut acc = [0.0f64; 4];
             let mut i = a;
             while i + 4 <= b {
@@ -578,7 +601,7 @@ pub fn pagerank_checkpointed(
         .map(|_| 1.0 / n)
         .sum();
     let mut dangling = comm.allreduce(&[dangling_local], Sum)?[0];
-    let slots = pull.remote_off.len() - 1;
+    let slots = pull.remote_off.lists();
     let mut contrib: SbVec<f64> = SbVec::zeroed(rt, rows)?;
     let mut outgoing: SbVec<f64> = SbVec::zeroed(rt, slots)?;
     let mut next: SbVec<f64> = SbVec::zeroed(rt, rows)?;
@@ -732,25 +755,32 @@ mod tests {
 
     #[test]
     fn pull_sums_equal_the_checked_gather_bitwise() {
-        // In-lists of every length from 0 to 11, sources anywhere in `c`.
+        // In-lists of every length from 0 to 11 and some of 255 and more (kept in the side
+        // list), sources anywhere in `c`.
         let c: Vec<f64> = (0..97).map(|i| 1.0 / (i as f64 + 0.37)).collect();
         let mut off = vec![0u64];
         let mut src = Vec::new();
-        for len in (0..12).chain((0..12).rev()) {
+        let lengths = (0..12).chain([255, 3, 300, 254, 256]).chain((0..12).rev());
+        for len in lengths {
             src.extend((0..len).map(|j| ((len * 31 + j * 17) % 97) as u32));
             off.push(src.len() as u64);
         }
+        let mut lens = Vec::new();
+        let mut long = Vec::new();
+        for w in off.windows(2) {
+            let n = w[1] - w[0];
+            lens.push(if n >= 255 { 255 } else { n as u8 });
+            if n >= 255 {
+                long.push(n);
+            }
+        }
         let mut out = vec![f64::NAN; off.len() - 1];
-        // SAFETY: offsets increase to `src.len()`, every source is below 97.
-        unsafe { pull_sums(&c, &off, &src, &mut out) };
-        let narrow: Vec<u32> = off.iter().map(|&o| o as u32).collect();
-        let mut out32 = vec![f64::NAN; off.len() - 1];
-        // SAFETY: the same offsets, 4 bytes each.
-        unsafe { pull_sums(&c, &narrow, &src, &mut out32) };
-        for (k, (&got, &got32)) in out.iter().zip(&out32).enumerate() {
+        // SAFETY: the lengths sum to `src.len()`, one `long` entry per 255 byte, every source
+        // is below 97.
+        unsafe { pull_sums(&c, &lens, &long, &src, &mut out) };
+        for (k, &got) in out.iter().enumerate() {
             let want = gather_sum(&c, &src[off[k] as usize..off[k + 1] as usize]);
             assert_eq!(got.to_bits(), want.to_bits(), "slot {k}");
-            assert_eq!(got32.to_bits(), want.to_bits(), "slot {k}, 4-byte offsets");
         }
     }
 }
