@@ -78,6 +78,10 @@ pub struct PageRankResult {
     pub delta: f64,
     /// Wall time of each iteration on this rank.
     pub iteration_times: Vec<Duration>,
+    /// Bytes an iteration of this rank reads or writes: its arrays (the in-lists, the
+    /// per-row and per-slot values) and the values it receives. Out of core, what an
+    /// iteration must bring back beyond the budget is at most this.
+    pub iteration_bytes: u64,
 }
 
 /// The edges of one rank in pull form (see the module notes).
@@ -319,6 +323,12 @@ impl Incoming {
         })
     }
 
+    /// Bytes of the bitmaps, lists and positions, and of the values received.
+    fn bytes(&self) -> u64 {
+        let values: usize = self.blocks.iter().map(|b| b.0).sum();
+        (8 * self.bits.len() + 4 * self.list.len() + 4 * self.pos.len() + 8 * values) as u64
+    }
+
     /// `nx[position of r] += value` for every value received, in arrival order.
     ///
     /// # Panics
@@ -504,6 +514,11 @@ impl Offsets {
     /// Number of lists.
     fn lists(&self) -> usize {
         self.lens.len()
+    }
+
+    /// Bytes of the lengths.
+    fn bytes(&self) -> u64 {
+        (self.lens.len() + 8 * self.long.len()) as u64
     }
 
     /// `out[s] = sum of c[u]` over list `s` of `src` (see [`pull_sums`]).
@@ -712,6 +727,11 @@ pub fn pagerank_checkpointed(
     let mut contrib: SbVec<f64> = SbVec::zeroed(rt, rows)?;
     let mut outgoing: SbVec<f64> = SbVec::zeroed(rt, slots)?;
     let mut next: SbVec<f64> = SbVec::zeroed(rt, rows)?;
+    let iteration_bytes = pull.local_off.bytes()
+        + pull.remote_off.bytes()
+        + 4 * (pull.local_src.len() + pull.remote_src.len()) as u64
+        + pull.incoming.bytes()
+        + 8 * (pull.inv_deg.len() + x.len() + contrib.len() + outgoing.len() + next.len()) as u64;
     let mut times = Vec::new();
     let mut delta = f64::INFINITY;
     let mut done = 0;
@@ -841,6 +861,7 @@ pub fn pagerank_checkpointed(
         iterations: done,
         delta,
         iteration_times: times,
+        iteration_bytes,
     })
 }
 

@@ -664,6 +664,7 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
         }
         let sum = world.allreduce(&[result.ranks.iter().sum::<f64>()], Sum)?[0];
         let max_edges = world.allreduce(&[graph.targets.len() as u64], Max)?[0];
+        let iteration_bytes = world.allreduce(&[result.iteration_bytes], Sum)?[0];
         Ok((
             graph.n,
             graph.total_edges,
@@ -676,12 +677,13 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
             result.iteration_times,
             io,
             ck_facts,
+            iteration_bytes,
         ))
     })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let (n, m, max_edges, iterations, delta, sum, load, compute, times, io, ck_facts) =
+    let (n, m, max_edges, iterations, delta, sum, load, compute, times, io, ck_facts, touched) =
         results.into_iter().next().expect("rank 0");
     // Iterations this run performed (fewer than `iterations` after a resume).
     let ran = times.len();
@@ -692,6 +694,7 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
         ("vertices".into(), n as f64),
         ("edges".into(), m as f64),
         ("max_edges_per_rank".into(), max_edges as f64),
+        ("iteration_bytes".into(), touched as f64),
         ("final_l1_change".into(), delta),
         (
             "spill_io_per_iteration_bytes".into(),
