@@ -13,13 +13,16 @@
 //! # Algorithm
 //! Each rank owns a block of rows (sources). Set-up relabels its rows by out-degree class
 //! (a counting sort; the most-read contributions end up in a short prefix that stays in
-//! cache) and transposes its edges once into pull form, with compact indices: the edges into its own vertices as a CSC over local ids (a counting
-//! sort), and the edges into other ranks' vertices grouped by distinct target (an LSD radix
-//! sort, no comparison sort and no per-edge search), so that the distinct remote targets are
-//! sorted and grouped by owner. An iteration computes `x(u) / deg(u)` once per row, pulls one
-//! sum per distinct remote target (sequential writes, gathered reads of the rows' values),
-//! sends each owner one block of sums ([`exchange`](spillway_comm::Collectives::exchange)),
-//! and pulls the local sums plus what arrived.
+//! cache) and transposes its edges once into pull form, with compact indices: the edges into
+//! its own vertices as a CSC over local ids (a counting sort), and the edges into other
+//! ranks' vertices grouped by distinct target (an LSD radix sort, no comparison sort and no
+//! per-edge search), so that the distinct remote targets are sorted and grouped by owner. An
+//! iteration computes `x(u) / deg(u)` once per row, pulls one sum per distinct remote target
+//! (sequential writes, gathered reads of the rows' values), sends each owner one block of sums
+//! ([`exchange`](spillway_comm::Collectives::exchange)), and pulls the local sums plus what
+//! arrived. What an iteration reads is kept small, since out of core it is read back every
+//! iteration: list lengths of one byte each, and for each rank that sends values a bitmap of
+//! the rows receiving them where that beats a list of positions.
 //!
 //! # Cost per iteration (p ranks, m local edges, r local rows, u distinct remote targets)
 //! O(m + r + u) local work, one sparse exchange of u values (one block per owner that any
