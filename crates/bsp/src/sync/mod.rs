@@ -349,7 +349,7 @@ impl<'r> Bsp<'r> {
 
         // Rounds A and B with the other nodes.
         let remotes: Vec<Remote> = if multi {
-            self.remote_rounds(&all, &remote_gets, &mut reads)?.remotes
+            self.remote_rounds(&all, &remote_gets, &mut reads)?
         } else {
             Vec::new()
         };

@@ -113,13 +113,6 @@ pub(super) struct Remote {
     pub(super) payload: Arc<AlignedBuf>,
 }
 
-/// What the remote rounds leave for the rest of the sync.
-#[derive(Default)]
-pub(super) struct Rounds {
-    /// Data to copy into this rank's memory.
-    pub(super) remotes: Vec<Remote>,
-}
-
 impl Bsp<'_> {
     /// The rank of node `at` that receives node `from`'s messages (both rounds).
     pub(super) fn pair_receiver(&self, at: usize, from: usize) -> usize {
@@ -321,7 +314,7 @@ impl Bsp<'_> {
             inbox.push((status.source, msg));
         }
         self.node.exchange(me_local, |x| {
-            if round == 0 {
+            if round == ROUND_A {
                 x.inbox_a = inbox;
             } else {
                 x.inbox_b = inbox;
@@ -348,11 +341,11 @@ impl Bsp<'_> {
         all: &[Arc<Published>],
         remote_gets: &[Vec<usize>],
         reads: &mut Vec<Touch>,
-    ) -> Result<Rounds> {
+    ) -> Result<Vec<Remote>> {
         let me = self.pid();
         let me_local = self.local_index[me].expect("this rank is on its node");
         let nodes = self.node_ranks.len();
-        let mut rounds = Rounds::default();
+        let mut remotes = Vec::new();
 
         // The requests addressed to this rank; the node pairs that carry gets each way.
         let mut replies: Vec<Out> = Vec::new();
@@ -370,19 +363,13 @@ impl Bsp<'_> {
                     if dst != me {
                         continue;
                     }
-                    if flags & DIRECT != 0 {
-                        let t = tag(self.superstep, DIRECT_A);
-                        let (seg, _) = self.comm.recv_shared(Source::Rank(src), t)?;
-                        let len = seg.len();
-                        self.take_segment(&seg, 0, len, src, &mut rounds, &mut replies, reads)?;
-                    } else {
-                        self.take_segment(&msg, start, len, src, &mut rounds, &mut replies, reads)?;
-                    }
+                    let (seg, start, len) = self.segment(&msg, start, len, flags, src, DIRECT_A)?;
+                    self.take_segment(&seg, start, len, src, &mut remotes, &mut replies, reads)?;
                 }
             }
         }
         if !answer_to.iter().chain(&replies_from).any(|&b| b) {
-            return Ok(rounds);
+            return Ok(remotes);
         }
 
         // Round B: the replies go back along the pairs that carried gets.
@@ -398,14 +385,8 @@ impl Bsp<'_> {
                         continue;
                     }
                     got += 1;
-                    let (msg, start, len) = if flags & DIRECT != 0 {
-                        let t = tag(self.superstep, DIRECT_B);
-                        let reply = self.comm.recv_shared(Source::Rank(from), t)?.0;
-                        let len = reply.len();
-                        (reply, 0, len)
-                    } else {
-                        (msg.clone(), start, len)
-                    };
+                    let (msg, start, len) =
+                        self.segment(&msg, start, len, flags, from, DIRECT_B)?;
                     let mut puts = Vec::new();
                     let mut at = start;
                     for &i in &remote_gets[from] {
@@ -424,7 +405,7 @@ impl Bsp<'_> {
                             None,
                         ));
                     }
-                    rounds.remotes.push(Remote {
+                    remotes.push(Remote {
                         from,
                         puts,
                         payload: msg,
@@ -439,7 +420,28 @@ impl Bsp<'_> {
                 None,
             ));
         }
-        Ok(rounds)
+        Ok(remotes)
+    }
+
+    /// The bytes of a segment from rank `src` listed in a node-pair message at `start..+len`:
+    /// there, or, when it travelled on its own, received now (tag round `direct`). Returns the
+    /// buffer holding it and where.
+    fn segment(
+        &self,
+        msg: &Arc<AlignedBuf>,
+        start: usize,
+        len: usize,
+        flags: u64,
+        src: usize,
+        direct: u64,
+    ) -> Result<(Arc<AlignedBuf>, usize, usize)> {
+        if flags & DIRECT == 0 {
+            return Ok((msg.clone(), start, len));
+        }
+        let t = tag(self.superstep, direct);
+        let (seg, _) = self.comm.recv_shared(Source::Rank(src), t)?;
+        let len = seg.len();
+        Ok((seg, 0, len))
     }
 
     /// Checks one round A segment from rank `from` addressed to this rank, keeps its puts and
@@ -451,7 +453,7 @@ impl Bsp<'_> {
         start: usize,
         len: usize,
         from: usize,
-        rounds: &mut Rounds,
+        remotes: &mut Vec<Remote>,
         replies: &mut Vec<Out>,
         reads: &mut Vec<Touch>,
     ) -> Result<()> {
@@ -544,7 +546,7 @@ impl Bsp<'_> {
             replies.push(self.dispatch(from, reply, false, DIRECT_B)?);
         }
         if np > 0 {
-            rounds.remotes.push(Remote {
+            remotes.push(Remote {
                 from,
                 puts,
                 payload: msg.clone(),
