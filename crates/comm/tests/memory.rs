@@ -275,3 +275,48 @@ fn prefetch_reads_back_the_working_set_only() {
         m.prefetched_bytes
     );
 }
+
+#[test]
+fn prefetch_reads_ahead_the_messages_spilled_for_the_next_rank() {
+    // Four ranks on one worker, a budget too small for any message: every rank sends 2 MiB to
+    // the next one, which is blocked, so each message goes to a spill file. When the worker
+    // takes up a rank, the messages waiting on disk for the rank it resumes after are read
+    // ahead with that rank's memory.
+    let ranks = 4usize;
+    let words = (2usize << 20) / 8;
+    let config = Config::new(ranks as u32)
+        .running(1)
+        .mem_budget(1 << 20)
+        .policy(Policy::Araw);
+    let (out, stats) = run_with_stats(&config, |rank| -> TestResult<u64> {
+        let world = Comm::world(rank);
+        let me = world.rank();
+        let data: Vec<u64> = (0..words as u64).map(|i| i * 4 + me as u64).collect();
+        world.send((me + 1) % ranks, 3, &data)?;
+        drop(data);
+        world.barrier()?;
+        let from = (me + ranks - 1) % ranks;
+        let (got, _) = world.recv::<u64>(from, 3)?;
+        let bad = got
+            .iter()
+            .enumerate()
+            .filter(|&(i, &v)| v != i as u64 * 4 + from as u64)
+            .count();
+        Ok(bad as u64)
+    })
+    .unwrap();
+    assert!(out.iter().all(|&bad| bad == 0), "corrupted values: {out:?}");
+    let m = stats.memory;
+    let bytes = (words * 8) as u64;
+    assert!(
+        m.messages_spilled >= ranks as u64,
+        "messages were not spilled: {m:?}"
+    );
+    // No rank owns storage-backed memory, so whatever was read ahead is messages: whole
+    // ones, and at least one (how many depends on the order in which the barrier's ranks
+    // resume: a rank whose message is not yet sent when it is read ahead gets none).
+    assert!(
+        m.prefetched_bytes >= bytes && m.prefetched_bytes % bytes == 0,
+        "spilled messages were not read ahead: {m:?}"
+    );
+}

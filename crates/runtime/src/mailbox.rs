@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::File;
+use std::sync::Arc;
 
 use spillway_transport::{AlignedBuf, Envelope, Payload};
 
@@ -61,8 +62,9 @@ type Key = (u64, u32, i32);
 pub(crate) enum Body {
     /// In memory.
     Mem(Payload),
-    /// In an (unnamed) spill file, read back when received.
-    Disk(File),
+    /// In an (unnamed) spill file, read back when received (shared with the node's list of
+    /// spilled messages that are read ahead before their receiver resumes).
+    Disk(Arc<File>),
     /// Already in the buffer the receive was posted with (at this address): the engine wrote
     /// it there (a claimed receive).
     InPlace(usize),

@@ -38,7 +38,7 @@ impl Job {
     /// is large and the node's memory budget is full (BDMPI: large buffered messages live on
     /// the destination node's disk).
     pub(crate) fn to_msg(&self, dest: u32, env: Envelope) -> Result<Msg, Error> {
-        let (mem, _) = self.node_mem(dest);
+        let (mem, local) = self.node_mem(dest);
         if !mem.should_spill(env.payload.len()) {
             return Ok(Msg::in_memory(env));
         }
@@ -46,7 +46,8 @@ impl Job {
         let file = mem.spill().file()?;
         file.write_all_at(env.payload.as_bytes(), 0)
             .map_err(|e| Error::Io(mem.spill().error(e)))?;
-        mem.count_spilled_message(env.payload.len() as u64);
+        let file = std::sync::Arc::new(file);
+        mem.spilled_message(local, &file, env.payload.len() as u64);
         Ok(Msg {
             context: env.context,
             source: env.source,

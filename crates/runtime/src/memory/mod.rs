@@ -16,7 +16,8 @@
 //! * **prefetch**: when a worker takes up a rank, the unloaded allocations of the rank it will
 //!   resume next are read into the page cache in the background (`MADV_WILLNEED`; aggressive-read
 //!   policies only; `SPILLWAY_NO_PREFETCH=1` turns it off) — those that were loaded when that
-//!   rank last blocked (its working set), not those it left untouched since an earlier block;
+//!   rank last blocked (its working set), not those it left untouched since an earlier block,
+//!   and the messages waiting for it in spill files (`POSIX_FADV_WILLNEED`);
 //! * **load**: the pages are read back (aggressive: the whole allocation at its first access
 //!   after a block, with one `MADV_POPULATE_READ`; lazy: page by page as the rank touches them).
 //!
@@ -50,6 +51,7 @@
 //! counted as I/O when the owner next unloads.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -193,6 +195,9 @@ pub(crate) struct NodeMem {
     blocked_at: Vec<AtomicU64>,
     blocks: AtomicU64,
     ranks: Vec<Mutex<Vec<Weak<Region>>>>,
+    /// Per rank: the spill files of the messages waiting in its mailbox (and their lengths),
+    /// read ahead with its memory before it resumes.
+    spilled: Vec<Mutex<Vec<SpilledMessage>>>,
     pub(crate) counters: Counters,
     /// Bytes of message payloads and collective buffers held in memory by this node.
     pub(crate) message_bytes: AtomicU64,
@@ -206,6 +211,9 @@ pub(crate) struct NodeMem {
     pub(crate) node_id: u32,
     pub(crate) first_rank: u32,
 }
+
+/// A message waiting on disk: its spill file (while the message lives) and its length.
+type SpilledMessage = (Weak<File>, u64);
 
 impl NodeMem {
     pub(crate) fn new(
@@ -228,6 +236,7 @@ impl NodeMem {
             blocked_at: (0..ranks).map(|_| AtomicU64::new(0)).collect(),
             blocks: AtomicU64::new(0),
             ranks: (0..ranks).map(|_| Mutex::new(Vec::new())).collect(),
+            spilled: (0..ranks).map(|_| Mutex::new(Vec::new())).collect(),
             counters: Counters::default(),
             message_bytes: AtomicU64::new(0),
             message_spill_threshold,
@@ -353,6 +362,18 @@ impl NodeMem {
         }
     }
 
+    /// Counts a message of `bytes` for rank `local` spilled to `file`, and keeps the file (as
+    /// long as the message waits) for [`prefetch_rank`](Self::prefetch_rank).
+    pub(crate) fn spilled_message(&self, local: usize, file: &Arc<File>, bytes: u64) {
+        {
+            let mut files = lock(&self.spilled[local]);
+            files.retain(|(f, _)| f.strong_count() > 0);
+            files.push((Arc::downgrade(file), bytes));
+        }
+        self.count_spilled_message(bytes);
+    }
+
+    /// Counts a message or node buffer of `bytes` that went to storage.
     pub(crate) fn count_spilled_message(&self, bytes: u64) {
         self.counters
             .messages_spilled
@@ -485,6 +506,24 @@ impl NodeMem {
         let regions = self.regions_of(local);
         for r in regions {
             r.prefetch();
+        }
+        // The messages waiting for it on disk: it reads them when it receives them.
+        let files: Vec<(Arc<File>, u64)> = {
+            let mut files = lock(&self.spilled[local]);
+            files.retain(|(f, _)| f.strong_count() > 0);
+            files
+                .iter()
+                .filter_map(|(f, len)| Some((f.upgrade()?, *len)))
+                .collect()
+        };
+        for (file, len) in files {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a valid open descriptor (the Arc keeps the file open); the advice only
+            // starts readahead into the page cache and changes no data.
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_WILLNEED) };
+            self.counters
+                .prefetched_bytes
+                .fetch_add(len, Ordering::Relaxed);
         }
     }
 
