@@ -8,8 +8,11 @@ For each job it measures, in the same run:
   * the disk's sequential read and write bandwidth (direct I/O on the spill directory's device);
   * the job in memory (no budget, no cgroup): time per iteration;
   * the job out of core with 1 and with 1 + K iterations: the difference gives the bytes read
-    and written on the block device per iteration (getrusage of the child: ru_inblock,
-    ru_oublock) without the load phase; time per iteration is the mean of iterations 2..1+K;
+    on the block device per iteration (getrusage of the child: ru_inblock) and the bytes
+    written to the spill directory's device (its sector counts in /sys/dev/block, taken around
+    each run: machine-wide, so the machine should be otherwise idle; the child's ru_oublock
+    would count pages when they are dirtied, also those discarded before they are ever
+    written) without the load phase; time per iteration is the mean of iterations 2..1+K;
   * "must read": rank data minus the budget, the least an iteration must read back when all of
     the rank data is touched once per iteration; the ratio time / (must read / read bandwidth)
     is 1 at disk speed. PageRank does not touch the loaded graph or the set-up's temporary
@@ -90,17 +93,27 @@ def drop_caches():
         pass
 
 
-def run_usage(cmd):
-    """Runs `cmd` with wait4 to get its rusage (block I/O of the child)."""
+def sectors_written(directory):
+    """Sectors written so far to the block device holding `directory` (machine-wide)."""
+    st = os.stat(directory)
+    with open(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat") as f:
+        return int(f.read().split()[6])
+
+
+def run_usage(cmd, directory=None):
+    """Runs `cmd` with wait4: its JSON report, and its rusage (block I/O of the child) with,
+    given `directory`, the bytes written meanwhile to the device holding it."""
     drop_caches()
+    before = sectors_written(directory) if directory else 0
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = p.stdout.read()
     err = p.stderr.read()
     _, status, usage = os.wait4(p.pid, 0)
+    written = (sectors_written(directory) - before) * 512 if directory else 0
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{err.decode()}")
-    return json.loads(out), usage
+    return json.loads(out), (usage, written)
 
 
 def main():
@@ -149,13 +162,15 @@ def report(a, name, args, budget_mib, policy, spill, k, t_mem, read_bw):
     try:
         base = [a.bin, "run", *args, "--mem-budget", f"{budget_mib}M", "--policy", policy,
                 "--spill-dir", spill, "--json"]
-        short, u1 = run_usage(cg.wrap(base + ["--iterations", "1"]))
-        long, u2 = run_usage(cg.wrap(base + ["--iterations", str(1 + k)]))
+        short, u1 = run_usage(cg.wrap(base + ["--iterations", "1"]), spill)
+        long, u2 = run_usage(cg.wrap(base + ["--iterations", str(1 + k)]), spill)
     finally:
         cg.remove()
     t_ooc = sum(long["iteration_seconds"][1:]) / k
+    (u1, w1), (u2, w2) = u1, u2
     dev_read = (u2.ru_inblock - u1.ru_inblock) * 512 / k
-    dev_write = (u2.ru_oublock - u1.ru_oublock) * 512 / k
+    dev_write = (w2 - w1) / k
+    dirtied = (u2.ru_oublock - u1.ru_oublock) * 512 / k
     data = long["peak_storage_backed_bytes"]
     must = max(data - budget, 0)
     ideal = must / read_bw
@@ -170,7 +185,9 @@ def report(a, name, args, budget_mib, policy, spill, k, t_mem, read_bw):
           f"{t_ooc / ideal if ideal > 0 else float('nan'):.2f} | {working / MIB:.0f} MiB | "
           f"{t_ooc / ideal_ws if ideal_ws > 0 else float('nan'):.2f} |")
     print(f"  (out of core: peak RSS {long['peak_rss'] / MIB:.0f} MiB, load {long['load_seconds']:.1f} s, "
-          f"spill written {long['spill_bytes_written'] / MIB:.0f} MiB, read back {long['spill_bytes_read'] / MIB:.0f} MiB)",
+          f"spill written {long['spill_bytes_written'] / MIB:.0f} MiB, read back {long['spill_bytes_read'] / MIB:.0f} MiB; "
+          f"per iteration: pages dirtied {dirtied / MIB:.0f} MiB, messages spilled "
+          f"{(long['message_bytes_spilled'] - short['message_bytes_spilled']) / k / MIB:.0f} MiB)",
           flush=True)
 
 
