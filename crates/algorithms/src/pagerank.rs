@@ -29,9 +29,10 @@
 //! wait in its mailbox (on disk when the budget is full) rather than in its arrays: with
 //! the exchange and the all-reduce as two blocking steps, the values, the contributions and
 //! the inverse degrees were loaded twice per iteration, and device reads were about 1.3x
-//! what they are now. What an iteration reads is also kept small: list lengths of one byte each,
-//! and for each rank that sends values a bitmap of the rows receiving them where that beats
-//! a list of positions.
+//! what they are now. What an iteration reads is also kept small: sources of three bytes (when
+//! a rank has at most 2^24 rows; else four), list lengths of one byte each, and for each rank
+//! that sends values a bitmap of the rows receiving them where that beats a list of
+//! positions.
 //!
 //! # Cost per iteration (p ranks, m local edges, r local rows, u distinct remote targets)
 //! O(m + r + u) local work, u values sent (one message per owner that any local edge points
@@ -104,12 +105,12 @@ struct Pull {
     /// `1 / deg(u)` per position, 0 for rows without out-edges (dangling).
     inv_deg: SbVec<f64>,
     /// Local targets by position: offsets (rows + 1) into `local_src`, the positions of the
-    /// local rows pointing at each.
+    /// local rows pointing at each (packed, see [`Sources`]).
     local_off: Offsets,
-    local_src: SbVec<u32>,
+    local_src: Sources,
     /// Distinct remote targets: offsets (slots + 1) into `remote_src` (source positions).
     remote_off: Offsets,
-    remote_src: SbVec<u32>,
+    remote_src: Sources,
     /// Per owner of remote targets: (owner, first slot, slots).
     blocks: Vec<(usize, usize, usize)>,
     /// Where the values that arrive each iteration go.
@@ -247,6 +248,8 @@ fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> {
     }
     let local_off = Offsets::new(comm, local_off)?;
     let remote_off = Offsets::new(comm, remote_off)?;
+    let local_src = Sources::new(rt, local_src, rows)?;
+    let remote_src = Sources::new(rt, remote_src, rows)?;
     Ok(Pull {
         row_of,
         inv_deg,
@@ -492,6 +495,44 @@ fn local_lists<C: Cursor>(
     Ok((local_src, pairs))
 }
 
+/// The sources of the in-lists (row positions, each below the rank's row count), packed in
+/// three bytes each when the rank has at most 2^24 rows, else four. Out of core they are the
+/// largest part of what an iteration reads (one per edge): a quarter less to read, for a
+/// mask per edge.
+struct Sources {
+    /// The packed values, then one byte so that a 4-byte read of the last one stays inside.
+    bytes: SbVec<u8>,
+    /// Bytes per value: 3 or 4.
+    width: usize,
+    len: usize,
+}
+
+impl Sources {
+    /// Packs `src` (every value below `rows`, checked by [`set_up`]).
+    fn new(
+        rt: &spillway_runtime::Rank,
+        src: SbVec<u32>,
+        rows: usize,
+    ) -> Result<Sources, AlgoError> {
+        let width = if rows <= 1 << 24 { 3 } else { 4 };
+        let len = src.len();
+        let mut bytes: SbVec<u8> = SbVec::zeroed(rt, len * width + 1)?;
+        for (b, &u) in bytes
+            .as_mut_slice()
+            .chunks_exact_mut(width)
+            .zip(src.as_slice())
+        {
+            b.copy_from_slice(&u.to_le_bytes()[..width]);
+        }
+        Ok(Sources { bytes, width, len })
+    }
+
+    /// Bytes of the packed values.
+    fn bytes(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+}
+
 /// The lists of an edge list as their lengths, one byte each; lengths of [`LONG`] and more are
 /// [`LONG`] there and their value is in a side list, read in order. Out of core these are read
 /// every iteration, and most in-lists of a power-law graph are a few edges long (a remote
@@ -546,35 +587,54 @@ impl Offsets {
     ///
     /// # Panics
     /// Unless `out` has one value per list, `c` one per row and `src` the lists' edges.
-    fn pull(&self, c: &[f64], rows: usize, src: &SbVec<u32>, out: &mut [f64]) {
-        assert!(c.len() == rows && self.lists() == out.len() && src.len() == self.total);
+    fn pull(&self, c: &[f64], rows: usize, src: &Sources, out: &mut [f64]) {
+        assert!(c.len() == rows && self.lists() == out.len() && src.len == self.total);
+        assert!(src.bytes.len() > src.len * src.width && matches!(src.width, 3 | 4));
         // SAFETY: `c` has one value per row and `src` holds the edges of every list (asserted;
         // `new` made the lengths sum to `total` with one `long` entry per `LONG` byte), and
         // `set_up` checked that every source is a row; the lists never change after.
+        let (lens, long, packed) = (
+            self.lens.as_slice(),
+            self.long.as_slice(),
+            src.bytes.as_slice(),
+        );
+        // SAFETY: as above, and `packed` holds `total` values of `width` bytes and one byte
+        // more (asserted).
         unsafe {
-            pull_sums(
-                c,
-                self.lens.as_slice(),
-                self.long.as_slice(),
-                src.as_slice(),
-                out,
-            )
+            match src.width {
+                3 => pull_sums::<3>(c, lens, long, packed, out),
+                _ => pull_sums::<4>(c, lens, long, packed, out),
+            }
         }
     }
 }
 
-/// `out[s] = sum of c[u]` over list `s` of `src`, the lists following each other with lengths
-/// `lens` (a [`LONG`] byte: the next value of `long`), each sum as [`gather_sum`] forms it
-/// (bitwise), without bounds checks: half the instructions of the gathers were compares, and
-/// most in-lists of a power-law graph are a few edges long.
+/// `out[s] = sum of c[u]` over list `s` of the sources packed in `src` (`W` bytes each,
+/// little-endian, see [`Sources`]), the lists following each other with lengths `lens` (a
+/// [`LONG`] byte: the next value of `long`), each sum as [`gather_sum`] forms it (bitwise),
+/// without bounds checks: half the instructions of the gathers were compares, and most
+/// in-lists of a power-law graph are a few edges long.
 ///
 /// # Safety
-/// `lens.len() == out.len()`, `long` has an entry for every `LONG` byte of `lens`, the
-/// lengths sum to at most `src.len()`, and every value of `src` is below `c.len()` (what
-/// [`set_up`] and [`Offsets::new`] ensure of their lists).
+/// `W` is 3 or 4, `lens.len() == out.len()`, `long` has an entry for every `LONG` byte of
+/// `lens`, `src` holds the values of all lists, `W` bytes each, and at least one byte more,
+/// and every value is below `c.len()` (what [`set_up`], [`Sources::new`] and
+/// [`Offsets::new`] ensure of their lists).
 #[inline(always)]
-unsafe fn pull_sums(c: &[f64], lens: &[u8], long: &[u64], src: &[u32], out: &mut [f64]) {
-    let (c, s) = (c.as_ptr(), src.as_ptr());
+unsafe fn pull_sums<const W: usize>(
+    c: &[f64],
+    lens: &[u8],
+    long: &[u64],
+    src: &[u8],
+    out: &mut [f64],
+) {
+    let mask: u32 = if W == 3 { 0x00ff_ffff } else { u32::MAX };
+    let (c, p) = (c.as_ptr(), src.as_ptr());
+    // SAFETY (of every call): value `i` starts at byte `W * i`, and its 4-byte read ends at
+    // most one byte past the values, inside `src` (the caller's contract).
+    let s = |i: usize| unsafe {
+        (u32::from_le(p.add(W * i).cast::<u32>().read_unaligned()) & mask) as usize
+    };
     let mut a = 0usize;
     let mut next_long = 0usize;
     for (&len, o) in lens.iter().zip(out.iter_mut()) {
@@ -592,13 +652,13 @@ unsafe fn pull_sums(c: &[f64], lens: &[u8], long: &[u64], src: &[u32], out: &mut
             let mut i = a;
             while i + 4 <= b {
                 for (j, acc) in acc.iter_mut().enumerate() {
-                    *acc += *c.add(*s.add(i + j) as usize);
+                    *acc += *c.add(s(i + j));
                 }
                 i += 4;
             }
             let mut sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
             while i < b {
-                sum += *c.add(*s.add(i) as usize);
+                sum += *c.add(s(i));
                 i += 1;
             }
             *o = sum;
@@ -749,7 +809,8 @@ pub fn pagerank_checkpointed(
     let mut next: SbVec<f64> = SbVec::zeroed(rt, rows)?;
     let iteration_bytes = pull.local_off.bytes()
         + pull.remote_off.bytes()
-        + 4 * (pull.local_src.len() + pull.remote_src.len()) as u64
+        + pull.local_src.bytes()
+        + pull.remote_src.bytes()
         + pull.incoming.bytes()
         + 8 * (pull.inv_deg.len() + x.len() + contrib.len() + outgoing.len() + next.len()) as u64;
     let mut times = Vec::new();
@@ -947,15 +1008,21 @@ mod tests {
     #[test]
     fn pull_sums_equal_the_checked_gather_bitwise() {
         // In-lists of every length from 0 to 11 and some of 255 and more (kept in the side
-        // list), sources anywhere in `c`.
-        let c: Vec<f64> = (0..97).map(|i| 1.0 / (i as f64 + 0.37)).collect();
+        // list), sources anywhere in `c`, which is long enough for three-byte sources to use
+        // their third byte; the sources packed in three and in four bytes.
+        const N: usize = 70_001;
+        let c: Vec<f64> = (0..N).map(|i| 1.0 / (i as f64 + 0.37)).collect();
         let mut off = vec![0u64];
         let mut src = Vec::new();
         let lengths = (0..12).chain([255, 3, 300, 254, 256]).chain((0..12).rev());
         for len in lengths {
-            src.extend((0..len).map(|j| ((len * 31 + j * 17) % 97) as u32));
+            src.extend((0..len).map(|j| ((len * 40_031 + j * 17_389) % N) as u32));
             off.push(src.len() as u64);
         }
+        assert!(
+            src.iter().any(|&u| u >= 1 << 16),
+            "no source uses a third byte"
+        );
         let mut lens = Vec::new();
         let mut long = Vec::new();
         for w in off.windows(2) {
@@ -965,13 +1032,29 @@ mod tests {
                 long.push(n);
             }
         }
-        let mut out = vec![f64::NAN; off.len() - 1];
-        // SAFETY: the lengths sum to `src.len()`, one `long` entry per 255 byte, every source
-        // is below 97.
-        unsafe { pull_sums(&c, &lens, &long, &src, &mut out) };
-        for (k, &got) in out.iter().enumerate() {
-            let want = gather_sum(&c, &src[off[k] as usize..off[k + 1] as usize]);
-            assert_eq!(got.to_bits(), want.to_bits(), "slot {k}");
+        let pack = |width: usize| -> Vec<u8> {
+            let mut bytes: Vec<u8> = src
+                .iter()
+                .flat_map(|u| u.to_le_bytes()[..width].to_vec())
+                .collect();
+            bytes.push(0);
+            bytes
+        };
+        for width in [3, 4] {
+            let packed = pack(width);
+            let mut out = vec![f64::NAN; off.len() - 1];
+            // SAFETY: the lengths sum to `src.len()`, one `long` entry per 255 byte, the
+            // values packed in `width` bytes with one byte more, every source below `N`.
+            unsafe {
+                match width {
+                    3 => pull_sums::<3>(&c, &lens, &long, &packed, &mut out),
+                    _ => pull_sums::<4>(&c, &lens, &long, &packed, &mut out),
+                }
+            };
+            for (k, &got) in out.iter().enumerate() {
+                let want = gather_sum(&c, &src[off[k] as usize..off[k + 1] as usize]);
+                assert_eq!(got.to_bits(), want.to_bits(), "width {width}, slot {k}");
+            }
         }
     }
 
