@@ -686,6 +686,14 @@ fn gather_sum(c: &[f64], sources: &[u32]) -> f64 {
     sum
 }
 
+/// `c[i] = x[i] * inv_deg[i]`: what each row gives each of its out-edges (the same product
+/// as the one [`update`] forms with the new values).
+fn contributions(c: &mut [f64], x: &[f64], inv_deg: &[f64]) {
+    for ((c, &xu), &w) in c.iter_mut().zip(x).zip(inv_deg) {
+        *c = xu * w;
+    }
+}
+
 /// `x[i] = base + d * next[i]` for every row, and when `contrib` is given the next
 /// iteration's contributions `contrib[i] = x[i] * inv_deg[i]` with it; returns the L1 change of
 /// `x` and the sum of the new values of the dangling rows (`inv_deg == 0`). Four independent
@@ -872,9 +880,7 @@ pub fn pagerank_checkpointed(
     let mut contrib_ready = false;
     if first < options.iterations {
         let c = contrib.as_mut_slice();
-        for ((c, &xu), &w) in c.iter_mut().zip(x.as_slice()).zip(pull.inv_deg.as_slice()) {
-            *c = xu * w;
-        }
+        contributions(c, x.as_slice(), pull.inv_deg.as_slice());
         send_sums(c, outgoing.as_mut_slice(), first)?;
         contrib_ready = keep_contrib;
         if discard {
@@ -900,9 +906,7 @@ pub fn pagerank_checkpointed(
             // Slices are taken after every blocking call so that loads are accounted.
             let c = contrib.as_mut_slice();
             if !contrib_ready {
-                for ((c, &xu), &w) in c.iter_mut().zip(x.as_slice()).zip(pull.inv_deg.as_slice()) {
-                    *c = xu * w;
-                }
+                contributions(c, x.as_slice(), pull.inv_deg.as_slice());
             }
             pull.local_off
                 .pull(c, rows, &pull.local_src, next.as_mut_slice());
