@@ -320,3 +320,80 @@ fn prefetch_reads_ahead_the_messages_spilled_for_the_next_rank() {
         "spilled messages were not read ahead: {m:?}"
     );
 }
+
+/// Pages of `[ptr, ptr + len)` (a storage-backed allocation's mapping, loaded or not) that are
+/// in the page cache: for a shared file mapping, `mincore` reports the page cache whether or
+/// not the pages are mapped in this process.
+fn cached_pages(ptr: *const u8, len: usize) -> usize {
+    let page = 4096;
+    let start = ptr as usize / page * page;
+    let pages = (ptr as usize + len - start).div_ceil(page);
+    let mut vec = vec![0u8; pages];
+    // SAFETY: the range lies inside a live mapping of ours (the allocation is alive and has not
+    // grown, so it has not moved); `vec` has one byte per page.
+    let rc = unsafe { libc::mincore(start as *mut libc::c_void, pages * page, vec.as_mut_ptr()) };
+    assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+    vec.iter().filter(|&&b| b & 1 == 1).count()
+}
+
+/// Waits until everything written to the file system holding `dir` is on storage.
+fn sync_fs(dir: &std::path::Path) {
+    use std::os::fd::AsRawFd;
+    let d = std::fs::File::open(dir).unwrap();
+    // SAFETY: a valid descriptor; syncfs only flushes.
+    assert_eq!(unsafe { libc::syncfs(d.as_raw_fd()) }, 0);
+}
+
+#[test]
+fn unloaded_pages_leave_the_page_cache() {
+    if std::env::var_os("SPILLWAY_KEEP_PAGE_CACHE").is_some_and(|v| v == "1") {
+        return;
+    }
+    // Clean pages leave the page cache at the unload; pages that were being written back
+    // leave it a few blocking calls later. Either way the data is read back intact.
+    let dir = tempfile::tempdir().unwrap();
+    let words = (4usize << 20) / 8;
+    for policy in POLICIES {
+        let config = Config::new(2)
+            .running(1)
+            .mem_budget(64 << 20)
+            .policy(policy)
+            .spill_dir(dir.path());
+        let out = run(&config, |rank| -> TestResult<(usize, usize, usize)> {
+            let world = Comm::world(rank);
+            let me = rank.rank() as usize;
+            let mut v: SbVec<u64> = SbVec::zeroed(rank, words)?;
+            for (i, x) in v.as_mut_slice().iter_mut().enumerate() {
+                *x = pattern(me, i);
+            }
+            let ptr = v.as_slice().as_ptr().cast::<u8>();
+            let len = words * 8;
+            // Written pages: handed to write-back by the unload, dropped after it.
+            v.unload();
+            sync_fs(rank.spill_dir());
+            for _ in 0..3 {
+                world.barrier()?;
+            }
+            let after_written = cached_pages(ptr, len);
+            // Read back (from storage), then unloaded clean: dropped at once.
+            let bad = v
+                .as_slice()
+                .iter()
+                .enumerate()
+                .filter(|&(i, &x)| x != pattern(me, i))
+                .count();
+            v.unload();
+            let after_clean = cached_pages(ptr, len);
+            Ok((after_written, after_clean, bad))
+        })
+        .unwrap();
+        for (r, &(written, clean, bad)) in out.iter().enumerate() {
+            assert_eq!(bad, 0, "{policy:?}: rank {r} read back wrong values");
+            assert_eq!(
+                written, 0,
+                "{policy:?}: rank {r}: written pages still cached"
+            );
+            assert_eq!(clean, 0, "{policy:?}: rank {r}: clean pages still cached");
+        }
+    }
+}

@@ -9,10 +9,14 @@
 //! * **unload**: `sync_file_range` starts writing modified pages to the file (asynchronously:
 //!   the write-back overlaps with other ranks' work; the file's blocks are allocated up front so
 //!   it cannot run out of space), `madvise(MADV_DONTNEED)` drops the pages from the process.
-//!   What stays in the page cache is the kernel's to reclaim (a memory cgroup bounds it; see
-//!   `scripts/bench_ooc_cgroup.py`). `SPILLWAY_SYNC_UNLOAD=1` waits for the write-back
-//!   (`msync`) and drops the page cache too (`posix_fadvise(POSIX_FADV_DONTNEED)`), so the
-//!   data then lives only in storage;
+//!   The region's pages then leave the page cache too (`posix_fadvise(POSIX_FADV_DONTNEED)`):
+//!   clean ones at once, those being written back two blocking calls later on the node. Left
+//!   to the kernel, the page cache beyond the budget is reclaimed least recently used first,
+//!   which in a rotation of ranks drops the pages needed soonest, and the ranks the budget
+//!   keeps loaded lose their pages to that reclaim too: K-means with 4x the budget read 1.3-1.5x
+//!   the least it must per iteration in a memory cgroup, 1.01x with the drop.
+//!   `SPILLWAY_KEEP_PAGE_CACHE=1` leaves it to the kernel; `SPILLWAY_SYNC_UNLOAD=1` waits for
+//!   the write-back (`msync`) and drops everything at once;
 //! * **prefetch**: when a worker takes up a rank, the unloaded allocations of the rank it will
 //!   resume next are read into the page cache in the background (`MADV_WILLNEED`; aggressive-read
 //!   policies only; `SPILLWAY_NO_PREFETCH=1` turns it off) — those that were loaded when that
@@ -50,7 +54,7 @@
 //! blocked rank's allocation that another rank reads inside a collective (zero-copy) are
 //! counted as I/O when the owner next unloads.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io;
 use std::path::Path;
@@ -198,6 +202,9 @@ pub(crate) struct NodeMem {
     /// Per rank: the spill files of the messages waiting in its mailbox (and their lengths),
     /// read ahead with its memory before it resumes.
     spilled: Vec<Mutex<Vec<SpilledMessage>>>,
+    /// Regions unloaded while pages of theirs were being written back: their page cache is
+    /// dropped a few blocking calls later, when the write-back has most likely finished.
+    pending_drops: Mutex<VecDeque<PendingDrop>>,
     pub(crate) counters: Counters,
     /// Bytes of message payloads and collective buffers held in memory by this node.
     pub(crate) message_bytes: AtomicU64,
@@ -214,6 +221,19 @@ pub(crate) struct NodeMem {
 
 /// A message waiting on disk: its spill file (while the message lives) and its length.
 type SpilledMessage = (Weak<File>, u64);
+
+/// A region whose page cache is to be dropped once its write-back is done.
+struct PendingDrop {
+    region: Weak<Region>,
+    /// The region's generation at the unload (see [`Region::drop_written`]).
+    gen: u64,
+    /// The node's count of blocking calls at the unload.
+    at: u64,
+}
+
+/// Blocking calls on a node after an unload before the pages it handed to write-back are
+/// dropped from the page cache (a rank's turn usually outlasts writing its modified pages).
+const DROP_AFTER_BLOCKS: u64 = 2;
 
 impl NodeMem {
     pub(crate) fn new(
@@ -237,6 +257,7 @@ impl NodeMem {
             blocks: AtomicU64::new(0),
             ranks: (0..ranks).map(|_| Mutex::new(Vec::new())).collect(),
             spilled: (0..ranks).map(|_| Mutex::new(Vec::new())).collect(),
+            pending_drops: Mutex::new(VecDeque::new()),
             counters: Counters::default(),
             message_bytes: AtomicU64::new(0),
             message_spill_threshold,
@@ -538,6 +559,33 @@ impl NodeMem {
             r.note_block();
             if self.policy == Policy::Araw {
                 r.unload();
+            }
+        }
+        self.drop_written();
+    }
+
+    /// Remembers to drop `region`'s page cache after its write-back (see
+    /// [`Region::unload`]).
+    pub(crate) fn defer_drop(&self, region: Weak<Region>, gen: u64) {
+        let at = self.blocks.load(Ordering::Relaxed);
+        lock(&self.pending_drops).push_back(PendingDrop { region, gen, at });
+    }
+
+    /// Drops the page cache of regions unloaded at least [`DROP_AFTER_BLOCKS`] blocking calls
+    /// ago, unless they were loaded or prefetched since.
+    fn drop_written(&self) {
+        let now = self.blocks.load(Ordering::Relaxed);
+        let due: Vec<PendingDrop> = {
+            let mut q = lock(&self.pending_drops);
+            let n = q
+                .iter()
+                .take_while(|d| now.saturating_sub(d.at) >= DROP_AFTER_BLOCKS)
+                .count();
+            q.drain(..n).collect()
+        };
+        for d in due {
+            if let Some(r) = d.region.upgrade() {
+                r.drop_written(d.gen);
             }
         }
     }

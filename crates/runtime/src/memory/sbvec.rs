@@ -33,6 +33,9 @@ struct RegionState {
     /// the rank did not touch between two blocking calls (a graph kept for later while the
     /// iterations run) is left on disk until it is touched again.
     warm: bool,
+    /// Counts loads and prefetches: a drop of the page cache deferred at an unload (see
+    /// [`NodeMem::drop_written`]) is skipped if the region was loaded or prefetched since.
+    gen: u64,
 }
 
 /// Mappings at least this long ask for transparent huge pages when anonymous.
@@ -140,6 +143,7 @@ impl Region {
                 dirty: false,
                 on_disk: false,
                 warm: true,
+                gen: 0,
             }),
         });
         node.allocated(owner, map_len as u64);
@@ -234,6 +238,7 @@ impl Region {
         st.partial = 0;
         self.node.counters.loads.fetch_add(1, Ordering::Relaxed);
         st.loaded = true;
+        st.gen += 1;
         if self.node.policy != Policy::Lrlw && st.on_disk {
             let t0 = crate::trace::enabled().then(crate::trace::now);
             // Pages already resident were read back since the unload by other ranks reading
@@ -290,6 +295,7 @@ impl Region {
         }
         self.node.reserve(self.owner, bytes);
         st.partial += bytes;
+        st.gen += 1;
         if self.node.policy != Policy::Lrlw && st.on_disk {
             // SAFETY: a page-aligned range inside the mapping; MADV_POPULATE_READ only faults
             // pages in (failure on older kernels only costs the page faults later).
@@ -307,9 +313,11 @@ impl Region {
         }
     }
 
-    /// Writes modified pages back and releases the memory. An anonymous region (no budget)
-    /// stays as it is.
-    pub(crate) fn unload(&self) {
+    /// Writes modified pages back and releases the memory, and drops the region's pages from
+    /// the page cache: clean ones at once, those still being written back at a later blocking
+    /// call on the node ([`NodeMem::drop_written`]), unless `SPILLWAY_KEEP_PAGE_CACHE=1`. An
+    /// anonymous region (no budget) stays as it is.
+    pub(crate) fn unload(self: &Arc<Self>) {
         let Some(file) = &self.file else {
             return;
         };
@@ -364,7 +372,16 @@ impl Region {
         // SPILLWAY_SYNC_UNLOAD=1 also drops it at once.
         unsafe {
             libc::madvise(ptr.cast(), map_len, libc::MADV_DONTNEED);
-            if sync {
+        }
+        let drop_cache = sync || !keep_page_cache();
+        if drop_cache {
+            // The page cache is not left to the kernel's reclaim: under memory pressure it
+            // evicts the least recently used pages, which in a rank rotation are the ones
+            // needed soonest, and it counts against the same memory as the budget. Pages under
+            // write-back are skipped here and dropped later (below).
+            // SAFETY: advice on our own descriptor over the file's length; it drops only clean,
+            // unmapped page cache pages, whose contents are in the file.
+            unsafe {
                 libc::posix_fadvise(
                     file.as_raw_fd(),
                     0,
@@ -372,6 +389,9 @@ impl Region {
                     libc::POSIX_FADV_DONTNEED,
                 );
             }
+        }
+        if drop_cache && !sync && written > 0 {
+            self.node.defer_drop(Arc::downgrade(self), st.gen);
         }
         let reserved = if st.loaded {
             map_len as u64
@@ -390,6 +410,29 @@ impl Region {
         }
     }
 
+    /// Drops the region's pages from the page cache if it was not loaded or prefetched since
+    /// the unload that handed them to write-back (generation `gen`). Pages still being written
+    /// stay for the kernel to reclaim.
+    pub(crate) fn drop_written(&self, gen: u64) {
+        let Some(file) = &self.file else {
+            return;
+        };
+        let st = lock(&self.state);
+        if st.gen != gen || st.loaded || st.partial > 0 {
+            return;
+        }
+        // SAFETY: advice on our own descriptor over the file's length; it drops only clean,
+        // unmapped page cache pages, whose contents are in the file.
+        unsafe {
+            libc::posix_fadvise(
+                file.as_raw_fd(),
+                0,
+                self.map_len() as i64,
+                libc::POSIX_FADV_DONTNEED,
+            );
+        }
+    }
+
     /// The owner blocks: records whether the region is in its working set (loaded now).
     pub(crate) fn note_block(&self) {
         if self.file.is_none() {
@@ -405,10 +448,11 @@ impl Region {
         if self.file.is_none() || self.loaded_fast.load(Ordering::Acquire) {
             return;
         }
-        let st = lock(&self.state);
+        let mut st = lock(&self.state);
         if st.loaded || !st.on_disk || !st.warm {
             return;
         }
+        st.gen += 1;
         // SAFETY: the whole mapping, page-aligned; MADV_WILLNEED only starts readahead.
         unsafe { libc::madvise(self.ptr().cast(), self.map_len(), libc::MADV_WILLNEED) };
         self.node
@@ -536,6 +580,13 @@ impl Drop for Region {
 }
 
 /// Whether unloads write back synchronously and drop the page cache (`SPILLWAY_SYNC_UNLOAD=1`).
+/// `SPILLWAY_KEEP_PAGE_CACHE=1`: unloads leave the page cache to the kernel's reclaim (for
+/// measuring what dropping it gains).
+fn keep_page_cache() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SPILLWAY_KEEP_PAGE_CACHE").is_some_and(|v| v == "1"))
+}
+
 fn sync_unload() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("SPILLWAY_SYNC_UNLOAD").is_some_and(|v| v == "1"))
