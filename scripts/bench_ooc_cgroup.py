@@ -7,18 +7,18 @@ cgroup v2 at /sys/fs/cgroup with the memory controller).
 For each job it measures, in the same run:
   * the disk's sequential read and write bandwidth (direct I/O on the spill directory's device);
   * the job in memory (no budget, no cgroup): time per iteration;
-  * the job out of core with 1 and with 1 + K iterations: the difference gives the bytes read
-    on the block device per iteration (getrusage of the child: ru_inblock) and the bytes
-    written to the spill directory's device (its sector counts in /sys/dev/block, taken around
-    each run: machine-wide, so the machine should be otherwise idle; the child's ru_oublock
-    would count pages when they are dirtied, also those discarded before they are ever
-    written) without the load phase; time per iteration is the mean of iterations 2..1+K;
-  * "must read": rank data minus the budget, the least an iteration must read back when all of
-    the rank data is touched once per iteration; the ratio time / (must read / read bandwidth)
-    is 1 at disk speed. PageRank does not touch the loaded graph or the set-up's temporary
-    arrays after its set-up (the runtime then neither reads them back nor prefetches them),
-    so the last two columns use the bytes its iterations touch (`iteration_bytes` of its
-    report) instead: the stricter ratio.
+  * the job out of core with 1 + K iterations: time per iteration is the mean of iterations
+    2..1+K (the first one also finishes the set-up), and so are the bytes read and written per
+    iteration, which the job's report samples at the end of each iteration (`iteration_io`):
+    the sectors read and written on the spill directory's block device (machine-wide, so the
+    machine should be otherwise idle), and beside them this process's storage reads and the
+    pages it dirtied (`/proc/self/io`: dirtied pages discarded before write-back are never
+    written);
+  * "must read": the bytes an iteration touches minus the budget, the least it must read back
+    from the disk; the ratio time / (must read / read bandwidth) is 1 at disk speed. K-means
+    touches all of its rank data; PageRank does not touch the loaded graph or the set-up's
+    temporary arrays after its set-up (the runtime then neither reads them back nor prefetches
+    them), so its figure uses the bytes its iterations touch (`iteration_bytes` of its report).
 
 Usage: sudo python3 scripts/bench_ooc_cgroup.py [--bin target/release/spillway] [--quick]
                                                 [--only pagerank|kmeans]
@@ -93,27 +93,13 @@ def drop_caches():
         pass
 
 
-def sectors_written(directory):
-    """Sectors written so far to the block device holding `directory` (machine-wide)."""
-    st = os.stat(directory)
-    with open(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat") as f:
-        return int(f.read().split()[6])
-
-
-def run_usage(cmd, directory=None):
-    """Runs `cmd` with wait4: its JSON report, and its rusage (block I/O of the child) with,
-    given `directory`, the bytes written meanwhile to the device holding it."""
+def run_json(cmd):
+    """Runs `cmd` after dropping the caches: its JSON report."""
     drop_caches()
-    before = sectors_written(directory) if directory else 0
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out = p.stdout.read()
-    err = p.stderr.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    written = (sectors_written(directory) - before) * 512 if directory else 0
-    p.returncode = os.waitstatus_to_exitcode(status)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if p.returncode != 0:
-        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{err.decode()}")
-    return json.loads(out), (usage, written)
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.decode()}")
+    return json.loads(p.stdout)
 
 
 def main():
@@ -145,12 +131,13 @@ def main():
     read_bw, write_bw = disk_bandwidth(spill)
     print(f"disk: sequential read {read_bw / 1e9:.2f} GB/s, write {write_bw / 1e9:.2f} GB/s (direct I/O, {spill})")
     print()
-    print("| job | rank data | budget | policy | in memory s/iter | out of core s/iter | ratio | device read/iter | device write/iter | must read/iter | time / (must read / read bw) | working set/iter | time / ((working set - budget) / read bw) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| job | rank data | budget | policy | in memory s/iter | out of core s/iter | x in memory "
+          "| device read/iter | device written/iter | must read/iter | time / (must read / read bw) |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, args, budget_mib in jobs:
         if a.only and name != a.only:
             continue
-        inmem, _ = run_usage([a.bin, "run", *args, "--iterations", str(1 + k), "--json"])
+        inmem = run_json([a.bin, "run", *args, "--iterations", str(1 + k), "--json"])
         t_mem = sum(inmem["iteration_seconds"][1:]) / k
         for policy in a.policies.split(","):
             report(a, name, args, budget_mib, policy, spill, k, t_mem, read_bw)
@@ -160,34 +147,36 @@ def report(a, name, args, budget_mib, policy, spill, k, t_mem, read_bw):
     budget = budget_mib * MIB
     cg = Cgroup(f"spillway-ooc-{os.getpid()}", budget + 128 * MIB)
     try:
-        base = [a.bin, "run", *args, "--mem-budget", f"{budget_mib}M", "--policy", policy,
-                "--spill-dir", spill, "--json"]
-        short, u1 = run_usage(cg.wrap(base + ["--iterations", "1"]), spill)
-        long, u2 = run_usage(cg.wrap(base + ["--iterations", str(1 + k)]), spill)
+        run = run_json(cg.wrap([a.bin, "run", *args, "--mem-budget", f"{budget_mib}M", "--policy", policy,
+                                "--spill-dir", spill, "--json", "--iterations", str(1 + k)]))
     finally:
         cg.remove()
-    t_ooc = sum(long["iteration_seconds"][1:]) / k
-    (u1, w1), (u2, w2) = u1, u2
-    dev_read = (u2.ru_inblock - u1.ru_inblock) * 512 / k
-    dev_write = (w2 - w1) / k
-    dirtied = (u2.ru_oublock - u1.ru_oublock) * 512 / k
-    data = long["peak_storage_backed_bytes"]
-    must = max(data - budget, 0)
-    ideal = must / read_bw
+    t_ooc = sum(run["iteration_seconds"][1:]) / k
+    io = run.get("iteration_io", [])[1:]
+    if len(io) != k:
+        sys.exit(f"the report has no I/O for {k} iterations after the first: {run.get('iteration_io')}")
+
+    def per_iter(key):
+        values = [i.get(key) for i in io]
+        return None if None in values else sum(values) / k
+
+    def mib(v):
+        return "n/a" if v is None else f"{v / MIB:.0f} MiB"
+
+    data = run["peak_storage_backed_bytes"]
     # What an iteration touches: PageRank reports it (its in-lists, per-row and per-slot
     # values and the values it receives; the peak rank data also counts the loaded graph and
     # the set-up's temporary arrays, which an iteration never touches); K-means touches
     # everything.
-    working = long.get("iteration_bytes", data)
-    ideal_ws = max(working - budget, 0) / read_bw
+    touched = run.get("iteration_bytes", data)
+    must = max(touched - budget, 0)
+    ideal = must / read_bw
     print(f"| {name} {args[2]} | {data / MIB:.0f} MiB | {budget_mib} MiB | {policy} | {t_mem:.3f} | {t_ooc:.3f} | "
-          f"{t_ooc / t_mem:.2f}x | {dev_read / MIB:.0f} MiB | {dev_write / MIB:.0f} MiB | {must / MIB:.0f} MiB | "
-          f"{t_ooc / ideal if ideal > 0 else float('nan'):.2f} | {working / MIB:.0f} MiB | "
-          f"{t_ooc / ideal_ws if ideal_ws > 0 else float('nan'):.2f} |")
-    print(f"  (out of core: peak RSS {long['peak_rss'] / MIB:.0f} MiB, load {long['load_seconds']:.1f} s, "
-          f"spill written {long['spill_bytes_written'] / MIB:.0f} MiB, read back {long['spill_bytes_read'] / MIB:.0f} MiB; "
-          f"per iteration: pages dirtied {dirtied / MIB:.0f} MiB, messages spilled "
-          f"{(long['message_bytes_spilled'] - short['message_bytes_spilled']) / k / MIB:.0f} MiB)",
+          f"{t_ooc / t_mem:.2f}x | {mib(per_iter('device_read_bytes'))} | {mib(per_iter('device_written_bytes'))} | "
+          f"{must / MIB:.0f} MiB | {t_ooc / ideal if ideal > 0 else float('nan'):.2f} |")
+    print(f"  (out of core: peak RSS {run['peak_rss'] / MIB:.0f} MiB, load {run['load_seconds']:.1f} s; "
+          f"per iteration: read by the job {mib(per_iter('read_bytes'))}, pages dirtied "
+          f"{mib(per_iter('dirtied_bytes'))}; whole run: messages spilled {run['message_bytes_spilled'] / MIB:.0f} MiB)",
           flush=True)
 
 

@@ -1,6 +1,7 @@
 //! The `spillway` command-line tool: runs the shipped algorithms on files or generated data.
 
 mod bsp;
+mod iostat;
 mod mapreduce;
 mod more;
 mod report;
@@ -29,6 +30,7 @@ use spillway::{
     run_with_stats, Backend, Collectives, Comm, Config, JobError, Max, Policy, ResumePolicy, Sum,
 };
 
+use iostat::IoProbe;
 use report::Report;
 
 #[derive(Parser, Debug)]
@@ -639,8 +641,10 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
         world.barrier()?;
         restore(&world, ck.as_mut())?;
         let load = t0.elapsed();
+        let mut probe = (world.rank() == 0).then(|| IoProbe::start(rank.spill_dir()));
         let mut on_progress = |p: &Progress| {
-            if world.rank() == 0 {
+            if let Some(probe) = &mut probe {
+                probe.sample();
                 if let Some(b) = &bar {
                     b.set_position(p.iteration as u64);
                     b.set_message(format!("L1 change {:.3e}", p.delta));
@@ -678,17 +682,32 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
             io,
             ck_facts,
             iteration_bytes,
+            probe.map(|p| p.per_iteration()).unwrap_or_default(),
         ))
     })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let (n, m, max_edges, iterations, delta, sum, load, compute, times, io, ck_facts, touched) =
-        results.into_iter().next().expect("rank 0");
+    let (
+        n,
+        m,
+        max_edges,
+        iterations,
+        delta,
+        sum,
+        load,
+        compute,
+        times,
+        io,
+        ck_facts,
+        touched,
+        iteration_io,
+    ) = results.into_iter().next().expect("rank 0");
     // Iterations this run performed (fewer than `iterations` after a resume).
     let ran = times.len();
     let mut report = Report::new("pagerank", &input_name, &config);
     report.set_run(iterations, &times, load, compute, start.elapsed(), &stats);
+    report.iteration_io = iteration_io;
     report.output = args.out.as_ref().map(|p| p.display().to_string());
     report.facts = vec![
         ("vertices".into(), n as f64),
@@ -772,8 +791,10 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
         }
         world.barrier()?;
         let load = t0.elapsed();
+        let mut probe = (world.rank() == 0).then(|| IoProbe::start(rank.spill_dir()));
         let mut on_progress = |p: &Progress| {
-            if world.rank() == 0 {
+            if let Some(probe) = &mut probe {
+                probe.sample();
                 if let Some(b) = &bar {
                     b.set_position(p.iteration as u64);
                     b.set_message(format!("{} points moved", p.delta));
@@ -863,15 +884,17 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
             phases,
             regroup,
             ck_facts,
+            probe.map(|p| p.per_iteration()).unwrap_or_default(),
         ))
     })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let (n, dim, iterations, converged, load, compute, times, phases, regroup, ck_facts) =
+    let (n, dim, iterations, converged, load, compute, times, phases, regroup, ck_facts, io) =
         results.into_iter().next().expect("rank 0");
     let mut report = Report::new("kmeans", &input_name, &config);
     report.set_run(iterations, &times, load, compute, start.elapsed(), &stats);
+    report.iteration_io = io;
     report.output = args.out.as_ref().map(|p| p.display().to_string());
     report.facts = vec![
         ("points".into(), n as f64),

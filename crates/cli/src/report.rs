@@ -22,6 +22,10 @@ pub(crate) struct Report {
     pub(crate) compute_seconds: f64,
     pub(crate) total_seconds: f64,
     pub(crate) iteration_seconds: Vec<f64>,
+    /// Per iteration, the I/O of the process holding rank 0 and of the spill device
+    /// (PageRank and K-means).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) iteration_io: Vec<crate::iostat::IterationIo>,
     pub(crate) messages_sent: u64,
     pub(crate) bytes_sent: u64,
     pub(crate) mem_budget: Option<u64>,
@@ -66,6 +70,7 @@ impl Report {
             compute_seconds: 0.0,
             total_seconds: 0.0,
             iteration_seconds: Vec::new(),
+            iteration_io: Vec::new(),
             messages_sent: 0,
             bytes_sent: 0,
             mem_budget: config.mem_budget_bytes(),
