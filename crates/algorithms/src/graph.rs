@@ -20,7 +20,7 @@ use spillway_runtime::SbVec;
 use crate::error::AlgoError;
 use crate::generate::RmatSpec;
 use crate::input::{
-    count_lines, line_aligned_range, parse_mtx_chunk, parse_mtx_header, parse_snap_chunk,
+    count_lines, line_aligned_range, parse_mtx_chunk, parse_mtx_header, parse_snap_chunk_into,
     InputError,
 };
 
@@ -313,10 +313,12 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
             let mut stored: SbVec<[u32; 2]> = SbVec::with_capacity(comm.runtime(), 0)?;
             let mut max: Option<(u64, u64)> = None;
             let mut lines_so_far = 0u64;
+            let mut parsed = Vec::new();
             let (read, before) = read_chunks(comm, path, 0, chunk, |bytes| {
-                let parsed = parse_snap_chunk(bytes);
+                parsed.clear();
+                let error = parse_snap_chunk_into(bytes, &mut parsed);
                 let mut chunk_max: Option<(u64, usize)> = None;
-                for (k, &(s, d)) in parsed.edges.iter().enumerate() {
+                for (k, &(s, d)) in parsed.iter().enumerate() {
                     let id = u64::from(s.max(d));
                     if chunk_max.is_none_or(|(m, _)| id > m) {
                         chunk_max = Some((id, k));
@@ -327,9 +329,9 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
                         max = Some((id, lines_so_far + line_of_edge(bytes, k)));
                     }
                 }
-                append_pairs(&mut stored, &parsed.edges)?;
+                append_pairs(&mut stored, &parsed)?;
                 lines_so_far += count_lines(bytes);
-                Ok(parsed.error)
+                Ok(error)
             })?;
             agree_on_error(comm, path, read.error, before)?;
             let max = agree_on_max_id(comm, max.map(|(id, line)| (id, before + line + 1)))?;

@@ -351,44 +351,57 @@ fn parse_vertex_id(field: &[u8]) -> Result<u32, String> {
     }
 }
 
-/// Reads a run of at most 10 digits starting at `*pos` (enough for any id
-/// up to `MAX_VERTEX_ID` without overflow). `None` if there is no digit or
-/// more than 10.
-fn short_digits(line: &[u8], pos: &mut usize) -> Option<u64> {
+/// Reads a run of at most 10 ASCII digits at `*pos` of `bytes` (enough for any id up to
+/// [`MAX_VERTEX_ID`] without overflow). `None` if there is no digit or more than 10.
+#[inline(always)]
+fn id_digits(bytes: &[u8], pos: &mut usize) -> Option<u64> {
     let start = *pos;
     let mut value = 0u64;
-    while let Some(&b) = line.get(*pos) {
+    while let Some(&b) = bytes.get(*pos) {
         let digit = b.wrapping_sub(b'0');
         if digit > 9 {
             break;
         }
         value = value * 10 + u64::from(digit);
         *pos += 1;
-        if *pos - start > 10 {
-            return None;
-        }
     }
-    (*pos > start).then_some(value)
+    (*pos > start && *pos - start <= 10).then_some(value)
 }
 
-/// Fast path for the common well-formed line `DIGITS WHITESPACE DIGITS`
-/// (already trimmed). `None` sends the line to the general parser, which
-/// also produces the error messages.
+/// Fast path for the common well-formed line `DIGITS (SPACE|TAB)+ DIGITS` starting at `pos`
+/// and ending with `\n`, `\r\n` or the end of `bytes`: the edge and where the next line starts.
+/// `None` sends the line to the general parser (which also produces the error messages), e.g.
+/// for leading or trailing blanks, comments, a third field or an id above [`MAX_VERTEX_ID`].
+/// One pass over the bytes: no search for the line's end first.
+#[inline(always)]
+fn fast_snap_at(bytes: &[u8], pos: usize) -> Option<((u32, u32), usize)> {
+    let mut p = pos;
+    let src = id_digits(bytes, &mut p)?;
+    let gap = p;
+    while matches!(bytes.get(p), Some(b' ' | b'\t')) {
+        p += 1;
+    }
+    if p == gap {
+        return None;
+    }
+    let dst = id_digits(bytes, &mut p)?;
+    let next = match bytes.get(p) {
+        None => p,
+        Some(b'\n') => p + 1,
+        Some(b'\r') if bytes.get(p + 1) == Some(&b'\n') => p + 2,
+        Some(_) => return None,
+    };
+    if src > MAX_VERTEX_ID || dst > MAX_VERTEX_ID {
+        return None;
+    }
+    Some(((src as u32, dst as u32), next))
+}
+
+/// [`fast_snap_at`] for one line without its line end (already trimmed).
 fn fast_snap_line(line: &[u8]) -> Option<(u32, u32)> {
-    let mut pos = 0;
-    let src = short_digits(line, &mut pos)?;
-    let gap = pos;
-    while line.get(pos).is_some_and(u8::is_ascii_whitespace) {
-        pos += 1;
-    }
-    if pos == gap {
-        return None;
-    }
-    let dst = short_digits(line, &mut pos)?;
-    if pos != line.len() || src > MAX_VERTEX_ID || dst > MAX_VERTEX_ID {
-        return None;
-    }
-    Some((src as u32, dst as u32))
+    fast_snap_at(line, 0)
+        .filter(|&(_, next)| next == line.len())
+        .map(|(edge, _)| edge)
 }
 
 /// Parses one SNAP line that is known not to be blank or a comment.
@@ -423,22 +436,35 @@ fn parse_snap_line(line: &[u8]) -> Result<(u32, u32), String> {
 ///   [`MAX_VERTEX_ID`]).
 pub fn parse_snap_chunk(bytes: &[u8]) -> EdgeChunk {
     let mut edges = Vec::with_capacity(capacity_hint(bytes, 16));
-    for (index, line) in ChunkLines::new(bytes) {
-        let line = line.trim_ascii();
-        if line.is_empty() || line[0] == b'#' {
+    let error = parse_snap_chunk_into(bytes, &mut edges);
+    EdgeChunk { edges, error }
+}
+
+/// [`parse_snap_chunk`] appending to `edges` (a buffer reused across chunks saves allocating
+/// and faulting in fresh memory for each): the first error, if any, after the edges of the
+/// lines before it.
+pub fn parse_snap_chunk_into(bytes: &[u8], edges: &mut Vec<(u32, u32)>) -> Option<(u64, String)> {
+    let mut pos = 0;
+    let mut index = 0u64;
+    while pos < bytes.len() {
+        if let Some((edge, next)) = fast_snap_at(bytes, pos) {
+            edges.push(edge);
+            pos = next;
+            index += 1;
             continue;
         }
-        match parse_snap_line(line) {
-            Ok(edge) => edges.push(edge),
-            Err(reason) => {
-                return EdgeChunk {
-                    edges,
-                    error: Some((index, reason)),
-                }
+        let end = memchr::memchr(b'\n', &bytes[pos..]).map_or(bytes.len(), |p| pos + p);
+        let line = bytes[pos..end].trim_ascii();
+        pos = (end + 1).min(bytes.len());
+        if !line.is_empty() && line[0] != b'#' {
+            match parse_snap_line(line) {
+                Ok(edge) => edges.push(edge),
+                Err(reason) => return Some((index, reason)),
             }
         }
+        index += 1;
     }
-    EdgeChunk { edges, error: None }
+    None
 }
 
 // ---------------------------------------------------------------------------
@@ -1255,6 +1281,103 @@ mod tests {
         assert_eq!(fast_snap_line(b"12 34 5"), None);
         assert_eq!(fast_snap_line(b"12 3x"), None);
         assert_eq!(fast_snap_line(b"4294967295 1"), None);
+    }
+
+    /// A line-by-line parse with the standard library's splitting and integer parsing: the
+    /// edges, or the 0-based line of the first bad line.
+    fn snap_reference(bytes: &[u8]) -> Result<Vec<(u32, u32)>, u64> {
+        let text = std::str::from_utf8(bytes).expect("ASCII test input");
+        let mut edges = Vec::new();
+        for (i, line) in text.split_terminator('\n').enumerate() {
+            let line = line.trim_ascii();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+            let id = |f: &str| {
+                f.bytes()
+                    .all(|b| b.is_ascii_digit())
+                    .then(|| f.parse::<u64>().ok())
+                    .flatten()
+                    .filter(|&v| v <= MAX_VERTEX_ID)
+            };
+            match fields[..] {
+                [a, b] => match (id(a), id(b)) {
+                    (Some(a), Some(b)) => edges.push((a as u32, b as u32)),
+                    _ => return Err(i as u64),
+                },
+                _ => return Err(i as u64),
+            }
+        }
+        Ok(edges)
+    }
+
+    #[test]
+    fn snap_chunks_agree_with_a_line_by_line_reference() {
+        // Random chunks of well-formed lines and every irregularity the fast path hands to the
+        // general parser: blanks around and between fields, CR LF, form feeds, comments, long
+        // and leading-zero ids, ids out of range, a third field, a missing last newline.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for case in 0..400 {
+            let mut text = String::new();
+            let lines = 1 + next(40);
+            for _ in 0..lines {
+                let id = |r: u64| match r {
+                    0 => "0".to_string(),
+                    1 => "4294967294".to_string(),
+                    2 => "4294967295".to_string(),
+                    3 => "0000000000042".to_string(),
+                    _ => (r * 7919 % 100_000).to_string(),
+                };
+                let (a, b) = (id(next(40)), id(next(40)));
+                let sep = [" ", "\t", "  ", " \t ", "\x0c"][next(5) as usize];
+                let line = match next(24) {
+                    0 => String::new(),
+                    1 => "# a comment 1 2".to_string(),
+                    2 => format!("  {a}{sep}{b}"),
+                    3 => format!("{a}{sep}{b} \t"),
+                    4 => format!("{a}{sep}{b}\r"),
+                    5 if case % 4 == 0 => format!("{a}{sep}{b}{sep}9"),
+                    6 if case % 4 == 1 => format!("{a}x{sep}{b}"),
+                    7 if case % 4 == 2 => a.to_string(),
+                    _ => format!("{a}{sep}{b}"),
+                };
+                text.push_str(&line);
+                text.push('\n');
+            }
+            if next(2) == 0 {
+                text.pop();
+            }
+            let chunk = parse_snap_chunk(text.as_bytes());
+            match snap_reference(text.as_bytes()) {
+                Ok(edges) => {
+                    assert_eq!(chunk.error, None, "{text:?}");
+                    assert_eq!(chunk.edges, edges, "{text:?}");
+                }
+                Err(line) => {
+                    assert_eq!(chunk.error.map(|(l, _)| l), Some(line), "{text:?}");
+                    // The edges of the lines before the bad one.
+                    let prefix = match line {
+                        0 => 0,
+                        l => {
+                            text.match_indices('\n')
+                                .nth(l as usize - 1)
+                                .expect("line end")
+                                .0
+                                + 1
+                        }
+                    };
+                    let before = snap_reference(&text.as_bytes()[..prefix]);
+                    assert_eq!(Ok(chunk.edges), before, "{text:?}");
+                }
+            }
+        }
     }
 
     #[test]

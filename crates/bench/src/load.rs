@@ -7,11 +7,20 @@
 //! * the load: [`load_graph`] on `ranks` ranks (generation, the histogram of sources, the
 //!   exchange of edges to their owners and the construction of each rank's rows), from a
 //!   barrier to a barrier.
+//!
+//! With `--edge-list FILE` (a SNAP edge list, e.g. from `spillway gen rmat`), also:
+//! * the parse alone, one thread: [`parse_snap_chunk`] over the file's bytes in memory, in
+//!   chunks of 64 MiB (MB/s of text per core);
+//! * the load of the file: [`load_graph`] on `ranks` ranks (reading in chunks, parsing, the
+//!   exchange and the rows; the file is in the page cache after the first repetition).
 
 use std::time::{Duration, Instant};
 
 use spillway::algorithms::generate::RmatSpec;
+use std::path::PathBuf;
+
 use spillway::algorithms::graph::{load_graph, GraphSource};
+use spillway::algorithms::input::parse_snap_chunk;
 use spillway::{run, Collectives, Comm, Config, Max};
 
 use crate::harness::{format_duration, BoxError, Stats};
@@ -31,6 +40,9 @@ pub struct Args {
     /// Repetitions.
     #[arg(long, default_value_t = 3)]
     reps: usize,
+    /// Also time parsing and loading this SNAP edge list.
+    #[arg(long)]
+    edge_list: Option<PathBuf>,
 }
 
 /// Runs the benchmark.
@@ -99,5 +111,83 @@ pub fn main(a: Args) -> Result<(), BoxError> {
         format_duration(load.min),
         load.min.as_secs_f64() / gen.min.as_secs_f64()
     );
+    if let Some(path) = &a.edge_list {
+        edge_list(&a, path)?;
+    }
     Ok(())
+}
+
+/// Times the parse of an edge list alone and its load on `a.ranks` ranks.
+fn edge_list(a: &Args, path: &PathBuf) -> Result<(), BoxError> {
+    let text = std::fs::read(path)?;
+    let mb = text.len() as f64 / 1e6;
+    println!(
+        "edge list {} ({:.0} MB), best of {}",
+        path.display(),
+        mb,
+        a.reps
+    );
+    const CHUNK: usize = 64 << 20;
+    let mut parse = Vec::new();
+    let mut edges = 0usize;
+    for _ in 0..a.reps {
+        let t = Instant::now();
+        edges = 0;
+        let mut at = 0;
+        while at < text.len() {
+            // Chunks end at a line end, as the loader's do.
+            let end = if at + CHUNK >= text.len() {
+                text.len()
+            } else {
+                at + memchr_last_newline(&text[at..at + CHUNK])
+                    .ok_or("a line longer than 64 MiB")?
+                    + 1
+            };
+            let chunk = parse_snap_chunk(&text[at..end]);
+            if let Some((line, reason)) = chunk.error {
+                return Err(format!("line {line} of a chunk: {reason}").into());
+            }
+            edges += chunk.edges.len();
+            std::hint::black_box(&chunk.edges);
+            at = end;
+        }
+        parse.push(t.elapsed());
+    }
+    drop(text);
+    let parse = Stats::of(&parse);
+    let config = Config::new(a.ranks);
+    let source = GraphSource::EdgeList(path.clone());
+    let per_rank = run(&config, |rank| {
+        let comm = Comm::world(rank);
+        let mut load = Vec::new();
+        for _ in 0..a.reps {
+            comm.barrier()?;
+            let t = Instant::now();
+            let g = load_graph(&comm, &source)?;
+            comm.barrier()?;
+            load.push(t.elapsed());
+            drop(g);
+        }
+        Ok::<_, BoxError>(load)
+    })?;
+    let load = Stats::of(&per_rank[0]);
+    let rate = |d: Duration| mb / d.as_secs_f64();
+    println!(
+        "  parse, 1 thread         {}  ({:.0} MB/s, {edges} edges)",
+        format_duration(parse.min),
+        rate(parse.min)
+    );
+    println!(
+        "  load_graph, {} ranks     {}  ({:.0} MB/s, {:.0} MB/s per rank)",
+        a.ranks,
+        format_duration(load.min),
+        rate(load.min),
+        rate(load.min) / f64::from(a.ranks)
+    );
+    Ok(())
+}
+
+/// Position of the last `\n` in `bytes`.
+fn memchr_last_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().rposition(|&b| b == b'\n')
 }
