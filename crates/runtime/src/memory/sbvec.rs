@@ -368,8 +368,7 @@ impl Region {
         }
         // SAFETY: dropping the pages of a shared file mapping keeps their contents in the file
         // (modified pages stay in the page cache until written back); later accesses fault
-        // them back in. The page cache is the kernel's to reclaim (a memory cgroup bounds it);
-        // SPILLWAY_SYNC_UNLOAD=1 also drops it at once.
+        // them back in.
         unsafe {
             libc::madvise(ptr.cast(), map_len, libc::MADV_DONTNEED);
         }
