@@ -110,6 +110,8 @@ def main():
     ap.add_argument("--only", default=None, choices=["pagerank", "kmeans"], help="run one job only")
     ap.add_argument("--policies", default="araw,arlw",
                     help="storage-backed memory policies to run out of core (comma-separated)")
+    ap.add_argument("--running", type=int, default=None,
+                    help="ranks running at once per node out of core (default: the cores)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root (the benchmark creates a memory cgroup)")
@@ -148,7 +150,8 @@ def report(a, name, args, budget_mib, policy, spill, k, t_mem, read_bw):
     cg = Cgroup(f"spillway-ooc-{os.getpid()}", budget + 128 * MIB)
     try:
         run = run_json(cg.wrap([a.bin, "run", *args, "--mem-budget", f"{budget_mib}M", "--policy", policy,
-                                "--spill-dir", spill, "--json", "--iterations", str(1 + k)]))
+                                "--spill-dir", spill, "--json", "--iterations", str(1 + k),
+                                *(["--running", str(a.running)] if a.running else [])]))
     finally:
         cg.remove()
     t_ooc = sum(run["iteration_seconds"][1:]) / k
