@@ -139,9 +139,7 @@ fn edge_list(a: &Args, path: &PathBuf) -> Result<(), BoxError> {
             let end = if at + CHUNK >= text.len() {
                 text.len()
             } else {
-                at + memchr_last_newline(&text[at..at + CHUNK])
-                    .ok_or("a line longer than 64 MiB")?
-                    + 1
+                at + last_newline(&text[at..at + CHUNK]).ok_or("a line longer than 64 MiB")? + 1
             };
             let chunk = parse_snap_chunk(&text[at..end]);
             if let Some((line, reason)) = chunk.error {
@@ -188,6 +186,6 @@ fn edge_list(a: &Args, path: &PathBuf) -> Result<(), BoxError> {
 }
 
 /// Position of the last `\n` in `bytes`.
-fn memchr_last_newline(bytes: &[u8]) -> Option<usize> {
+fn last_newline(bytes: &[u8]) -> Option<usize> {
     bytes.iter().rposition(|&b| b == b'\n')
 }

@@ -231,6 +231,15 @@ struct PendingDrop {
     at: u64,
 }
 
+impl PendingDrop {
+    /// Drops the region's page cache, if the region still exists.
+    fn run(self) {
+        if let Some(r) = self.region.upgrade() {
+            r.drop_written(self.gen);
+        }
+    }
+}
+
 /// Blocking calls on a node after an unload before the pages it handed to write-back are
 /// dropped from the page cache (a rank's turn usually outlasts writing its modified pages).
 const DROP_AFTER_BLOCKS: u64 = 2;
@@ -581,8 +590,8 @@ impl NodeMem {
                 .then(|| q.pop_front())
                 .flatten()
         };
-        if let Some(d) = oldest.and_then(|d| Some((d.region.upgrade()?, d.gen))) {
-            d.0.drop_written(d.1);
+        if let Some(d) = oldest {
+            d.run();
         }
     }
 
@@ -599,9 +608,7 @@ impl NodeMem {
             q.drain(..n).collect()
         };
         for d in due {
-            if let Some(r) = d.region.upgrade() {
-                r.drop_written(d.gen);
-            }
+            d.run();
         }
     }
 

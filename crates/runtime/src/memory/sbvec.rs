@@ -183,13 +183,8 @@ impl Region {
                 end - start,
                 libc::MADV_DONTNEED,
             );
-            libc::posix_fadvise(
-                file.as_raw_fd(),
-                start as i64,
-                (end - start) as i64,
-                libc::POSIX_FADV_DONTNEED,
-            );
         }
+        drop_page_cache(file, start, end - start);
         drop(st);
         self.node
             .counters
@@ -378,16 +373,7 @@ impl Region {
             // evicts the least recently used pages, which in a rank rotation are the ones
             // needed soonest, and it counts against the same memory as the budget. Pages under
             // write-back are skipped here and dropped later (below).
-            // SAFETY: advice on our own descriptor over the file's length; it drops only clean,
-            // unmapped page cache pages, whose contents are in the file.
-            unsafe {
-                libc::posix_fadvise(
-                    file.as_raw_fd(),
-                    0,
-                    map_len as i64,
-                    libc::POSIX_FADV_DONTNEED,
-                );
-            }
+            drop_page_cache(file, 0, map_len);
         }
         if drop_cache && !sync && written > 0 {
             self.node.defer_drop(Arc::downgrade(self), st.gen);
@@ -420,16 +406,7 @@ impl Region {
         if st.gen != gen || st.loaded || st.partial > 0 {
             return;
         }
-        // SAFETY: advice on our own descriptor over the file's length; it drops only clean,
-        // unmapped page cache pages, whose contents are in the file.
-        unsafe {
-            libc::posix_fadvise(
-                file.as_raw_fd(),
-                0,
-                self.map_len() as i64,
-                libc::POSIX_FADV_DONTNEED,
-            );
-        }
+        drop_page_cache(file, 0, self.map_len());
     }
 
     /// The owner blocks: records whether the region is in its working set (loaded now).
@@ -579,6 +556,20 @@ impl Drop for Region {
 }
 
 /// Whether unloads write back synchronously and drop the page cache (`SPILLWAY_SYNC_UNLOAD=1`).
+/// Drops the clean, unmapped pages of `file`'s bytes `[start, start + len)` from the page
+/// cache (their contents are in the file; dirty and mapped pages stay).
+fn drop_page_cache(file: &File, start: usize, len: usize) {
+    // SAFETY: advice on our own open descriptor; it changes no data.
+    unsafe {
+        libc::posix_fadvise(
+            file.as_raw_fd(),
+            start as i64,
+            len as i64,
+            libc::POSIX_FADV_DONTNEED,
+        );
+    }
+}
+
 /// `SPILLWAY_KEEP_PAGE_CACHE=1`: unloads leave the page cache to the kernel's reclaim (for
 /// measuring what dropping it gains).
 fn keep_page_cache() -> bool {
