@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::input::InputError;
+use crate::io::InputError;
 
 /// Why an algorithm or loader failed.
 #[derive(Debug)]
@@ -32,8 +32,8 @@ pub enum AlgoError {
     /// A MapReduce operation failed in its spill files (see [`spillway_mapreduce::Error`]).
     MapReduce(spillway_mapreduce::Error),
     /// Saving or resuming a checkpoint failed, or the checkpoint belongs to another job (see
-    /// [`spillway_mapreduce::checkpoint::CheckpointError`]).
-    Checkpoint(spillway_mapreduce::checkpoint::CheckpointError),
+    /// [`spillway_checkpoint::CheckpointError`]).
+    Checkpoint(spillway_checkpoint::CheckpointError),
 }
 
 impl AlgoError {
@@ -119,10 +119,10 @@ impl From<spillway_mapreduce::Error> for AlgoError {
     }
 }
 
-impl From<spillway_mapreduce::checkpoint::CheckpointError> for AlgoError {
-    fn from(e: spillway_mapreduce::checkpoint::CheckpointError) -> AlgoError {
+impl From<spillway_checkpoint::CheckpointError> for AlgoError {
+    fn from(e: spillway_checkpoint::CheckpointError) -> AlgoError {
         match e {
-            spillway_mapreduce::checkpoint::CheckpointError::Runtime(e) => AlgoError::Comm(e),
+            spillway_checkpoint::CheckpointError::Runtime(e) => AlgoError::Comm(e),
             e => AlgoError::Checkpoint(e),
         }
     }

@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
+use spillway_algorithms::cluster::kmeans::{kmeans, Init, KMeansOptions};
+use spillway_algorithms::cluster::points::{load_points, PointSource};
 use spillway_algorithms::generate::{BlobsSpec, RmatSpec};
+use spillway_algorithms::graph::pagerank::{pagerank, PageRankOptions};
 use spillway_algorithms::graph::{load_graph, GraphSource};
-use spillway_algorithms::kmeans::{kmeans, Init, KMeansOptions};
-use spillway_algorithms::output::write_ordered;
-use spillway_algorithms::pagerank::{pagerank, PageRankOptions};
-use spillway_algorithms::points::{load_points, PointSource};
+use spillway_algorithms::io::write_ordered;
 use spillway_algorithms::AlgoError;
 use spillway_comm::{Collectives, Comm};
 use spillway_runtime::{run, Config};
@@ -269,7 +269,12 @@ fn random_init_picks_distinct_points_deterministically() {
         let c = run(&Config::new(ranks), |rank| -> Result<_, AlgoError> {
             let world = Comm::world(rank);
             let pts = load_points(&world, &PointSource::Blobs(spec))?;
-            spillway_algorithms::kmeans::initial_centroids(&world, &pts, 10, &Init::Random(7))
+            spillway_algorithms::cluster::kmeans::initial_centroids(
+                &world,
+                &pts,
+                10,
+                &Init::Random(7),
+            )
         })
         .unwrap();
         assert!(c.iter().all(|x| *x == c[0]));

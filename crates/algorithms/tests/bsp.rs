@@ -2,8 +2,8 @@
 //! sample sort against the standard library's sort, at several rank counts and node layouts.
 
 use num_complex::Complex64;
-use spillway_algorithms::fft::{fft, input_index, output_index, random_value};
-use spillway_algorithms::sort::{random_u64, sample_sort};
+use spillway_algorithms::bsp::fft::{fft, input_index, output_index, random_value};
+use spillway_algorithms::bsp::sort::{random_u64, sample_sort};
 use spillway_bsp::{hook, Memory, Options};
 use spillway_comm::Comm;
 use spillway_runtime::{run, Config, SbVec};

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use spillway_algorithms::cc::{connected_components, Variant};
+use spillway_algorithms::graph::cc::{connected_components, Variant};
+use spillway_algorithms::graph::pagerank::{pagerank, PageRankOptions};
+use spillway_algorithms::graph::pagerank_mr::{load_edge_dataset, pagerank_mapreduce};
 use spillway_algorithms::graph::{load_graph, GraphSource};
-use spillway_algorithms::pagerank::{pagerank, PageRankOptions};
-use spillway_algorithms::pagerank_mr::{load_edge_dataset, pagerank_mapreduce};
 use spillway_algorithms::AlgoError;
 use spillway_comm::Comm;
 use spillway_mapreduce::Dataset;

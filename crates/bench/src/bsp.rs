@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use num_complex::Complex64;
 use rustfft::FftPlanner;
-use spillway::algorithms::fft::{fft, input_index, output_index, random_value};
-use spillway::algorithms::sort::{random_u64, sample_sort};
+use spillway::algorithms::bsp::fft::{fft, input_index, output_index, random_value};
+use spillway::algorithms::bsp::sort::{random_u64, sample_sort};
 use spillway::bsp::{self, Memory, Options, ProbeOptions};
 use spillway::{run, Collectives, Comm, Config, Max};
 

@@ -20,7 +20,7 @@ use spillway::algorithms::generate::RmatSpec;
 use std::path::PathBuf;
 
 use spillway::algorithms::graph::{load_graph, GraphSource};
-use spillway::algorithms::input::parse_snap_chunk;
+use spillway::algorithms::io::parse_snap_chunk;
 use spillway::{run, Collectives, Comm, Config, Max};
 
 use crate::harness::{format_duration, BoxError, Stats};

@@ -17,7 +17,7 @@ use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use spillway::algorithms::wordcount::{for_each_word, word_count, WordCountOptions};
+use spillway::algorithms::text::wordcount::{for_each_word, word_count, WordCountOptions};
 use spillway::mapreduce::{NodeAggregation, OpStats};
 use spillway::{run, Collectives, Comm, Config};
 

@@ -16,8 +16,8 @@
 use std::time::{Duration, Instant};
 
 use spillway::algorithms::generate::RmatSpec;
+use spillway::algorithms::graph::pagerank::{pagerank, PageRankOptions};
 use spillway::algorithms::graph::{load_graph, GraphSource};
-use spillway::algorithms::pagerank::{pagerank, PageRankOptions};
 use spillway::{run, Collectives, Comm, Config};
 
 use crate::harness::{format_duration, BoxError, Stats};

@@ -19,8 +19,8 @@ use std::io::Write as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use spillway::algorithms::graph::pagerank::{pagerank, PageRankOptions};
 use spillway::algorithms::graph::{load_graph, GraphSource};
-use spillway::algorithms::pagerank::{pagerank, PageRankOptions};
 use spillway::{run_with_stats, Collectives, Comm, Config, Sum};
 
 use crate::harness::{format_duration, BoxError, Stats};

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use spillway::algorithms::fft::{
+use spillway::algorithms::bsp::fft::{
     check_length, fft, input_index, parse_complex, parse_generate, random_value,
 };
-use spillway::algorithms::input::InputError;
-use spillway::algorithms::output::write_ordered;
-use spillway::algorithms::sort::{random_u64, sample_sort};
+use spillway::algorithms::bsp::sort::{random_u64, sample_sort};
+use spillway::algorithms::io::write_ordered;
+use spillway::algorithms::io::InputError;
 use spillway::algorithms::AlgoError;
 use spillway::bsp::{self, Memory, Options, ProbeOptions, ProbeReport};
 use spillway::{run_with_stats, Collectives, Comm, Config, Max, SbVec, Sum};

@@ -14,18 +14,18 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use spillway::algorithms::generate::{BlobsSpec, RmatSpec};
-use spillway::algorithms::graph::{load_graph, GraphSource};
-use spillway::algorithms::harp::{kmeans_regroup, prefer_regroup};
-use spillway::algorithms::input::{
-    remove_temporary_outputs, resolve_output, AtomicFile, InputError,
+use spillway::algorithms::cluster::harp::{kmeans_regroup, prefer_regroup};
+use spillway::algorithms::cluster::kmeans::{
+    kmeans_checkpointed, Init, KMeansOptions, KMeansResult,
 };
-use spillway::algorithms::kmeans::{kmeans_checkpointed, Init, KMeansOptions, KMeansResult};
-use spillway::algorithms::output::write_ordered;
-use spillway::algorithms::pagerank::{pagerank_checkpointed, PageRankOptions};
-use spillway::algorithms::points::{load_points, PointSource};
+use spillway::algorithms::cluster::points::{load_points, PointSource};
+use spillway::algorithms::generate::{BlobsSpec, RmatSpec};
+use spillway::algorithms::graph::pagerank::{pagerank_checkpointed, PageRankOptions};
+use spillway::algorithms::graph::{load_graph, GraphSource};
+use spillway::algorithms::io::write_ordered;
+use spillway::algorithms::io::{remove_temporary_outputs, resolve_output, AtomicFile, InputError};
 use spillway::algorithms::{AlgoError, Progress};
-use spillway::mapreduce::checkpoint::Checkpointer;
+use spillway::checkpoint::Checkpointer;
 use spillway::{
     run_with_stats, Backend, Collectives, Comm, Config, JobError, Max, Policy, ResumePolicy, Sum,
 };

@@ -4,12 +4,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
-use spillway::algorithms::cc::{connected_components, load_edges, Variant};
 use spillway::algorithms::generate::RmatSpec;
-use spillway::algorithms::output::write_ordered;
-use spillway::algorithms::pagerank_mr::{load_edge_dataset, pagerank_mapreduce};
-use spillway::algorithms::rmat::rmat_dedup;
-use spillway::algorithms::wordcount::{check_files, word_count, write_counts, WordCountOptions};
+use spillway::algorithms::graph::cc::{connected_components, load_edges, Variant};
+use spillway::algorithms::graph::pagerank_mr::{load_edge_dataset, pagerank_mapreduce};
+use spillway::algorithms::graph::rmat::rmat_dedup;
+use spillway::algorithms::io::write_ordered;
+use spillway::algorithms::text::wordcount::{
+    check_files, word_count, write_counts, WordCountOptions,
+};
 use spillway::algorithms::AlgoError;
 use spillway::mapreduce::{FaultTolerance, Injection, NodeAggregation};
 use spillway::{run_with_stats, Collectives, Comm, Config, Max};

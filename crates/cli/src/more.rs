@@ -5,14 +5,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use spillway::algorithms::colour::colour;
+use spillway::algorithms::cluster::kmeans::Init;
+use spillway::algorithms::cluster::spkmeans::{normalize_rows, spkmeans, SpKMeansOptions};
+use spillway::algorithms::factor::sgd::{grid_side, load_ratings, sgd, SgdOptions};
+use spillway::algorithms::graph::colour::colour;
 use spillway::algorithms::graph::{load_graph, GraphSource};
-use spillway::algorithms::input::AtomicFile;
-use spillway::algorithms::kmeans::Init;
-use spillway::algorithms::output::write_ordered;
-use spillway::algorithms::sgd::{grid_side, load_ratings, sgd, SgdOptions};
-use spillway::algorithms::sparse::{load_rows, SparseSource};
-use spillway::algorithms::spkmeans::{normalize_rows, spkmeans, SpKMeansOptions};
+use spillway::algorithms::io::write_ordered;
+use spillway::algorithms::io::AtomicFile;
+use spillway::algorithms::io::{load_rows, SparseSource};
 use spillway::algorithms::{AlgoError, Progress};
 use spillway::{run_with_stats, Collectives, Comm, Max};
 

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use clap::Args;
 use serde_json::json;
-use spillway::algorithms::input::{parse_snap_chunk, AtomicFile, InputError};
+use spillway::algorithms::io::{parse_snap_chunk, AtomicFile, InputError};
 use spillway_structures::compress::{
     self, CompressError, Decoded, Dtype, Encoding, Grid, HeaderGrid, IdPredictor, Method, Options,
     PointGraph, SetRule, Values,

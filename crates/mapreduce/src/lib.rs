@@ -44,7 +44,6 @@
 #![deny(missing_docs, unreachable_pub)]
 
 mod binary;
-pub mod checkpoint;
 mod data;
 mod dataset;
 mod emit;

@@ -1,9 +1,9 @@
 //! K-means on generated blobs with 5 ranks on 2 virtual nodes; checks that every centroid lies
 //! near a true blob centre. `cargo run --release --example kmeans`.
 
+use spillway::algorithms::cluster::kmeans::{kmeans, Init, KMeansOptions};
+use spillway::algorithms::cluster::points::{load_points, PointSource};
 use spillway::algorithms::generate::BlobsSpec;
-use spillway::algorithms::kmeans::{kmeans, Init, KMeansOptions};
-use spillway::algorithms::points::{load_points, PointSource};
 use spillway::algorithms::AlgoError;
 use spillway::prelude::*;
 

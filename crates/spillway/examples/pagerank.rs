@@ -2,8 +2,8 @@
 //! sequential loop. `cargo run --release --example pagerank`.
 
 use spillway::algorithms::generate::RmatSpec;
+use spillway::algorithms::graph::pagerank::{pagerank, PageRankOptions};
 use spillway::algorithms::graph::{load_graph, GraphSource};
-use spillway::algorithms::pagerank::{pagerank, PageRankOptions};
 use spillway::algorithms::AlgoError;
 use spillway::prelude::*;
 

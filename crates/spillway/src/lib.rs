@@ -31,6 +31,7 @@
 
 pub use spillway_algorithms as algorithms;
 pub use spillway_bsp as bsp;
+pub use spillway_checkpoint as checkpoint;
 pub use spillway_comm::{
     wait_all, Aggregate, BitAnd, BitOr, BitXor, Collectives, Comm, Exchanged, Logical, LogicalAnd,
     LogicalOr, LogicalXor, Max, Min, Operation, Prod, RecvRequest, SendRequest, Source, Status,

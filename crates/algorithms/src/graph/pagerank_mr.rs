@@ -1,7 +1,7 @@
 //! PageRank as iterative MapReduce (thesis algorithms 4-5): the adjacency list of a vertex
 //! travels as a value keyed by the vertex itself, next to the contributions it receives.
 //!
-//! Same definition as [`pagerank()`](crate::pagerank::pagerank): column-stochastic, damping
+//! Same definition as [`pagerank()`](crate::graph::pagerank::pagerank): column-stochastic, damping
 //! `d`, dangling mass spread uniformly, start `1/N`, duplicate edges add up; `N` is the
 //! number of vertices of the source (largest id + 1 for an edge list). Sums are taken in a
 //! different order, so the ranks agree with the direct engine to rounding (L1 ~ 1e-15).
@@ -10,17 +10,17 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use spillway_checkpoint::{header, split_header, Checkpointer};
 use spillway_comm::{Collectives, Comm, Max, Sum};
-use spillway_mapreduce::checkpoint::{header, split_header, Checkpointer};
 use spillway_mapreduce::{
     Chain, Dataset, DatasetBuilder, Emitter, FaultTolerance, FtStats, Input, MapReduce, OpStats,
     Output,
 };
 
 use crate::error::AlgoError;
+use crate::graph::pagerank::PageRankOptions;
 use crate::graph::{agree_on_error, heap_allowance, read_chunks, GraphSource};
-use crate::input::{parse_mtx_chunk, parse_mtx_header, parse_snap_chunk, InputError};
-use crate::pagerank::PageRankOptions;
+use crate::io::{parse_mtx_chunk, parse_mtx_header, parse_snap_chunk, InputError};
 use crate::Progress;
 
 /// A vertex's state between operations: its rank and its out-edges.

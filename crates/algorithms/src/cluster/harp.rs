@@ -2,7 +2,7 @@
 //! partial sums, not the points, dominate memory.
 //!
 //! # Semantics
-//! The same iterations as [`kmeans()`](crate::kmeans::kmeans) (nearest centroid by squared
+//! The same iterations as [`kmeans()`](crate::cluster::kmeans::kmeans) (nearest centroid by squared
 //! Euclidean distance, ties to the lower index; a cluster that lost all its points keeps its
 //! centroid; stop when no point moves or at the iteration limit, then assign once more), so
 //! the assignments equal those of the allreduce version (the sums may be added in another
@@ -26,7 +26,7 @@
 //! centroids (`k d`) and the kernel's two prepared copies of them (`2 k d`); the sums and the
 //! prepared copies are freed before the new centroids are gathered, so old and new centroids
 //! (`2 k d`) never coexist with them.
-//! Compare [`kmeans()`](crate::kmeans::kmeans), where every rank holds the centroids and a
+//! Compare [`kmeans()`](crate::cluster::kmeans::kmeans), where every rank holds the centroids and a
 //! `k (d + 1)` partial sum across its allreduce.
 //!
 //! # Cost per iteration (n local points, l nodes)
@@ -39,10 +39,10 @@ use std::time::{Duration, Instant};
 use spillway_comm::{Aggregate, Collectives, Comm, Sum};
 use spillway_runtime::SbVec;
 
-use crate::assign::Centres;
+use crate::cluster::assign::Centres;
+use crate::cluster::kmeans::{sample_distinct, Init, KMeansOptions};
+use crate::cluster::points::DistPoints;
 use crate::error::AlgoError;
-use crate::kmeans::{sample_distinct, Init, KMeansOptions};
-use crate::points::DistPoints;
 use crate::Progress;
 
 /// Centroid values (`k * d`) above which [`prefer_regroup`] chooses this version: 2^20 (8 MiB
@@ -108,7 +108,7 @@ fn initial(
         Init::Random(seed) => sample_distinct(points.total, k, *seed),
         Init::File(_) => {
             // Read on every rank (as the allreduce version does); rank 0 writes it.
-            let c = crate::kmeans::initial_centroids(comm, points, k, init)?;
+            let c = crate::cluster::kmeans::initial_centroids(comm, points, k, init)?;
             let first = comm.rank() == 0;
             return Ok(comm.aggregate(0.0, k * dim, Sum, &mut |buf| {
                 if first {
@@ -139,7 +139,7 @@ const ASSIGN_CHUNK: usize = 4096;
 /// every rank after each iteration with the number of points that changed cluster.
 ///
 /// # Errors
-/// As [`crate::kmeans::initial_centroids`]; communication errors.
+/// As [`crate::cluster::kmeans::initial_centroids`]; communication errors.
 pub fn kmeans_regroup(
     comm: &Comm,
     points: &DistPoints,

@@ -10,7 +10,7 @@
 //! scikit-learn's `lloyd` (which, unlike this, relocates empty clusters).
 //!
 //! # Cost per iteration (n local points, d dimensions, k clusters)
-//! O(n k d) local work (the blocked kernel of [`crate::assign`]); one allreduce of k (d + 1) + 1 values.
+//! O(n k d) local work (the blocked kernel of [`crate::cluster::assign`]); one allreduce of k (d + 1) + 1 values.
 //!
 //! # Checkpoints
 //! [`kmeans_checkpointed`] saves, after every K iterations, the iteration count, whether the
@@ -25,14 +25,14 @@ use std::time::{Duration, Instant};
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use spillway_checkpoint::Checkpointer;
 use spillway_comm::{Collectives, Comm, Sum};
-use spillway_mapreduce::checkpoint::Checkpointer;
 use spillway_runtime::SbVec;
 
-use crate::assign::{nearest_exact, Centres};
+use crate::cluster::assign::{nearest_exact, Centres};
+use crate::cluster::points::DistPoints;
 use crate::error::AlgoError;
-use crate::input::{csv_dimension, parse_csv_chunk, read_range, InputError};
-use crate::points::DistPoints;
+use crate::io::{csv_dimension, parse_csv_chunk, read_range, InputError};
 use crate::Progress;
 
 /// How the initial centroids are chosen.

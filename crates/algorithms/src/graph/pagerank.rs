@@ -48,8 +48,8 @@
 
 use std::time::{Duration, Instant};
 
+use spillway_checkpoint::{header, split_header, Checkpointer};
 use spillway_comm::{Collectives, Comm, Sum};
-use spillway_mapreduce::checkpoint::{header, split_header, Checkpointer};
 use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;

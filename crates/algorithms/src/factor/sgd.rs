@@ -31,8 +31,8 @@ use spillway_comm::{Collectives, Comm, Sum};
 use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
-use crate::input::InputError;
-use crate::sparse::{
+use crate::io::InputError;
+use crate::io::{
     distribute_entries, entry_col, entry_row, entry_value, read_entries, Entry, SparseSource,
 };
 use crate::Progress;

@@ -19,7 +19,7 @@ use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::generate::RmatSpec;
-use crate::input::{
+use crate::io::{
     count_lines, line_aligned_range, parse_mtx_chunk, parse_mtx_header, parse_snap_chunk_into,
     InputError,
 };

@@ -16,7 +16,7 @@ use spillway_comm::{Collectives, Comm, Sum};
 use std::cell::Cell;
 use std::rc::Rc;
 
-use spillway_mapreduce::checkpoint::{header, split_header, Checkpointer};
+use spillway_checkpoint::{header, split_header, Checkpointer};
 use spillway_mapreduce::{
     Chain, Dataset, DatasetBuilder, Emitter, FaultTolerance, FtStats, Input, MapReduce, OpStats,
     Output, Values,
@@ -24,7 +24,7 @@ use spillway_mapreduce::{
 
 use crate::error::AlgoError;
 use crate::graph::{agree_on_error, heap_allowance, read_chunks};
-use crate::input::parse_snap_chunk;
+use crate::io::parse_snap_chunk;
 
 /// The order of the star operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

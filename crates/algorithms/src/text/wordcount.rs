@@ -13,7 +13,7 @@ use spillway_mapreduce::{
 use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
-use crate::input::{AtomicFile, InputError};
+use crate::io::{AtomicFile, InputError};
 
 /// How to count.
 #[derive(Debug, Clone)]

@@ -21,7 +21,7 @@ use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::graph::{agree_on_error, heap_allowance, read_chunks};
-use crate::input::{parse_mtx_header, InputError, MtxHeader};
+use crate::io::{parse_mtx_header, InputError, MtxHeader};
 
 /// A sparse-matrix file.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,8 +32,8 @@
 //! allreduce of one word per candidate checkpoint.
 //!
 //! ```
+//! use spillway_checkpoint as checkpoint;
 //! use spillway_comm::Comm;
-//! use spillway_mapreduce::checkpoint;
 //! use spillway_runtime::{run, Config};
 //!
 //! let dir = tempfile::tempdir().unwrap();
@@ -48,6 +48,7 @@
 //! })
 //! .unwrap();
 //! ```
+#![deny(missing_docs, unreachable_pub)]
 
 use std::fmt;
 use std::fs::{self, File};

@@ -18,16 +18,16 @@
 //! # Cost per iteration (z local non-zeros, d columns)
 //! O(z k) local work; a broadcast and a reduce of `k d + 2` values.
 //!
-//! [`load_rows`]: crate::sparse::load_rows
+//! [`load_rows`]: crate::io::load_rows
 
 use std::time::{Duration, Instant};
 
 use spillway_comm::{Collectives, Comm, Sum};
 use spillway_runtime::SbVec;
 
+use crate::cluster::kmeans::{sample_distinct, Init};
 use crate::error::AlgoError;
-use crate::kmeans::{sample_distinct, Init};
-use crate::sparse::DistRows;
+use crate::io::DistRows;
 use crate::Progress;
 
 /// Spherical K-means parameters.

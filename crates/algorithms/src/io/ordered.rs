@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use spillway_comm::Comm;
 
 use crate::error::AlgoError;
-use crate::input::AtomicFile;
+use crate::io::AtomicFile;
 
 fn output_error(path: &Path, source: std::io::Error) -> AlgoError {
     AlgoError::Output {

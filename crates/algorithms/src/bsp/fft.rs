@@ -266,14 +266,14 @@ fn run(plan: &Arc<dyn Fft<f64>>, data: &mut Memory<Complex64>) {
 /// Reads a text vector of complex values, one `"re im"` per line.
 ///
 /// # Errors
-/// [`InputError`](crate::input::InputError) with the file, the 1-based line and the reason:
+/// [`InputError`](crate::io::InputError) with the file, the 1-based line and the reason:
 /// a line without exactly two numbers, a number that does not parse or is not finite, an
 /// empty file.
 pub fn parse_complex(
     path: &std::path::Path,
     bytes: &[u8],
-) -> Result<Vec<Complex64>, crate::input::InputError> {
-    use crate::input::InputError;
+) -> Result<Vec<Complex64>, crate::io::InputError> {
+    use crate::io::InputError;
     let mut out = Vec::new();
     let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     for (i, line) in body.split(|&b| b == b'\n').enumerate() {

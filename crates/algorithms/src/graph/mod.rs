@@ -1,0 +1,16 @@
+//! Graph algorithms on a distributed directed graph.
+//!
+//! The graph is loaded (from a SNAP edge list or a Matrix Market file) or generated (R-MAT)
+//! as a 1-D row decomposition balanced by non-zeros ([`load_graph`], [`DistGraph`]); the
+//! direct engines ([`pagerank`], [`colour`]) run on it. The MapReduce engines
+//! ([`pagerank_mr`], [`cc`], [`rmat`]) keep their edges as `spillway-mapreduce` datasets.
+
+pub mod cc;
+pub mod colour;
+mod load;
+pub mod pagerank;
+pub mod pagerank_mr;
+pub mod rmat;
+
+pub(crate) use load::{agree_on_error, heap_allowance, read_chunks};
+pub use load::{load_graph, DistGraph, GraphSource, ROW_WEIGHT, VERTEX_STATE_BYTES};

@@ -1,0 +1,6 @@
+//! Text processing as MapReduce.
+//!
+//! [`wordcount`]: word count over text files read in bounded chunks (thesis algorithms 2-3),
+//! with the counts written as one file in descending order.
+
+pub mod wordcount;
