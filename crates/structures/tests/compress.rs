@@ -7,8 +7,8 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use spillway_structures::compress::{
-    compress, decompress, read_header, CompressError, Decoded, Encoding, Grid, IdPredictor, Method,
-    Options, PointGraph, SetRule, Values,
+    compress, decompress, read_header, CompressError, Decoded, Encoding, Grid, HeaderGrid,
+    IdPredictor, Method, Options, PointGraph, SetRule, Values,
 };
 
 // ------------------------------------------------------------------------------------------
@@ -155,6 +155,21 @@ fn oracle_sanity() {
 fn configurations(eps: f64) -> Vec<Options> {
     let mut out = Vec::new();
     for method in Method::ALL {
+        if method == Method::Predict {
+            // The default (predictor chosen on a sample), each predictor alone, and without
+            // lattice mode.
+            let o = Options::new(eps, method);
+            out.push(o.clone());
+            for predictor in [IdPredictor::Interpolation, IdPredictor::Lorenzo] {
+                let mut p = o.clone();
+                p.search = false;
+                p.predictor = predictor;
+                out.push(p.clone());
+                p.lattice = false;
+                out.push(p);
+            }
+            continue;
+        }
         for rule in [SetRule::Ball, SetRule::Range] {
             let mut o = Options::new(eps, method);
             o.set_rule = rule;
@@ -441,12 +456,206 @@ fn corrupt_and_truncated_files_are_rejected_without_panicking() {
         CompressError::NotCompressed
     );
     let packed = compress(Values::F64(&data), &grid, &Options::new(0.05, Method::Sbd1)).unwrap();
-    let mut v2 = packed.bytes.clone();
-    v2[4] = 2;
-    assert_eq!(
-        decompress(&v2, None).unwrap_err(),
-        CompressError::UnsupportedVersion(2)
+    let mut v3 = packed.bytes.clone();
+    v3[4] = 3;
+    let e = decompress(&v3, None).unwrap_err();
+    assert_eq!(e, CompressError::UnsupportedVersion(3));
+    assert!(e.to_string().contains("version 3 is not supported"), "{e}");
+}
+
+// ------------------------------------------------------------------------------------------
+// Format versions
+// ------------------------------------------------------------------------------------------
+
+/// The field the version 1 files in `tests/data` were written from (by the format 1 code,
+/// before the predictive method existed): 24 x 17 points, `((i * 37) % 101) / 8 + (i / 24) / 4`,
+/// epsilon 0.3; `v1_sbd1_f64.spz` with the CLI defaults of then (SBD1, ids predictor chosen by
+/// search), `v1_rbd2_f32.spz` with RBD2 on the f32 values.
+fn v1_field() -> Vec<f64> {
+    (0..24 * 17usize)
+        .map(|i| ((i * 37) % 101) as f64 / 8.0 + (i / 24) as f64 * 0.25)
+        .collect()
+}
+
+#[test]
+fn version_1_files_still_decode() {
+    let data = v1_field();
+    let f32s: Vec<f32> = data.iter().map(|&x| x as f32).collect();
+    for (bytes, method, values) in [
+        (
+            &include_bytes!("data/v1_sbd1_f64.spz")[..],
+            Method::Sbd1,
+            Values::F64(&data),
+        ),
+        (
+            &include_bytes!("data/v1_rbd2_f32.spz")[..],
+            Method::Rbd2,
+            Values::F32(&f32s),
+        ),
+    ] {
+        assert_eq!(bytes[4], 1, "a version 1 file");
+        let header = read_header(bytes).unwrap();
+        assert_eq!(header.method, method);
+        assert_eq!(header.grid, HeaderGrid::Structured(vec![24, 17]));
+        assert_eq!(header.epsilon, 0.3);
+        let (_, decoded) = decompress(bytes, None).unwrap();
+        assert_bound(values, &decoded, 0.3, method.name());
+    }
+}
+
+#[test]
+fn versions_are_told_apart() {
+    let data = v1_field();
+    let grid = Grid::structured(&[24, 17]);
+    let packed = compress(
+        Values::F64(&data),
+        &grid,
+        &Options::new(0.3, Method::Predict),
+    )
+    .unwrap();
+    assert_eq!(packed.bytes[4], 2, "the predictive method writes version 2");
+    let header = read_header(&packed.bytes).unwrap();
+    assert_eq!(header.method, Method::Predict);
+    assert_eq!(header.points, 24 * 17);
+    // A version 1 header naming the predictive method is refused, not misread.
+    let mut v1 = include_bytes!("data/v1_sbd1_f64.spz").to_vec();
+    v1[6] = 6;
+    let body = v1.len() - 8;
+    let sum = xxhash_rust::xxh3::xxh3_64(&v1[..body]);
+    v1[body..].copy_from_slice(&sum.to_le_bytes());
+    assert!(matches!(read_header(&v1), Err(CompressError::Corrupt(_))));
+    // So is a version 2 file whose version byte says 1 (the checksum made consistent).
+    let mut w = packed.bytes.clone();
+    w[4] = 1;
+    let body = w.len() - 8;
+    let sum = xxhash_rust::xxh3::xxh3_64(&w[..body]);
+    w[body..].copy_from_slice(&sum.to_le_bytes());
+    assert!(decompress(&w, None).is_err());
+}
+
+// ------------------------------------------------------------------------------------------
+// The predictive method
+// ------------------------------------------------------------------------------------------
+
+#[test]
+fn predict_keeps_non_finite_values_bit_for_bit() {
+    let (nx, ny) = (40, 30);
+    let mut data: Vec<f64> = (0..nx * ny)
+        .map(|p| ((p % nx) as f64 * 0.2).sin() * 10.0 + (p / nx) as f64 * 0.1)
+        .collect();
+    let nan = f64::from_bits(0x7ff8_0000_dead_beef);
+    for (i, v) in [
+        (0, nan),
+        (5, f64::INFINITY),
+        (41, f64::NEG_INFINITY),
+        (1199, f64::NAN),
+    ] {
+        data[i] = v;
+    }
+    // A land mask: a block of NaN.
+    for y in 10..15 {
+        for x in 10..25 {
+            data[x + nx * y] = f64::NAN;
+        }
+    }
+    let grid = Grid::structured(&[nx, ny]);
+    for predictor in [IdPredictor::Interpolation, IdPredictor::Lorenzo] {
+        let mut o = Options::new(0.01, Method::Predict);
+        o.search = false;
+        o.predictor = predictor;
+        let packed = compress(Values::F64(&data), &grid, &o).unwrap();
+        let (_, d) = decompress(&packed.bytes, None).unwrap();
+        let Decoded::F64(d) = d else { panic!("dtype") };
+        let f32s: Vec<f32> = data.iter().map(|&x| x as f32).collect();
+        let p32 = compress(Values::F32(&f32s), &grid, &o).unwrap();
+        let (_, d32) = decompress(&p32.bytes, None).unwrap();
+        let Decoded::F32(d32) = d32 else {
+            panic!("dtype")
+        };
+        for i in 0..data.len() {
+            if data[i].is_finite() {
+                assert!(exact_within(data[i], d[i], 0.01), "point {i}");
+                assert!(exact_within(f64::from(f32s[i]), f64::from(d32[i]), 0.01));
+            } else {
+                assert_eq!(d[i].to_bits(), data[i].to_bits(), "point {i}");
+                assert_eq!(d32[i].to_bits(), f32s[i].to_bits(), "point {i}");
+            }
+        }
+        // The mask costs its 75 values, not the field around it.
+        assert!(packed.values <= 80, "{} outliers", packed.values);
+    }
+}
+
+#[test]
+fn predict_is_lossless_on_integers_below_half_a_unit() {
+    let (nx, ny) = (50, 40);
+    let data: Vec<f64> = (0..nx * ny)
+        .map(|p| (((p % nx) as f64 * 0.3).sin() * 100.0 + (p / nx) as f64).round())
+        .collect();
+    let grid = Grid::structured(&[nx, ny]);
+    let packed = compress(
+        Values::F64(&data),
+        &grid,
+        &Options::new(0.2, Method::Predict),
+    )
+    .unwrap();
+    let (_, d) = decompress(&packed.bytes, None).unwrap();
+    assert_eq!(d, Decoded::F64(data.clone()));
+    assert!(packed.ratio() < 0.2, "ratio {}", packed.ratio());
+}
+
+#[test]
+fn predict_beats_the_set_methods_on_a_smooth_field_at_a_loose_bound() {
+    // The reason the predictive method is the default: on smooth data at a loose bound its
+    // reconstruction follows the field, while a set decomposition is a staircase.
+    let (nx, ny) = (128, 96);
+    let data: Vec<f64> = (0..nx * ny)
+        .map(|p| {
+            let (x, y) = ((p % nx) as f64, (p / nx) as f64);
+            (x * 0.05).sin() * 50.0 + (y * 0.07).cos() * 30.0 + x * 0.1
+        })
+        .collect();
+    let grid = Grid::structured(&[nx, ny]);
+    let eps = 1.0;
+    let predict = compress(
+        Values::F64(&data),
+        &grid,
+        &Options::new(eps, Method::Predict),
+    )
+    .unwrap();
+    let mut sbd = Options::new(eps, Method::Sbd1);
+    sbd.search = true;
+    let sets = compress(Values::F64(&data), &grid, &sbd).unwrap();
+    assert!(
+        predict.bytes.len() < sets.bytes.len(),
+        "predict {} bytes, sbd1 {}",
+        predict.bytes.len(),
+        sets.bytes.len()
     );
+    let (_, d) = decompress(&predict.bytes, None).unwrap();
+    assert_bound(Values::F64(&data), &d, eps, "smooth");
+}
+
+#[test]
+fn predict_cuts_large_grids_into_blocks_that_decode_alike() {
+    // 2^21 points: two blocks or more, coded in parallel.
+    let (nx, ny) = (1024, 2048);
+    let data: Vec<f32> = (0..nx * ny)
+        .map(|p| {
+            let (x, y) = ((p % nx) as f32, (p / nx) as f32);
+            (x * 0.01).sin() * 20.0 + (y * 0.013).cos() * 10.0
+        })
+        .collect();
+    let grid = Grid::structured(&[nx, ny]);
+    let packed = compress(
+        Values::F32(&data),
+        &grid,
+        &Options::new(0.05, Method::Predict),
+    )
+    .unwrap();
+    assert!(packed.sets >= 2, "{} blocks", packed.sets);
+    let (_, d) = decompress(&packed.bytes, None).unwrap();
+    assert_bound(Values::F32(&data), &d, 0.05, "blocks");
 }
 
 // ------------------------------------------------------------------------------------------

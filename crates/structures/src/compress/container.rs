@@ -3,11 +3,11 @@
 //! ```text
 //! offset  size  field
 //!      0     4  magic "SPWZ"
-//!      4     1  format version (1)
+//!      4     1  format version (1; version 2 is the predictive method's layout)
 //!      5     1  dtype: 4 = f32, 8 = f64
-//!      6     1  method: 1 sbd1, 2 sbd2, 3 rbd1, 4 rbd2, 5 rbd3
+//!      6     1  method: 1 sbd1, 2 sbd2, 3 rbd1, 4 rbd2, 5 rbd3 (6, predict, is version 2)
 //!      7     1  encoding: 1 SQE, 2 DE, 3 regions (boundaries + seeds)
-//!      8     1  id predictor (SQE): 0 raw, 1 delta, 2 lorenzo
+//!      8     1  id predictor (SQE): 0 raw, 1 delta, 2 lorenzo, 3 interpolation
 //!      9     1  set rule: 1 ball (|x - q| <= eps, range <= 2 eps), 2 range (range <= eps)
 //!     10     1  axes: 1-3 for a structured grid, 0 for an unstructured one
 //!     11     1  number of sections S
@@ -30,8 +30,11 @@ use super::CompressError;
 
 /// The magic bytes at the start of every compressed file.
 pub(crate) const MAGIC: &[u8; 4] = b"SPWZ";
-/// The format version written and read.
+/// The format version of this layout (the set and region methods).
 pub(crate) const VERSION: u8 = 1;
+/// Every format version this build reads: this layout and the predictive method's
+/// (`predict::format`).
+pub(crate) const READABLE: [u8; 2] = [1, 2];
 /// Bytes before the first section.
 pub(crate) const HEADER_LEN: usize = 68;
 
@@ -107,15 +110,16 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b)
 }
 
-/// Checks magic, version, length and checksum, and parses the header.
-pub(crate) fn read_header(bytes: &[u8]) -> Result<RawHeader, CompressError> {
+/// Checks the magic, that the version is one this build reads, and the checksum (which
+/// every version ends with); returns the version.
+pub(crate) fn check(bytes: &[u8]) -> Result<u8, CompressError> {
     if bytes.len() < 4 || &bytes[..4] != MAGIC {
         return Err(CompressError::NotCompressed);
     }
     if bytes.len() < 5 {
         return Err(CompressError::Truncated);
     }
-    if bytes[4] != VERSION {
+    if !READABLE.contains(&bytes[4]) {
         return Err(CompressError::UnsupportedVersion(bytes[4]));
     }
     if bytes.len() < HEADER_LEN + 8 {
@@ -125,6 +129,17 @@ pub(crate) fn read_header(bytes: &[u8]) -> Result<RawHeader, CompressError> {
     let stored = u64_at(bytes, bytes.len() - 8);
     if xxh3_64(body) != stored {
         return Err(CompressError::ChecksumMismatch);
+    }
+    Ok(bytes[4])
+}
+
+/// Checks magic, version (this layout's), length and checksum, and parses the header.
+pub(crate) fn read_header(bytes: &[u8]) -> Result<RawHeader, CompressError> {
+    if check(bytes)? != VERSION {
+        return Err(CompressError::Corrupt(format!(
+            "version {} where version {VERSION} was expected",
+            bytes[4]
+        )));
     }
     let mut shape = [0u64; 3];
     for (i, s) in shape.iter_mut().enumerate() {

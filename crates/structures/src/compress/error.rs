@@ -80,8 +80,9 @@ impl fmt::Display for CompressError {
             }
             CompressError::UnsupportedVersion(v) => write!(
                 f,
-                "compressed format version {v} is not supported (this build reads version {})",
-                container::VERSION
+                "compressed format version {v} is not supported (this build reads versions {:?}); \
+                 a newer spillway wrote it",
+                container::READABLE
             ),
             CompressError::Truncated => write!(f, "the compressed file is truncated"),
             CompressError::ChecksumMismatch => write!(

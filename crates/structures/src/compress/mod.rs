@@ -1,36 +1,47 @@
-//! Epsilon-bounded lossy compression of values on grids (thesis chapter 3).
+//! Epsilon-bounded lossy compression of values on grids.
 //!
 //! # Summary
-//! [`compress`] replaces the values of a grid by a few representative values, each standing
-//! for a set of points whose values lie within `epsilon` of it, and stores which set each
-//! point belongs to; [`decompress`] restores every point to its set's value. The sets come
-//! from one of five decompositions ([`Method`]): SBD1 and SBD2 cut the points sorted by value
-//! into runs; RBD1, RBD2 and RBD3 grow connected regions of the grid and store only their
-//! boundaries and seeds. The result is a self-describing file ([`read_header`]) that needs
-//! no other input to decompress, except the graph of an unstructured grid for the region
-//! methods.
+//! [`compress`] stores a grid of values so that [`decompress`] restores every value within
+//! `epsilon` of the original. Two families of methods ([`Method`]):
+//! - [`Method::Predict`] (the default): every value is predicted from values already decoded
+//!   (multilevel cubic interpolation as in SZ3, or Lorenzo), the residual is quantised in bins
+//!   of `2 epsilon` and the bin numbers are entropy coded (static rANS under a context model).
+//!   Grids are cut into slabs coded in parallel. Smallest and fastest on smooth fields.
+//! - The decompositions of thesis chapter 3: the values are replaced by a few representative
+//!   values, each standing for a set of points whose values lie within `epsilon` of it, and
+//!   the file stores which set each point belongs to. SBD1 and SBD2 cut the points sorted by
+//!   value into runs; RBD1, RBD2 and RBD3 grow connected regions of the grid and store only
+//!   their boundaries and seeds.
+//!
+//! The result is a self-describing file ([`read_header`]) that needs no other input to
+//! decompress, except the graph of an unstructured grid for the region methods.
 //!
 //! # Semantics
 //! - The bound: every decompressed value `x'` and its original `x` satisfy
 //!   `|x - x'| <= epsilon` in exact arithmetic, with `x'` in the output type (the input's
-//!   type) and `epsilon` the `f64` given. Representatives are chosen and checked after
-//!   rounding to the output type, so the bound also holds for any floating-point check of it.
-//!   [`check_bound`] verifies it exactly.
-//! - Set rule ([`SetRule`]): `Ball` (default) lets a set hold values up to `2 epsilon` apart
-//!   and stores a value within `epsilon` of all of them (near the midpoint); `Range` is the
-//!   thesis's definition, sets of range at most `epsilon` stored as their mean. Both meet the
-//!   same bound; `Ball` needs about half as many sets.
+//!   type) and `epsilon` the `f64` given. Decoded values are checked as the encoder produces
+//!   them, after rounding to the output type, so the bound also holds for any floating-point
+//!   check of it. [`check_bound`] verifies it exactly.
+//! - Non-finite values: [`Method::Predict`] keeps NaN and infinities bit for bit (stored
+//!   verbatim, like any value quantisation cannot serve); the decompositions reject them.
+//! - Set rule ([`SetRule`], decompositions): `Ball` (default) lets a set hold values up to
+//!   `2 epsilon` apart and stores a value within `epsilon` of all of them (near the midpoint);
+//!   `Range` is the thesis's definition, sets of range at most `epsilon` stored as their mean.
+//!   Both meet the same bound; `Ball` needs about half as many sets.
 //! - Sets are numbered in value order, so neighbouring points of a smooth field get equal or
 //!   adjacent ids; SQE ([`Encoding::Sqe`]) stores the ids, optionally as residuals of a
 //!   prediction from coded neighbours ([`IdPredictor`]), DE ([`Encoding::De`]) stores the
 //!   point lists of the sets as gaps. A zstd stage compresses every stream.
-//! - Rejected input: NaN or infinite values, `epsilon` not finite or not above zero, a value
-//!   count that differs from the grid's point count.
+//! - Rejected input: `epsilon` not finite or not above zero, a value count that differs from
+//!   the grid's point count; for the decompositions also NaN or infinite values.
+//! - Format versions: the decompositions write version 1, [`Method::Predict`] version 2; this
+//!   build reads both and refuses any other with [`CompressError::UnsupportedVersion`].
 //!
 //! # Cost
-//! Sorting is an LSD radix sort (O(n) per key byte that varies). SBD1 is then O(n); SBD2
-//! O(n + k log n) for k sets; the region methods O(n + m) for m grid edges. The zstd stage
-//! dominates at high levels.
+//! [`Method::Predict`]: one pass over the grid each way, O(1) work per point, in parallel over
+//! slabs of about a million points. Decompositions: sorting is an LSD radix sort (O(n) per key
+//! byte that varies); SBD1 is then O(n); SBD2 O(n + k log n) for k sets; the region methods
+//! O(n + m) for m grid edges; the zstd stage dominates at high levels.
 //!
 //! # Errors
 //! [`CompressError`], which tells bad input (non-finite values, bad epsilon, a corrupt,
@@ -41,6 +52,7 @@ mod encodings;
 mod error;
 mod float;
 mod grid;
+mod predict;
 mod rbd;
 mod sbd;
 mod sort;
@@ -82,6 +94,9 @@ pub fn compress(
     grid: &Grid,
     options: &Options,
 ) -> Result<Compressed, CompressError> {
+    if options.method == Method::Predict {
+        return predict::compress(values, grid, options);
+    }
     if options.search && !options.method.is_region_based() && options.encoding == Encoding::Sqe {
         let mut best: Option<(usize, Options)> = None;
         for (predictor, relaxed, set_radius) in SEARCH_CANDIDATES {
@@ -266,6 +281,7 @@ fn compress_typed<T: Sample>(
             streams.extend([s.value_of, s.n_seeds, s.n_boundary, s.seeds, s.boundary]);
             (regions.value_of.len(), regions.values)
         }
+        Method::Predict => unreachable!("compress hands the predictive method over"),
     };
     header.k = k as u64;
     header.t = table.len() as u64;
@@ -307,6 +323,9 @@ fn corrupt(reason: impl Into<String>) -> CompressError {
 /// [`CompressError::Truncated`], [`CompressError::ChecksumMismatch`],
 /// [`CompressError::Corrupt`].
 pub fn read_header(bytes: &[u8]) -> Result<Header, CompressError> {
+    if container::check(bytes)? == predict::format::VERSION {
+        return predict::read_header(bytes);
+    }
     let raw = container::read_header(bytes)?;
     header_of(&raw)
 }
@@ -318,6 +337,7 @@ fn header_of(raw: &container::RawHeader) -> Result<Header, CompressError> {
         d => return Err(corrupt(format!("unknown dtype code {d}"))),
     };
     let method = Method::from_code(raw.method)
+        .filter(|&m| m != Method::Predict)
         .ok_or_else(|| corrupt(format!("unknown method {}", raw.method)))?;
     let encoding = match (raw.encoding, method.is_region_based()) {
         (1, false) => Some(Encoding::Sqe),
@@ -408,6 +428,9 @@ pub fn decompress(
     bytes: &[u8],
     graph: Option<&PointGraph>,
 ) -> Result<(Header, Decoded), CompressError> {
+    if container::check(bytes)? == predict::format::VERSION {
+        return predict::decompress(bytes);
+    }
     let raw = container::read_header(bytes)?;
     let header = header_of(&raw)?;
     let n = header.points as usize;

@@ -58,17 +58,24 @@ pub enum Method {
     Rbd2,
     /// Core regions with interior points, then expansion, then RBD1.
     Rbd3,
+    /// Prediction from decoded neighbours, quantisation of the residual, range coding (not a
+    /// decomposition: every value is predicted, as SZ does).
+    Predict,
 }
 
 impl Method {
     /// All methods, in order.
-    pub const ALL: [Method; 5] = [
+    pub const ALL: [Method; 6] = [
         Method::Sbd1,
         Method::Sbd2,
         Method::Rbd1,
         Method::Rbd2,
         Method::Rbd3,
+        Method::Predict,
     ];
+
+    /// The method to use unless there is a reason for another one.
+    pub const DEFAULT: Method = Method::Predict;
 
     /// The lower-case name (`sbd1` ...).
     pub fn name(self) -> &'static str {
@@ -78,6 +85,7 @@ impl Method {
             Method::Rbd1 => "rbd1",
             Method::Rbd2 => "rbd2",
             Method::Rbd3 => "rbd3",
+            Method::Predict => "predict",
         }
     }
 
@@ -93,6 +101,7 @@ impl Method {
             Method::Rbd1 => 3,
             Method::Rbd2 => 4,
             Method::Rbd3 => 5,
+            Method::Predict => 6,
         }
     }
 
@@ -180,11 +189,12 @@ pub struct Options {
     pub method: Method,
     /// Storage of the set ids for SBD1/SBD2 (the region methods always store regions).
     pub encoding: Encoding,
-    /// Prediction of SQE ids.
+    /// Prediction of SQE ids; for [`Method::Predict`], the value predictor (`Interpolation`
+    /// or `Lorenzo`; the others are refused).
     pub predictor: IdPredictor,
     /// Which values may share a set.
     pub set_rule: SetRule,
-    /// zstd level (1-22).
+    /// zstd level (1-22) of the decompositions' streams (unused by [`Method::Predict`]).
     pub level: i32,
     /// SQE only: let every point take any set whose value is within `epsilon` of it,
     /// preferring the id its predictor expects; `false` keeps the decomposition's own
@@ -198,10 +208,13 @@ pub struct Options {
     /// each instead of a full float); the sets are then built for `epsilon - 2^k` so that a
     /// lattice point fits every set. Applies to tables of at least [`LATTICE_MIN_VALUES`]
     /// values, and falls back to raw values where the lattice cannot be exact (epsilon tiny
-    /// relative to the values).
+    /// relative to the values). For [`Method::Predict`]: code integer-valued grids losslessly
+    /// when `2 epsilon < 1` (lattice mode).
     pub lattice: bool,
     /// SBD with SQE only: try the id encodings of [`SEARCH_CANDIDATES`] (with a fast zstd
     /// level) in place of `predictor`, `relaxed` and `set_radius`, and keep the smallest.
+    /// For [`Method::Predict`]: choose the predictor (interpolation variants or Lorenzo) by
+    /// coding a sample of the grid (about 3% of a large grid) with each.
     pub search: bool,
 }
 
@@ -221,19 +234,26 @@ pub const SEARCH_CANDIDATES: [(IdPredictor, bool, f64); 8] = [
 pub(crate) const SEARCH_LEVEL: i32 = 3;
 
 impl Options {
-    /// SQE with Lorenzo prediction, the ball rule and [`DEFAULT_LEVEL`].
+    /// SQE with Lorenzo prediction, the ball rule and [`DEFAULT_LEVEL`]; for
+    /// [`Method::Predict`], interpolation with the predictor chosen on a sample
+    /// ([`search`](Self::search) on).
     pub fn new(epsilon: f64, method: Method) -> Options {
+        let predict = method == Method::Predict;
         Options {
             epsilon,
             method,
             encoding: Encoding::Sqe,
-            predictor: IdPredictor::Lorenzo,
+            predictor: if predict {
+                IdPredictor::Interpolation
+            } else {
+                IdPredictor::Lorenzo
+            },
             set_rule: SetRule::Ball,
             level: DEFAULT_LEVEL,
             relaxed: false,
             set_radius: 1.0,
             lattice: true,
-            search: false,
+            search: predict,
         }
     }
 }
@@ -335,7 +355,7 @@ pub struct Header {
     pub encoding: Option<Encoding>,
     /// Prediction of SQE ids (as applied).
     pub predictor: IdPredictor,
-    /// Set rule.
+    /// Set rule (decompositions; `Ball` for [`Method::Predict`], which has no sets).
     pub set_rule: SetRule,
     /// The error bound.
     pub epsilon: f64,
@@ -343,9 +363,9 @@ pub struct Header {
     pub points: u64,
     /// The grid.
     pub grid: HeaderGrid,
-    /// Number of sets (set methods) or regions (region methods).
+    /// Number of sets (set methods), regions (region methods) or blocks ([`Method::Predict`]).
     pub sets: u64,
-    /// Number of stored values.
+    /// Number of stored values (0 for [`Method::Predict`]).
     pub values: u64,
 }
 
@@ -367,9 +387,9 @@ pub struct Compressed {
     pub bytes: Vec<u8>,
     /// Size of the uncompressed values in bytes.
     pub original_bytes: usize,
-    /// Sets (set methods) or regions (region methods).
+    /// Sets (set methods), regions (region methods) or blocks ([`Method::Predict`]).
     pub sets: usize,
-    /// Distinct stored values.
+    /// Distinct stored values; for [`Method::Predict`], the values stored verbatim.
     pub values: usize,
     /// Boundary points stored (region methods).
     pub boundary_points: usize,

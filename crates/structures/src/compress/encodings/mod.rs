@@ -116,6 +116,11 @@ impl<'a> VarintReader<'a> {
         }
     }
 
+    /// Bytes not read yet.
+    pub(crate) fn remaining(&self) -> usize {
+        self.bytes.len() - self.at
+    }
+
     /// Whether every byte was read.
     pub(crate) fn is_done(&self) -> bool {
         self.at == self.bytes.len()

@@ -1,0 +1,445 @@
+//! The entropy stage of the predictive method: static rANS over a small alphabet of code
+//! classes, under a context model, plus a plain bit stream for the low bits of the codes.
+//!
+//! A code `q` (an integer with `|q| < 2^30`, or "outlier") becomes a symbol and some raw
+//! bits: symbol 0 for `q = 0`; symbol 1 for `|q| = 1`; for `|q|` of bit length `k >= 2`,
+//! symbol `2 (k - 1) + b` with `b` the bit below the leading one; symbol 60 for an outlier
+//! (whose value is stored elsewhere). The sign and the bits below `b` go to the bit stream
+//! verbatim. Symbols are coded with one of [`TABLES`] frequency tables, chosen by the level
+//! class of the point (which pass of the predictor produced it) and by the bit lengths of the
+//! two nearest codes already coded in the same pass, which carry the local activity of the
+//! field: where the prediction has just missed, it tends to miss again.
+//!
+//! The tables are counted over a block and stored in front of its rANS stream (a few hundred
+//! bytes at most); decoding a symbol is then one table look-up and a multiplication, with no
+//! branch on the data (the rANS coder of Duda, byte-wise renormalisation as in ryg_rans).
+
+use super::super::encodings::VarintReader;
+use crate::varint::put_varint;
+
+/// Frequencies are 12-bit fixed point.
+const PROB_BITS: u32 = 12;
+const PROB_SCALE: u32 = 1 << PROB_BITS;
+/// The lower end of the rANS state interval.
+const RANS_L: u32 = 1 << 23;
+
+/// Largest code magnitude plus one: codes satisfy `|q| < MAX_CODE`.
+pub(crate) const MAX_CODE: i64 = 1 << 30;
+/// Symbols: 0, 1, 2..=59 (bit lengths 2..=30 with the bit below the leading one), outlier.
+const ALPHABET: usize = 61;
+const OUTLIER: u8 = 60;
+/// The activity of an outlier.
+const OUTLIER_ACTIVITY: u8 = 31;
+
+/// Level classes (passes of the predictor with their own statistics).
+pub(crate) const LEVEL_CLASSES: usize = 8;
+/// Neighbourhood contexts.
+const CONTEXTS: usize = 8;
+/// Frequency tables.
+pub(crate) const TABLES: usize = LEVEL_CLASSES * CONTEXTS;
+
+/// What a coded point holds: a quantisation code or an outlier (a value stored verbatim).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Code {
+    /// `|q| < MAX_CODE`.
+    Q(i32),
+    /// The value is stored verbatim.
+    Outlier,
+}
+
+/// The bit length of a code as the context of later codes (0 for zero, 31 for outliers).
+#[inline]
+pub(crate) fn activity(c: Code) -> u8 {
+    match c {
+        Code::Q(q) => (32 - q.unsigned_abs().leading_zeros()) as u8,
+        Code::Outlier => OUTLIER_ACTIVITY,
+    }
+}
+
+/// The table of a code from its level class and the activities of its two coded neighbours.
+#[inline]
+pub(crate) fn table(lc: usize, left: u8, up: u8) -> usize {
+    lc * CONTEXTS + (usize::from(left) + usize::from(up)).min(CONTEXTS - 1)
+}
+
+/// Splits a code into its symbol and its raw bits (value, count).
+#[inline]
+fn split(c: Code) -> (u8, u32, u32) {
+    match c {
+        Code::Q(0) => (0, 0, 0),
+        Code::Q(q) => {
+            let a = q.unsigned_abs();
+            let sign = u32::from(q < 0);
+            let k = 32 - a.leading_zeros();
+            if k == 1 {
+                (1, sign, 1)
+            } else {
+                let below = (a >> (k - 2)) & 1;
+                let low = a & ((1 << (k - 2)) - 1);
+                ((2 * (k - 1) + below) as u8, (low << 1) | sign, k - 1)
+            }
+        }
+        Code::Outlier => (OUTLIER, 0, 0),
+    }
+}
+
+/// Collects the symbols of a block in coding order (with their tables) and writes the raw
+/// bits as they come.
+pub(crate) struct CodeWriter {
+    symbols: Vec<u16>,
+    bits: BitWriter,
+}
+
+impl CodeWriter {
+    pub(crate) fn new(capacity: usize) -> CodeWriter {
+        CodeWriter {
+            symbols: Vec::with_capacity(capacity),
+            bits: BitWriter::new(),
+        }
+    }
+
+    /// Appends a code under table `t`.
+    #[inline]
+    pub(crate) fn put(&mut self, t: usize, c: Code) {
+        let (sym, raw, n) = split(c);
+        self.symbols.push(((t as u16) << 6) | u16::from(sym));
+        if n > 0 {
+            self.bits.put(raw, n);
+        }
+    }
+
+    /// The coded stream (tables, then rANS) and the raw bits.
+    pub(crate) fn finish(self) -> (Vec<u8>, Vec<u8>) {
+        let mut counts = vec![[0u32; ALPHABET]; TABLES];
+        for &s in &self.symbols {
+            counts[usize::from(s >> 6)][usize::from(s & 63)] += 1;
+        }
+        let mut out = Vec::new();
+        let mut freq = vec![[0u32; ALPHABET]; TABLES];
+        let mut cum = vec![[0u32; ALPHABET]; TABLES];
+        for t in 0..TABLES {
+            normalize(&counts[t], &mut freq[t]);
+            let used = freq[t].iter().rposition(|&f| f > 0).map_or(0, |m| m + 1);
+            put_varint(&mut out, used as u64);
+            let mut c = 0;
+            for s in 0..used {
+                put_varint(&mut out, u64::from(freq[t][s]));
+                cum[t][s] = c;
+                c += freq[t][s];
+            }
+        }
+        // rANS runs backwards: encode the last symbol first, emit bytes in reverse.
+        let mut rev: Vec<u8> = Vec::with_capacity(self.symbols.len() / 4 + 8);
+        let mut x = RANS_L;
+        for &s in self.symbols.iter().rev() {
+            let (t, sym) = (usize::from(s >> 6), usize::from(s & 63));
+            let (f, c) = (freq[t][sym], cum[t][sym]);
+            let x_max = ((RANS_L >> PROB_BITS) << 8) * f;
+            while x >= x_max {
+                rev.push(x as u8);
+                x >>= 8;
+            }
+            x = ((x / f) << PROB_BITS) + (x % f) + c;
+        }
+        rev.extend_from_slice(&x.to_le_bytes());
+        rev.reverse();
+        out.extend_from_slice(&rev);
+        (out, self.bits.finish())
+    }
+}
+
+/// Scales `counts` to frequencies summing to `PROB_SCALE`, every counted symbol at least 1
+/// (all zero for a table never used).
+fn normalize(counts: &[u32; ALPHABET], freq: &mut [u32; ALPHABET]) {
+    let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+    if total == 0 {
+        return;
+    }
+    let mut sum = 0u32;
+    for (f, &c) in freq.iter_mut().zip(counts) {
+        *f = if c == 0 {
+            0
+        } else {
+            ((u64::from(c) * u64::from(PROB_SCALE) / total) as u32).max(1)
+        };
+        sum += *f;
+    }
+    // Give the difference to (or take it from) the largest entries.
+    while sum != PROB_SCALE {
+        let big = (0..ALPHABET).max_by_key(|&s| freq[s]).expect("non-empty");
+        if sum < PROB_SCALE {
+            freq[big] += PROB_SCALE - sum;
+            sum = PROB_SCALE;
+        } else {
+            let excess = sum - PROB_SCALE;
+            let take = excess.min(freq[big] - 1);
+            freq[big] -= take;
+            sum -= take;
+            if take == 0 {
+                // Every entry is 1 (cannot happen: fewer symbols than PROB_SCALE).
+                break;
+            }
+        }
+    }
+}
+
+/// One decoding table: frequency and start of every symbol, and the symbol of every slot.
+struct DecodeTable {
+    entries: [(u16, u16); ALPHABET],
+    slots: Box<[u8; PROB_SCALE as usize]>,
+}
+
+/// Decodes what [`CodeWriter`] wrote.
+pub(crate) struct CodeReader<'a> {
+    tables: Vec<DecodeTable>,
+    x: u32,
+    bytes: &'a [u8],
+    at: usize,
+    bits: BitReader<'a>,
+    bad: bool,
+}
+
+impl<'a> CodeReader<'a> {
+    /// Reads the tables and starts the streams.
+    pub(crate) fn new(coded: &'a [u8], raw: &'a [u8]) -> Result<CodeReader<'a>, String> {
+        let mut r = VarintReader::new(coded);
+        let mut tables = Vec::with_capacity(TABLES);
+        for _ in 0..TABLES {
+            let used = r.next()?;
+            if used > ALPHABET as u64 {
+                return Err(format!("a code table of {used} symbols"));
+            }
+            // Slots of an unused table decode to an invalid symbol.
+            let mut t = DecodeTable {
+                entries: [(0, 0); ALPHABET],
+                slots: Box::new([u8::MAX; PROB_SCALE as usize]),
+            };
+            let mut c = 0u32;
+            for s in 0..used as usize {
+                let f = r.next()?;
+                if f > u64::from(PROB_SCALE) - u64::from(c) {
+                    return Err("code table frequencies exceed the scale".into());
+                }
+                let f = f as u32;
+                t.entries[s] = (f as u16, c as u16);
+                t.slots[c as usize..(c + f) as usize].fill(s as u8);
+                c += f;
+            }
+            if used > 0 && c != PROB_SCALE {
+                return Err("code table frequencies do not fill the scale".into());
+            }
+            tables.push(t);
+        }
+        let at = coded.len() - r.remaining();
+        let mut d = CodeReader {
+            tables,
+            x: 0,
+            bytes: coded,
+            at,
+            bits: BitReader::new(raw),
+            bad: false,
+        };
+        for _ in 0..4 {
+            d.x = (d.x << 8) | u32::from(d.next_byte());
+        }
+        Ok(d)
+    }
+
+    #[inline]
+    fn next_byte(&mut self) -> u8 {
+        let b = self.bytes.get(self.at).copied().unwrap_or(0);
+        self.at += 1;
+        b
+    }
+
+    /// The next code, under table `t`.
+    #[inline]
+    pub(crate) fn get(&mut self, t: usize) -> Code {
+        let table = &self.tables[t];
+        let slot = self.x & (PROB_SCALE - 1);
+        let sym = table.slots[slot as usize];
+        let Some(&(f, c)) = table.entries.get(usize::from(sym)) else {
+            self.bad = true;
+            return Code::Q(0);
+        };
+        self.x = u32::from(f) * (self.x >> PROB_BITS) + slot - u32::from(c);
+        while self.x < RANS_L {
+            self.x = (self.x << 8) | u32::from(self.next_byte());
+        }
+        match sym {
+            0 => Code::Q(0),
+            1 => Code::Q(if self.bits.get(1) == 1 { -1 } else { 1 }),
+            OUTLIER => Code::Outlier,
+            s => {
+                let k = u32::from(s) / 2 + 1;
+                let below = u32::from(s) & 1;
+                let raw = self.bits.get(k - 1);
+                let a = (1 << (k - 1)) | (below << (k - 2)) | (raw >> 1);
+                // a < 2^30: the negation cannot overflow.
+                Code::Q(if raw & 1 == 1 { -(a as i32) } else { a as i32 })
+            }
+        }
+    }
+
+    /// Checks that the streams ended where the codes did.
+    pub(crate) fn finish(&self) -> Result<(), String> {
+        if self.bad || self.x != RANS_L || self.at != self.bytes.len() {
+            return Err("the coded stream does not match the grid".into());
+        }
+        if self.bits.overran() || self.bits.has_spare_bytes() {
+            return Err("the low bits do not match the codes".into());
+        }
+        Ok(())
+    }
+}
+
+/// Writes bit fields (least significant first) into bytes.
+pub(crate) struct BitWriter {
+    acc: u64,
+    used: u32,
+    out: Vec<u8>,
+}
+
+impl BitWriter {
+    pub(crate) fn new() -> BitWriter {
+        BitWriter {
+            acc: 0,
+            used: 0,
+            out: Vec::new(),
+        }
+    }
+
+    /// Appends the low `n <= 32` bits of `v`.
+    #[inline]
+    pub(crate) fn put(&mut self, v: u32, n: u32) {
+        debug_assert!(n <= 32 && (n == 32 || v >> n == 0));
+        self.acc |= u64::from(v) << self.used;
+        self.used += n;
+        if self.used >= 32 {
+            self.out.extend_from_slice(&(self.acc as u32).to_le_bytes());
+            self.acc >>= 32;
+            self.used -= 32;
+        }
+    }
+
+    pub(crate) fn finish(mut self) -> Vec<u8> {
+        let bytes = self.used.div_ceil(8) as usize;
+        self.out.extend_from_slice(&self.acc.to_le_bytes()[..bytes]);
+        self.out
+    }
+}
+
+/// Reads what [`BitWriter`] wrote; past the end it yields zero bits and remembers it.
+pub(crate) struct BitReader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    acc: u64,
+    have: u32,
+    overran: bool,
+}
+
+impl<'a> BitReader<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> BitReader<'a> {
+        BitReader {
+            bytes,
+            at: 0,
+            acc: 0,
+            have: 0,
+            overran: false,
+        }
+    }
+
+    /// The next `n <= 32` bits.
+    #[inline]
+    pub(crate) fn get(&mut self, n: u32) -> u32 {
+        if self.have < n {
+            if let Some(w) = self.bytes.get(self.at..self.at + 4) {
+                let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                self.acc |= u64::from(w) << self.have;
+                self.at += 4;
+                self.have += 32;
+            } else {
+                while self.have < n {
+                    match self.bytes.get(self.at) {
+                        Some(&b) => self.acc |= u64::from(b) << self.have,
+                        None => self.overran = true,
+                    }
+                    self.at += 1;
+                    self.have += 8;
+                }
+            }
+        }
+        let v = (self.acc & ((1u64 << n) - 1)) as u32;
+        self.acc >>= n;
+        self.have -= n;
+        v
+    }
+
+    /// Whether more bits were read than written (up to the padding of the last byte).
+    pub(crate) fn overran(&self) -> bool {
+        self.overran
+    }
+
+    /// Whether whole unread bytes remain.
+    pub(crate) fn has_spare_bytes(&self) -> bool {
+        self.at < self.bytes.len() || self.have >= 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut codes = Vec::new();
+        for i in 0..20_000 {
+            let r = next();
+            let c = match r % 7 {
+                0 => Code::Outlier,
+                1 => {
+                    Code::Q(((r >> 8) % (MAX_CODE as u64)) as i32 * if i % 2 == 0 { 1 } else { -1 })
+                }
+                2 | 3 => Code::Q(((r >> 8) % 5) as i32 - 2),
+                _ => Code::Q(0),
+            };
+            codes.push((c, (r >> 40) as usize % TABLES));
+        }
+        codes.push((Code::Q(-(MAX_CODE as i32 - 1)), 0));
+        let mut w = CodeWriter::new(0);
+        for &(c, t) in &codes {
+            w.put(t, c);
+        }
+        let (coded, raw) = w.finish();
+        let mut r = CodeReader::new(&coded, &raw).unwrap();
+        for &(c, t) in &codes {
+            assert_eq!(r.get(t), c);
+        }
+        r.finish().unwrap();
+        // A table the writer never used decodes to an error, not a panic.
+        let mut w = CodeWriter::new(0);
+        w.put(0, Code::Q(3));
+        let (coded, raw) = w.finish();
+        let mut r = CodeReader::new(&coded, &raw).unwrap();
+        r.get(5);
+        assert!(r.finish().is_err());
+    }
+
+    #[test]
+    fn skewed_streams_cost_little() {
+        // 100,000 zeros and a few ones in one table: well below a bit each.
+        let mut w = CodeWriter::new(0);
+        for i in 0..100_000 {
+            w.put(0, Code::Q(i32::from(i % 1000 == 0)));
+        }
+        let (coded, _) = w.finish();
+        assert!(coded.len() < 2_000, "{} bytes", coded.len());
+    }
+}
