@@ -2,7 +2,8 @@
 # Benchmarks of the memory-constrained data structures (crate spillway-structures), printed as
 # Markdown after the machine header:
 #
-#   1. error-bounded compression: spillway compress (SBD1/SBD2/RBD2 variants) against zfp
+#   1. error-bounded compression: spillway compress (the default predictive method, and
+#      SBD1/SBD2/RBD variants) against zfp
 #      (fixed accuracy, zfpy) and SZ3 (absolute bound, pysz) at the same bounds, on grid data
 #      shipped in PyPI packages (matplotlib's sample DEM, eofs's geopotential height), every
 #      output decompressed and checked (scripts/bench_structures.py);
@@ -16,6 +17,9 @@
 #                                matplotlib eofs installed into it, when missing)
 #   DYNGRAPH_ARGS="--scale 20"   extra options of `spillway-bench dyngraph`
 #   SKIP_COMPRESSION=1 / SKIP_DYNGRAPH=1   run one part only
+#   COMPRESS_ARGS="--predict-only"          extra options of bench_structures.py (--reps N,
+#                                           --predict-only: only the default method against
+#                                           SZ3 and zfp, real grids and ~80 MB grids)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -41,9 +45,10 @@ print_machine
 echo
 
 if [[ -z "${SKIP_COMPRESSION:-}" ]]; then
-    echo "\$ scripts/bench_structures.py $target/release/spillway"
+    echo "\$ scripts/bench_structures.py $target/release/spillway ${COMPRESS_ARGS:-}"
     echo
-    "$venv/bin/python" scripts/bench_structures.py "$target/release/spillway"
+    # shellcheck disable=SC2086 # word splitting of the extra arguments is intended
+    "$venv/bin/python" scripts/bench_structures.py "$target/release/spillway" ${COMPRESS_ARGS:-}
 fi
 if [[ -z "${SKIP_DYNGRAPH:-}" ]]; then
     echo "\$ spillway-bench dyngraph ${DYNGRAPH_ARGS:-}"
