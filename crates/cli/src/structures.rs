@@ -38,8 +38,9 @@ pub(crate) struct CompressArgs {
     /// Unstructured grid: a SNAP edge list of point pairs (points are 0..values).
     #[arg(long)]
     graph: Option<PathBuf>,
-    /// Decomposition: sbd1, sbd2, rbd1, rbd2 or rbd3.
-    #[arg(long, default_value = "sbd1")]
+    /// Method: predict (prediction + quantisation, the default), or a decomposition: sbd1,
+    /// sbd2, rbd1, rbd2 or rbd3.
+    #[arg(long, default_value = "predict")]
     method: String,
     /// Value type of the input file: f32 or f64.
     #[arg(long, default_value = "f64")]
@@ -47,9 +48,10 @@ pub(crate) struct CompressArgs {
     /// Set id storage for sbd1/sbd2: sqe or de.
     #[arg(long, default_value = "sqe")]
     encoding: String,
-    /// SQE id prediction: raw, delta, lorenzo, interp (structured grids only for the last
-    /// two), or auto: try several predictors (with and without --relaxed) at a fast zstd
-    /// level and keep the smallest.
+    /// predict: lorenzo, interp, or auto (chosen on a sample of the grid). sbd1/sbd2: SQE id
+    /// prediction: raw, delta, lorenzo, interp (structured grids only for the last two), or
+    /// auto: try several predictors (with and without --relaxed) at a fast zstd level and keep
+    /// the smallest.
     #[arg(long, default_value = "auto")]
     predictor: String,
     /// Which values may share a set: ball (within epsilon of one value) or range (the
@@ -197,7 +199,7 @@ fn human_bytes(b: usize) -> String {
 pub(crate) fn compress_cmd(args: CompressArgs) -> Result<(), Failure> {
     let method = Method::from_name(&args.method).ok_or_else(|| {
         usage(format!(
-            "unknown --method '{}' (available: sbd1, sbd2, rbd1, rbd2, rbd3)",
+            "unknown --method '{}' (available: predict, sbd1, sbd2, rbd1, rbd2, rbd3)",
             args.method
         ))
     })?;
