@@ -214,7 +214,7 @@ pub struct Options {
     /// SBD with SQE only: try the id encodings of [`SEARCH_CANDIDATES`] (with a fast zstd
     /// level) in place of `predictor`, `relaxed` and `set_radius`, and keep the smallest.
     /// For [`Method::Predict`]: choose the predictor (interpolation variants or Lorenzo) by
-    /// coding a sample of the grid (about 3% of a large grid) with each.
+    /// coding a sample of the grid (about 2.5% of a large grid) with each.
     pub search: bool,
 }
 

@@ -115,31 +115,33 @@ impl CodeWriter {
             counts[usize::from(s >> 6)][usize::from(s & 63)] += 1;
         }
         let mut out = Vec::new();
-        let mut freq = vec![[0u32; ALPHABET]; TABLES];
-        let mut cum = vec![[0u32; ALPHABET]; TABLES];
+        let mut freq = [0u32; ALPHABET];
+        let mut enc = vec![EncSymbol::default(); TABLES * 64];
         for t in 0..TABLES {
-            normalize(&counts[t], &mut freq[t]);
-            let used = freq[t].iter().rposition(|&f| f > 0).map_or(0, |m| m + 1);
+            normalize(&counts[t], &mut freq);
+            let used = freq.iter().rposition(|&f| f > 0).map_or(0, |m| m + 1);
             put_varint(&mut out, used as u64);
             let mut c = 0;
-            for s in 0..used {
-                put_varint(&mut out, u64::from(freq[t][s]));
-                cum[t][s] = c;
-                c += freq[t][s];
+            for (s, &f) in freq[..used].iter().enumerate() {
+                put_varint(&mut out, u64::from(f));
+                if f > 0 {
+                    enc[t * 64 + s] = EncSymbol::new(c, f);
+                }
+                c += f;
             }
         }
         // rANS runs backwards: encode the last symbol first, emit bytes in reverse.
         let mut rev: Vec<u8> = Vec::with_capacity(self.symbols.len() / 4 + 8);
         let mut x = RANS_L;
         for &s in self.symbols.iter().rev() {
-            let (t, sym) = (usize::from(s >> 6), usize::from(s & 63));
-            let (f, c) = (freq[t][sym], cum[t][sym]);
-            let x_max = ((RANS_L >> PROB_BITS) << 8) * f;
-            while x >= x_max {
+            let e = &enc[usize::from(s)];
+            while x >= e.x_max {
                 rev.push(x as u8);
                 x >>= 8;
             }
-            x = ((x / f) << PROB_BITS) + (x % f) + c;
+            // x / f by multiplication with a reciprocal (exact for x < 2^31).
+            let q = ((u64::from(x) * u64::from(e.rcp)) >> 32) as u32 >> e.shift;
+            x = x + e.bias + q * e.cmpl;
         }
         rev.extend_from_slice(&x.to_le_bytes());
         rev.reverse();
@@ -148,11 +150,54 @@ impl CodeWriter {
     }
 }
 
+/// A symbol prepared for encoding: `x -> (x / f) * SCALE + x % f + start` computed as
+/// `x + bias + q * (SCALE - f)` with `q = x / f` from a 32-bit reciprocal (the encoder of
+/// ryg_rans).
+#[derive(Clone, Copy, Default)]
+struct EncSymbol {
+    x_max: u32,
+    rcp: u32,
+    shift: u32,
+    bias: u32,
+    cmpl: u32,
+}
+
+impl EncSymbol {
+    fn new(start: u32, freq: u32) -> EncSymbol {
+        let x_max = ((RANS_L >> PROB_BITS) << 8) * freq;
+        let cmpl = PROB_SCALE - freq;
+        if freq < 2 {
+            // q = x - 1 (x >= 1), and the bias makes up for it.
+            EncSymbol {
+                x_max,
+                rcp: u32::MAX,
+                shift: 0,
+                bias: start + PROB_SCALE - 1,
+                cmpl,
+            }
+        } else {
+            let mut shift = 0;
+            while freq > (1 << shift) {
+                shift += 1;
+            }
+            let rcp = (1u64 << (shift + 31)).div_ceil(u64::from(freq)) as u32;
+            EncSymbol {
+                x_max,
+                rcp,
+                shift: shift - 1,
+                bias: start,
+                cmpl,
+            }
+        }
+    }
+}
+
 /// Scales `counts` to frequencies summing to `PROB_SCALE`, every counted symbol at least 1
 /// (all zero for a table never used).
 fn normalize(counts: &[u32; ALPHABET], freq: &mut [u32; ALPHABET]) {
     let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
     if total == 0 {
+        freq.fill(0);
         return;
     }
     let mut sum = 0u32;
@@ -430,6 +475,32 @@ mod tests {
         let mut r = CodeReader::new(&coded, &raw).unwrap();
         r.get(5);
         assert!(r.finish().is_err());
+    }
+
+    #[test]
+    fn reciprocal_division_is_exact() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for f in 1..=PROB_SCALE {
+            let start = (PROB_SCALE - f) / 2;
+            let e = EncSymbol::new(start, f);
+            // The states the encoder divides: renormalised below x_max, at least x_max / 256.
+            let lo = e.x_max >> 8;
+            let hi = e.x_max - 1;
+            for i in 0..64u64 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let x = match i {
+                    0 => lo,
+                    1 => hi,
+                    _ => lo + (state % u64::from(hi - lo + 1)) as u32,
+                };
+                let q = ((u64::from(x) * u64::from(e.rcp)) >> 32) as u32 >> e.shift;
+                let got = x + e.bias + q * e.cmpl;
+                let want = ((x / f) << PROB_BITS) + x % f + start;
+                assert_eq!(got, want, "f {f} x {x}");
+            }
+        }
     }
 
     #[test]

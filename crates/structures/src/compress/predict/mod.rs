@@ -272,6 +272,11 @@ fn compress_typed<T: Sample>(
             values: n,
         });
     }
+    if n == 0 && matches!(grid, Grid::Structured(_)) {
+        return Err(CompressError::InvalidOption(
+            "the grid has no points".into(),
+        ));
+    }
     let dims = dims_of(grid, n);
     let axes = dims.len();
     let lattice = options.lattice && 2.0 * eps < 1.0 && integral(data);

@@ -66,11 +66,16 @@ impl Bound {
 /// `eps` (0 when there is no finite value): an upper bound on the rounding error of any
 /// rebuilt value.
 pub(crate) fn slack<T: Sample>(data: &[T], eps: f64) -> f64 {
+    use rayon::prelude::*;
     let m = data
-        .iter()
-        .map(|v| v.to_f64().abs())
-        .filter(|x| x.is_finite())
-        .fold(0.0f64, f64::max);
+        .par_chunks(1 << 16)
+        .map(|c| {
+            c.iter()
+                .map(|v| v.to_f64().abs())
+                .filter(|x| x.is_finite())
+                .fold(0.0f64, f64::max)
+        })
+        .reduce(|| 0.0, f64::max);
     let top = T::round_from(m + eps);
     if !top.is_finite_value() {
         return f64::INFINITY;
