@@ -25,6 +25,7 @@
 //! operations); memory: the output plus one decoded slab per thread while compressing.
 
 pub(crate) mod coder;
+mod decode;
 pub(crate) mod format;
 pub(crate) mod quant;
 pub(crate) mod traverse;
@@ -34,12 +35,14 @@ use rayon::prelude::*;
 use super::encodings::IdPredictor;
 use super::float::{self, Sample};
 use super::grid::Grid;
-use super::types::{Compressed, Decoded, Dtype, Header, HeaderGrid, Method, Options, SectionSize};
-use super::{CompressError, SetRule, Values};
-use coder::{Code, CodeReader, CodeWriter};
+use super::types::{Compressed, Options, SectionSize};
+use super::{CompressError, Values};
+use coder::{Code, CodeWriter};
 use format::{BlockBytes, Fields};
 use quant::{Bound, Quantizer};
 use traverse::{InterpSettings, Shape, Visitor};
+
+pub(crate) use decode::{decompress, read_header};
 
 /// Grids with fewer points than this are one block.
 const BLOCK_POINTS: usize = 1 << 20;
@@ -179,71 +182,6 @@ pub(crate) fn encode_block<T: Sample>(
     }
 }
 
-/// The decoder's work at a point: read the code, rebuild the value.
-struct Decode<'a, T> {
-    codes: CodeReader<'a>,
-    raw: &'a [u8],
-    raw_at: usize,
-    short: bool,
-    non_finite: Vec<(usize, T)>,
-}
-
-impl<T: Sample> Visitor<T> for Decode<'_, T> {
-    #[inline(always)]
-    fn visit(&mut self, out: &mut [T], p: usize, pred: f64, q: &Quantizer, t: usize) -> Code {
-        let code = self.codes.get(t);
-        match code {
-            Code::Q(v) => out[p] = q.rebuild(pred, v),
-            Code::Outlier => {
-                let x = match self.raw.get(self.raw_at..self.raw_at + T::BYTES) {
-                    Some(b) => T::from_le(b),
-                    None => {
-                        self.short = true;
-                        T::round_from(0.0)
-                    }
-                };
-                self.raw_at += T::BYTES;
-                out[p] = if x.is_finite_value() {
-                    x
-                } else {
-                    self.non_finite.push((p, x));
-                    quant::stand_in(pred)
-                };
-            }
-        }
-        code
-    }
-}
-
-/// Decodes one block into `out`.
-fn decode_block<T: Sample>(
-    out: &mut [T],
-    shape: &Shape,
-    set: &Settings,
-    bound: &Bound,
-    (coded, low, raw): format::Streams<'_>,
-) -> Result<(), String> {
-    let mut d = Decode {
-        codes: CodeReader::new(coded, low)?,
-        raw,
-        raw_at: 0,
-        short: false,
-        non_finite: Vec::new(),
-    };
-    match set.predictor {
-        IdPredictor::Lorenzo => traverse::lorenzo_order(out, shape, bound, &mut d),
-        _ => traverse::interpolation(out, shape, &set.interp, bound, &mut d),
-    }
-    if d.short || d.raw_at != raw.len() {
-        return Err("the outlier values do not match the codes".into());
-    }
-    d.codes.finish()?;
-    for (p, x) in d.non_finite {
-        out[p] = x;
-    }
-    Ok(())
-}
-
 /// Compresses with the predictive method.
 pub(crate) fn compress(
     values: Values<'_>,
@@ -376,183 +314,11 @@ fn compress_typed<T: Sample>(
     })
 }
 
-fn corrupt(reason: impl Into<String>) -> CompressError {
-    CompressError::Corrupt(reason.into())
-}
-
-/// The settings and header of a version 2 file whose magic, version and checksum were checked.
-fn parse(bytes: &[u8]) -> Result<(Header, Settings, Fields), CompressError> {
-    let f = format::read_fields(bytes)?;
-    let dtype = match f.dtype {
-        4 => Dtype::F32,
-        8 => Dtype::F64,
-        d => return Err(corrupt(format!("unknown dtype code {d}"))),
-    };
-    let predictor = match IdPredictor::from_code(f.predictor) {
-        Some(p @ (IdPredictor::Lorenzo | IdPredictor::Interpolation)) => p,
-        _ => return Err(corrupt(format!("unknown predictor {}", f.predictor))),
-    };
-    if f.flags > 3 {
-        return Err(corrupt(format!("unknown flags {:#x}", f.flags)));
-    }
-    let order = [f.order & 3, (f.order >> 2) & 3, (f.order >> 4) & 3];
-    let mut sorted = order;
-    sorted.sort_unstable();
-    if sorted != [0, 1, 2] || f.order >> 6 != 0 {
-        return Err(corrupt(format!(
-            "axis order {:#x} is not a permutation",
-            f.order
-        )));
-    }
-    if f.anchor_log2 > 30 {
-        return Err(corrupt(format!("anchor step 2^{}", f.anchor_log2)));
-    }
-    if float::check_epsilon(f.epsilon).is_err() {
-        return Err(corrupt(format!("epsilon {} is not valid", f.epsilon)));
-    }
-    if f.slack.is_nan() || f.slack < 0.0 {
-        return Err(corrupt(format!("slack {}", f.slack)));
-    }
-    if !(f.alpha >= 1.0 && f.alpha <= 16.0 && f.beta >= 1.0 && f.beta <= 1e6) {
-        return Err(corrupt(format!(
-            "level bounds alpha {} beta {}",
-            f.alpha, f.beta
-        )));
-    }
-    let n = f.n;
-    let grid = match f.axes {
-        0 => HeaderGrid::Unstructured {
-            edges: f.shape[0],
-            fingerprint: f.shape[1],
-        },
-        a @ 1..=3 => {
-            let dims = &f.shape[..a as usize];
-            if f.shape[a as usize..].iter().any(|&e| e != 1) {
-                return Err(corrupt("extents beyond the grid's axes"));
-            }
-            let total = dims
-                .iter()
-                .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-                .ok_or_else(|| corrupt("grid extents overflow"))?;
-            if dims.contains(&0) || total != n {
-                return Err(corrupt(format!(
-                    "grid extents {dims:?} do not hold {n} points"
-                )));
-            }
-            HeaderGrid::Structured(dims.iter().map(|&d| d as usize).collect())
-        }
-        a => return Err(corrupt(format!("{a} grid axes"))),
-    };
-    if usize::try_from(n).is_err() {
-        return Err(corrupt(format!("{n} points")));
-    }
-    let header = Header {
-        dtype,
-        method: Method::Predict,
-        encoding: None,
-        predictor,
-        set_rule: SetRule::Ball,
-        epsilon: f.epsilon,
-        points: n,
-        grid,
-        sets: u64::from(u32::from_le_bytes(
-            bytes[84..88].try_into().expect("4 bytes"),
-        )),
-        values: 0,
-    };
-    let set = Settings {
-        predictor,
-        interp: InterpSettings {
-            cubic: f.flags & 2 != 0,
-            order,
-            anchor_log2: f.anchor_log2,
-            alpha: f.alpha,
-            beta: f.beta,
-        },
-        lattice: f.flags & 1 != 0,
-    };
-    Ok((header, set, f))
-}
-
-/// The header of a version 2 file (magic, version and checksum checked by the caller).
-pub(crate) fn read_header(bytes: &[u8]) -> Result<Header, CompressError> {
-    parse(bytes).map(|(h, _, _)| h)
-}
-
-/// Decompresses a version 2 file (magic, version and checksum checked by the caller).
-pub(crate) fn decompress(bytes: &[u8]) -> Result<(Header, Decoded), CompressError> {
-    let (header, set, f) = parse(bytes)?;
-    let n = header.points as usize;
-    let dims: Vec<usize> = match &header.grid {
-        HeaderGrid::Structured(d) => d.clone(),
-        HeaderGrid::Unstructured { .. } => vec![n],
-    };
-    let streams = format::read_blocks(bytes)?;
-    let extent = usize::try_from(f.block_extent).unwrap_or(usize::MAX);
-    let last = *dims.last().expect("at least one axis");
-    let shapes = if n == 0 {
-        Vec::new()
-    } else {
-        if extent == 0 || extent > last {
-            return Err(corrupt(format!("block extent {extent}")));
-        }
-        blocks(&dims, extent)
-    };
-    if shapes.len() != streams.len() {
-        return Err(corrupt(format!(
-            "{} blocks where the grid has {}",
-            streams.len(),
-            shapes.len()
-        )));
-    }
-    // A grid of one value costs no bits per point (its only symbol has probability 1), so a
-    // small file may stand for a huge grid, as with any compressor; the output is reserved
-    // with `try_reserve` before it is written. Callers that must bound memory check
-    // `Header::points` first.
-    if let Some(b) = streams.iter().position(|(coded, _, _)| coded.len() < 4) {
-        return Err(corrupt(format!("block {b} has no coded stream")));
-    }
-    fn run<T: Sample>(
-        n: usize,
-        shapes: &[Shape],
-        streams: &[format::Streams<'_>],
-        set: &Settings,
-        bound: &Bound,
-    ) -> Result<Vec<T>, CompressError> {
-        let mut out: Vec<T> = Vec::new();
-        out.try_reserve_exact(n)
-            .map_err(|_| corrupt(format!("{n} points do not fit in memory")))?;
-        out.resize(n, T::round_from(0.0));
-        let mut slices = Vec::with_capacity(shapes.len());
-        let mut rest = out.as_mut_slice();
-        for s in shapes {
-            let (head, tail) = rest.split_at_mut(s.points());
-            slices.push(head);
-            rest = tail;
-        }
-        slices
-            .into_par_iter()
-            .zip(shapes.par_iter().zip(streams.par_iter()))
-            .try_for_each(|(o, (s, &st))| decode_block(o, s, set, bound, st))
-            .map_err(CompressError::Corrupt)?;
-        Ok(out)
-    }
-    let bound = Bound {
-        eps: header.epsilon,
-        slack: f.slack,
-        lattice: set.lattice,
-    };
-    let decoded = match header.dtype {
-        Dtype::F32 => Decoded::F32(run::<f32>(n, &shapes, &streams, &set, &bound)?),
-        Dtype::F64 => Decoded::F64(run::<f64>(n, &shapes, &streams, &set, &bound)?),
-    };
-    Ok((header, decoded))
-}
-
 mod search;
 
 #[cfg(test)]
 mod tests {
+    use super::decode::decode_block;
     use super::*;
     use proptest::prelude::*;
 
