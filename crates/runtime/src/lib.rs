@@ -29,6 +29,7 @@
 mod config;
 mod deadlock;
 mod error;
+mod execute;
 mod interrupt;
 mod job;
 mod launch;

@@ -19,7 +19,7 @@ use spillway_transport::{Layout, Outbox};
 use crate::config::Config;
 use crate::error::JobError;
 use crate::job::{JobStats, Part, RankStats};
-use crate::launch::execute;
+use crate::execute::execute;
 use crate::rank::Rank;
 use crate::MemoryStats;
 
