@@ -192,6 +192,21 @@ impl Rank {
         self.job.aborted()
     }
 
+    /// The processes lost from the job so far, once the ranks were told (MPI with ULFM: see
+    /// [`Error::ProcessLost`]); `None` while none was lost.
+    pub fn lost_processes(&self) -> Option<crate::LostProcesses> {
+        self.job.lost_processes()
+    }
+
+    /// Acknowledges the loss this rank was told of ([`Error::ProcessLost`]): its blocking
+    /// calls work again (with ranks that were not lost; a message from or to a lost rank is
+    /// never delivered). Returns the processes lost so far. A rank that goes on must stop
+    /// using communication that involves lost ranks (e.g. collectives of communicators that
+    /// include them).
+    pub fn acknowledge_loss(&self) -> Option<crate::LostProcesses> {
+        self.job.acknowledge_loss(self.rank)
+    }
+
     /// Counters of this rank so far.
     pub fn stats(&self) -> RankStats {
         self.stats.get()

@@ -7,40 +7,56 @@
 //! only thread that calls MPI; with `MPI_THREAD_SERIALIZED` or more (what `run` asks for) a
 //! rank that waits may also make a round of progress itself, under the engine's mutex
 //! ([`Outbox::drive`](crate::Outbox::drive)), so that a message moves between processes
-//! without a hand-off between threads at either end. The engine talks to the job only
-//! through [`Host`] (deliver, fail, passive, local done) and the [`Outbox`].
+//! without a hand-off between threads at either end ([`engine`]). The engine talks to the job
+//! only through [`Host`](crate::Host) (deliver, fail, lost, passive, local done) and the
+//! [`Outbox`](crate::Outbox).
 //!
-//! * **Sending** ([`progress`]). A rank's message for a rank of another node goes into the
+//! * **Sending** ([`sends`]). A rank's message for a rank of another node goes into the
 //!   outbox; the progress thread sends a header (context, source, destination, tag, length)
 //!   and, for messages above 8 KiB, the payload straight from the rank's buffer as separate
 //!   chunks of at most 1 GiB, without copying.
-//! * **Receiving** ([`progress`]). The progress thread probes for headers, receives the
-//!   payload into a pooled 16-byte aligned buffer and delivers the messages of each source
-//!   process in the order they were sent, so MPI's non-overtaking rule holds between spillway
-//!   ranks; the host stores them (spilling large ones under its memory budget).
+//! * **Receiving** ([`receives`]). The progress thread probes for headers, receives the
+//!   payload into the receiver's buffer or a pooled 16-byte aligned one and delivers the
+//!   messages of each source process in the order they were sent, so MPI's non-overtaking
+//!   rule holds between spillway ranks; the host stores them (spilling large ones under its
+//!   memory budget).
 //! * **Failures.** The first failure of a rank is announced to every other process, whose
 //!   ranks then abort; each process ends with its own error naming the node where it began.
-//!   Every MPI call on the job's communicator returns its error code (`MPI_ERRORS_RETURN`) and
-//!   a failing call ends the job with a transport failure. Open MPI as packaged by Debian has
-//!   no ULFM: when a process is lost, `mpirun` usually ends the others itself.
+//!   Every MPI call on the engine's communicators returns its error code
+//!   (`MPI_ERRORS_RETURN`).
+//! * **Lost processes.** With ULFM (Open MPI 5, detected when the engine is built:
+//!   [`ulfm`]) a call that reports a failed process does not end the job: the failures are
+//!   acknowledged on the point-to-point communicators (whose traffic between survivors goes
+//!   on, nothing in flight is lost), the collective communicator is revoked (so that every
+//!   survivor learns of it) and shrunk (so that the survivors agree on who was lost); the
+//!   ring and the termination waves then skip the lost processes ([`peers`]), what was on
+//!   its way to or from them is dropped, and the job is told ([`Host::lost`](crate::Host)).
+//!   Without ULFM a lost process is noticed by the heartbeats ([`liveness`]): every process
+//!   sends one to its successor in the ring each second, and a process that hears nothing
+//!   from its predecessor for the peer timeout ends the job naming it.
 //! * **Deadlocks** ([`termination`]). A blocked rank may still be woken by a message from
 //!   another process, so the progress threads decide together with a token ring (Mattern's
 //!   counting waves).
-//! * **Lost processes** ([`liveness`]). Every process sends a heartbeat to its successor in
-//!   the ring each second; a process that hears nothing from its predecessor for the peer
-//!   timeout announces it as lost, and the survivors end without waiting for it.
-//! * **End** ([`termination`]). When its ranks have finished and its sends completed, a
-//!   process enters a non-blocking barrier and keeps serving messages until everybody has;
-//!   then the processes agree on whether the job failed.
+//! * **End** ([`progress`]). When its ranks have finished and its sends completed, a process
+//!   enters a non-blocking barrier (with ULFM, an agreement that completes whatever fails
+//!   meanwhile) and keeps serving messages until everybody has; then the processes agree on
+//!   whether the job failed. After a lost process MPI is not finalised (`MPI_Finalize` would
+//!   wait for it; see [`ensure_initialized`]).
 
 pub use ::mpi as rsmpi;
 
+mod engine;
 mod frame;
 mod liveness;
+mod net;
+mod peers;
 mod progress;
+mod receives;
+mod sends;
 mod termination;
+mod ulfm;
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -51,7 +67,7 @@ use mpi::traits::{Destination, Root, Source};
 
 use crate::LinkModel;
 
-pub use progress::run_progress;
+pub use engine::{run_progress, Survivors};
 
 /// Set once a process of some job was lost: `MPI_Finalize` would wait for it forever, so the
 /// process exits without finalising.
@@ -60,6 +76,13 @@ static PEER_LOST: AtomicBool = AtomicBool::new(false);
 /// Whether a process of some job was lost (MPI must then not be finalised).
 pub fn peer_lost() -> bool {
     PEER_LOST.load(Ordering::Acquire)
+}
+
+/// Whether this build survives lost processes: the MPI library it was built against has ULFM
+/// (`MPIX_Comm_revoke`, `MPIX_Comm_shrink`, `MPIX_Comm_iagree` in `mpi-ext.h`, as Open MPI 5
+/// has). Without it a lost process ends the job.
+pub fn survives_lost_processes() -> bool {
+    ulfm::AVAILABLE
 }
 
 /// Initialises MPI with `MPI_THREAD_SERIALIZED` (any thread may call MPI, one at a time, so
@@ -79,22 +102,96 @@ pub fn ensure_initialized() -> Result<(), String> {
     // MPI can be initialised once per process and later jobs reuse it: keep it for the
     // lifetime of the process and finalise at exit.
     std::mem::forget(universe);
-    extern "C" fn finalize_at_exit() {
-        let mut done: c_int = 0;
-        // SAFETY: MPI_Finalized may be called at any time; MPI_Finalize runs once, from the
-        // thread that exits the process, after every job (and its progress loop) has ended.
-        unsafe {
-            ffi::MPI_Finalized(&mut done);
-            if done == 0 && !peer_lost() {
-                ffi::MPI_Finalize();
-            }
-        }
-    }
-    // SAFETY: registers a plain `extern "C"` function without captured state.
-    if unsafe { libc::atexit(finalize_at_exit) } != 0 {
+    check_library()?;
+    if !exit_hook::register() {
         return Err("cannot register MPI_Finalize at exit".into());
     }
     Ok(())
+}
+
+/// With ULFM: checks that the MPI library this process loaded is the one the engine was
+/// built against (Open MPI 4 and 5 have the same soname, `libmpi.so.40`: the wrong one is
+/// found when the program was linked without a run path to the right one).
+fn check_library() -> Result<(), String> {
+    let Some(built) = ulfm::built_with() else {
+        return Ok(());
+    };
+    let mut text = vec![0u8; 8192];
+    let mut len: c_int = 0;
+    // SAFETY: the buffer holds MPI_MAX_LIBRARY_VERSION_STRING (at most 8192 in Open MPI and
+    // MPICH) bytes; the call writes at most that many and their length.
+    unsafe { ffi::MPI_Get_library_version(text.as_mut_ptr().cast(), &mut len) };
+    text.truncate(len.clamp(0, 8192) as usize);
+    let loaded = String::from_utf8_lossy(&text);
+    let loaded = loaded.trim_end_matches('\0');
+    let wanted = built.trim();
+    if !wanted.is_empty() && !loaded.contains(wanted) {
+        return Err(format!(
+            "spillway was built against {wanted} (with ULFM) but this process loaded another MPI \
+             library ({}): link with a run path to the right library directory \
+             (-C link-arg=-Wl,-rpath,DIR) or set LD_LIBRARY_PATH",
+            loaded.lines().next().unwrap_or("unknown")
+        ));
+    }
+    Ok(())
+}
+
+/// Finalising MPI when the process exits.
+///
+/// After a lost process `MPI_Finalize` is skipped: with ULFM it may wait for the lost process
+/// forever (Open MPI 5 hangs there in some runs), and `mpirun --with-ft ulfm` accepts processes
+/// that exit without it. A process can also be lost after every job ended, while the others
+/// finalise: with ULFM, `MPI_Finalize` runs under a watchdog that ends the process (with the
+/// exit status it was leaving with) if it has not returned after [`FINALIZE_LIMIT`].
+mod exit_hook {
+    use std::ffi::{c_int, c_void};
+    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::time::Duration;
+
+    use mpi::ffi;
+
+    /// How long `MPI_Finalize` may take before the watchdog ends the process.
+    pub(super) const FINALIZE_LIMIT: Duration = Duration::from_secs(10);
+
+    /// The status the process exits with (known to `on_exit` handlers).
+    static STATUS: AtomicI32 = AtomicI32::new(0);
+
+    extern "C" {
+        /// glibc: like `atexit`, with the exit status passed to the handler.
+        fn on_exit(f: extern "C" fn(c_int, *mut c_void), arg: *mut c_void) -> c_int;
+    }
+
+    extern "C" fn finalize_at_exit(status: c_int, _arg: *mut c_void) {
+        STATUS.store(status, Ordering::Release);
+        let mut done: c_int = 0;
+        // SAFETY: MPI_Finalized may be called at any time.
+        unsafe { ffi::MPI_Finalized(&mut done) };
+        if done != 0 || super::peer_lost() {
+            return;
+        }
+        if super::ulfm::AVAILABLE {
+            let _ = std::thread::Builder::new()
+                .name("mpi-finalize-watchdog".into())
+                .spawn(|| {
+                    std::thread::sleep(FINALIZE_LIMIT);
+                    eprintln!(
+                        "spillway: MPI_Finalize did not return within {FINALIZE_LIMIT:?} (a \
+                         process was probably lost at the end); exiting without it"
+                    );
+                    // SAFETY: ends the process at once, without running exit handlers again.
+                    unsafe { libc::_exit(STATUS.load(Ordering::Acquire)) };
+                });
+        }
+        // SAFETY: MPI_Finalize runs once, from the thread that exits the process, after every
+        // job (and its progress loop) has ended.
+        unsafe { ffi::MPI_Finalize() };
+    }
+
+    /// Registers the handler; whether that worked.
+    pub(super) fn register() -> bool {
+        // SAFETY: registers a plain `extern "C"` function without captured state.
+        unsafe { on_exit(finalize_at_exit, std::ptr::null_mut()) == 0 }
+    }
 }
 
 /// Checks that MPI is initialised with a thread level that lets ranks run on threads while
@@ -129,7 +226,9 @@ pub fn check_threading() -> Result<bool, String> {
     }
 }
 
-/// Makes failing MPI calls on `comm` return their error code instead of aborting.
+/// Makes failing MPI calls on `comm` return their error code instead of aborting (every
+/// communicator the engine uses: failures, lost processes included, are the engine's to
+/// handle).
 pub fn set_errors_return(comm: &SimpleCommunicator) {
     // SAFETY: `comm` is a valid communicator; ERRORS_RETURN makes failing calls return their
     // error code instead of aborting the process.
@@ -175,6 +274,65 @@ pub fn measure_link(comm: &SimpleCommunicator) -> LinkModel {
         alpha: model[0],
         beta: model[1],
     }
+}
+
+/// Sums `mine` over the processes of `comm` into `out` (same length); false if the call
+/// failed (a process lost meanwhile: then MPI is not finalised).
+pub fn all_reduce_sum(comm: &SimpleCommunicator, mine: &[u64], out: &mut [u64]) -> bool {
+    // SAFETY: reads an immutable handle constant exported by the MPI library.
+    all_reduce(comm, mine, out, unsafe { ffi::RSMPI_SUM })
+}
+
+/// As [`all_reduce_sum`], with the maximum.
+pub fn all_reduce_max(comm: &SimpleCommunicator, mine: &[u64], out: &mut [u64]) -> bool {
+    // SAFETY: reads an immutable handle constant exported by the MPI library.
+    all_reduce(comm, mine, out, unsafe { ffi::RSMPI_MAX })
+}
+
+fn all_reduce(comm: &SimpleCommunicator, mine: &[u64], out: &mut [u64], op: ffi::MPI_Op) -> bool {
+    assert_eq!(mine.len(), out.len(), "all_reduce: lengths differ");
+    // SAFETY: valid communicator; both buffers hold `mine.len()` u64s.
+    let code = unsafe {
+        ffi::MPI_Allreduce(
+            mine.as_ptr().cast::<c_void>(),
+            out.as_mut_ptr().cast::<c_void>(),
+            mine.len() as c_int,
+            ffi::RSMPI_UINT64_T,
+            op,
+            comm.as_raw(),
+        )
+    };
+    checked(code)
+}
+
+/// Gathers `mine` from every process of `comm` into `out` (`mine.len()` times the size of
+/// `comm`), in rank order; false if the call failed (as [`all_reduce_sum`]).
+pub fn all_gather(comm: &SimpleCommunicator, mine: &[u64], out: &mut [u64]) -> bool {
+    assert_eq!(
+        mine.len() * comm.size() as usize,
+        out.len(),
+        "all_gather: wrong output length"
+    );
+    // SAFETY: valid communicator; `out` holds one block of `mine.len()` u64s per process.
+    let code = unsafe {
+        ffi::MPI_Allgather(
+            mine.as_ptr().cast::<c_void>(),
+            mine.len() as c_int,
+            ffi::RSMPI_UINT64_T,
+            out.as_mut_ptr().cast::<c_void>(),
+            mine.len() as c_int,
+            ffi::RSMPI_UINT64_T,
+            comm.as_raw(),
+        )
+    };
+    checked(code)
+}
+
+fn checked(code: c_int) -> bool {
+    if code != 0 && ulfm::is_process_failure(code) {
+        PEER_LOST.store(true, Ordering::Release);
+    }
+    code == 0
 }
 
 /// An MPI error code as a message naming the call.
