@@ -866,6 +866,20 @@ impl<'c, 'r> MapReduce<'c, 'r> {
                 reason,
             });
         }
+        let mut nodes: Vec<u32> = lost.iter().map(|&i| f.members.node[i]).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        if nodes.len() > 1 {
+            release(send);
+            return Err(Error::Unrecoverable {
+                op,
+                lost: lost_global,
+                reason: format!(
+                    "ranks of nodes {nodes:?} were lost before the same shuffle: what one of \
+                     them sent another in the last shuffle is in neither's replicas"
+                ),
+            });
+        }
         if lost.binary_search(&self.comm.rank()).is_ok() {
             release(send);
             return self.leave(op, "lost before the shuffle");
