@@ -55,6 +55,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the error is a process lost for real (MPI with ULFM; see
+    /// [`spillway_runtime::Error::ProcessLost`]).
+    pub fn is_process_lost(&self) -> bool {
+        matches!(self, Error::Runtime(spillway_comm::Error::ProcessLost(_)))
+    }
+
     pub(crate) fn spill(dir: &Path, source: std::io::Error) -> Error {
         Error::Spill {
             dir: dir.to_path_buf(),

@@ -51,6 +51,7 @@ mod error;
 mod ft;
 mod hash;
 mod job;
+mod lost;
 mod run;
 mod share;
 mod text;
@@ -63,7 +64,7 @@ pub use emit::Emitter;
 pub use error::Error;
 pub use ft::{FaultTolerance, FtStats, Injection, RecoveryStats, Replicated};
 pub use hash::HashRanges;
-pub use job::{MapReduce, NodeAggregation, OpStats, Output};
+pub use job::{MapReduce, NodeAggregation, OpStats, Output, MAX_TOTALS};
 pub use text::{is_space, TextFiles};
 
 /// The input of an operation: a source of `(key, value)` records on each rank, consumed
