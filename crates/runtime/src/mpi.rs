@@ -96,8 +96,8 @@ where
     }
     let config = config.clone().nodes(size);
     let layout = config.layout()?;
-    let comm = comm.duplicate();
-    engine::set_errors_return(&comm);
+    let lost_at_start = |e: String| JobError::Transport(e);
+    let comms = engine::Comms::new(comm).map_err(lost_at_start)?;
     if size == 1 {
         let part = Part {
             local_nodes: 0..1,
@@ -108,7 +108,7 @@ where
     }
     let link_model = match config.link_model {
         Some(m) => m,
-        None => engine::measure_link(&comm),
+        None => engine::measure_link(comms.comm()).map_err(lost_at_start)?,
     };
     let remote = Arc::new(Outbox::default());
     let remote_handle = Arc::clone(&remote);
@@ -123,16 +123,12 @@ where
         survivors = Some(engine::run_progress(
             job.clone(),
             outbox,
-            &comm,
+            comms,
             &layout,
             config.peer_timeout,
             shared,
         ))
     });
-    if engine::peer_lost() {
-        // Operations that failed may still refer to it; MPI is not finalised either.
-        std::mem::forget(comm);
-    }
     // Every process agreed on success or failure at the end of the progress loop, so either
     // all or none of the survivors take part in combining the counters.
     let (results, mut stats) = outcome?;

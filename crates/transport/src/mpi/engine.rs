@@ -91,8 +91,43 @@ impl std::fmt::Debug for Survivors {
     }
 }
 
-/// Serves the job of `host` on the processes of `comm` until it has ended on every one of
-/// them: the progress thread's whole life. Every process of `comm` must call it. Returns the
+/// The communicators of the engine, made before the job starts ([`Comms::new`]).
+pub struct Comms {
+    comm: SimpleCommunicator,
+    data: SimpleCommunicator,
+    coll: SimpleCommunicator,
+}
+
+impl Comms {
+    /// Duplicates of `comm` (a collective): one for message headers and control messages,
+    /// one for message data (so that probing for headers never sees data whose receive is
+    /// not posted yet), one for the end of the job (and, with ULFM, agreeing on lost
+    /// processes). Failing calls return their error code on all three.
+    ///
+    /// # Errors
+    /// A message when a duplication failed (e.g. a process lost while the job starts).
+    pub fn new<C: Communicator>(comm: &C) -> Result<Comms, String> {
+        Ok(Comms {
+            comm: super::duplicate(comm)?,
+            data: super::duplicate(comm)?,
+            coll: super::duplicate(comm)?,
+        })
+    }
+
+    /// The communicator of message headers (process `i` is node `i`).
+    pub fn comm(&self) -> &SimpleCommunicator {
+        &self.comm
+    }
+}
+
+impl std::fmt::Debug for Comms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Comms").finish_non_exhaustive()
+    }
+}
+
+/// Serves the job of `host` on the processes of `comms` until it has ended on every one of
+/// them: the progress thread's whole life. Every process must call it. Returns the
 /// processes still in the job at its end (all of them unless processes were lost, which only
 /// an MPI with ULFM survives).
 ///
@@ -101,18 +136,12 @@ impl std::fmt::Debug for Survivors {
 pub fn run_progress(
     host: Arc<dyn Host>,
     outbox: Arc<Outbox>,
-    comm: &SimpleCommunicator,
+    comms: Comms,
     layout: &Layout,
     peer_timeout: Duration,
     shared: bool,
 ) -> Survivors {
-    // Message data travels on a communicator of its own, so that probing for headers and
-    // control messages (any tag) never sees data whose receive is not posted yet; the end of
-    // the job (and, with ULFM, agreeing on lost processes) on a third one.
-    let data = comm.duplicate();
-    let coll = comm.duplicate();
-    super::set_errors_return(&data);
-    super::set_errors_return(&coll);
+    let Comms { comm, data, coll } = comms;
     let net = Net::new(comm.as_raw(), data.as_raw(), comm.rank(), comm.size());
     let engine = Arc::new(Engine {
         state: Mutex::new(Progress::new(
@@ -146,8 +175,9 @@ pub fn run_progress(
     };
     drop(p);
     if super::peer_lost() {
-        // Operations that failed may still refer to it; MPI is not finalised either.
+        // Operations that failed may still refer to them; MPI is not finalised either.
         std::mem::forget(data);
+        std::mem::forget(comm);
     }
     Survivors {
         comm: ManuallyDrop::new(survivors),

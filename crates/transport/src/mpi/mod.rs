@@ -58,16 +58,16 @@ mod ulfm;
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mpi::ffi;
-use mpi::raw::AsRaw;
+use mpi::raw::{AsRaw, FromRaw};
 use mpi::topology::{Communicator, SimpleCommunicator};
-use mpi::traits::{Destination, Root, Source};
 
 use crate::LinkModel;
 
-pub use engine::{run_progress, Survivors};
+pub use engine::{run_progress, Comms, Survivors};
 
 /// Set once a process of some job was lost: `MPI_Finalize` would wait for it forever, so the
 /// process exits without finalising.
@@ -95,18 +95,64 @@ pub fn ensure_initialized() -> Result<(), String> {
     if mpi::is_initialized() {
         return Ok(());
     }
+    let started = init_watchdog();
     let Some((universe, _level)) = mpi::initialize_with_threading(mpi::Threading::Serialized)
     else {
         return Err("MPI could not be initialised".into());
     };
+    started.store(true, Ordering::Release);
     // MPI can be initialised once per process and later jobs reuse it: keep it for the
     // lifetime of the process and finalise at exit.
     std::mem::forget(universe);
+    // Nothing aborts on its own: the engine handles every error (lost processes included).
+    // SAFETY: MPI is initialised; MPI_COMM_WORLD is a valid communicator.
+    unsafe { ffi::MPI_Comm_set_errhandler(ffi::RSMPI_COMM_WORLD, ffi::RSMPI_ERRORS_RETURN) };
     check_library()?;
     if !exit_hook::register() {
         return Err("cannot register MPI_Finalize at exit".into());
     }
     Ok(())
+}
+
+/// How long `MPI_Init_thread` may take (with ULFM) before the process gives up: Open MPI
+/// waits forever there for a process lost while the job starts. `SPILLWAY_MPI_INIT_TIMEOUT`
+/// (seconds) overrides it.
+const INIT_LIMIT: Duration = Duration::from_secs(60);
+
+/// With ULFM: a thread that ends the process with a message if MPI is not initialised in
+/// time (when the returned flag is not set by then).
+fn init_watchdog() -> Arc<AtomicBool> {
+    let started = Arc::new(AtomicBool::new(false));
+    if !ulfm::AVAILABLE {
+        return started;
+    }
+    let limit = std::env::var("SPILLWAY_MPI_INIT_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| *s > 0.0)
+        .map_or(INIT_LIMIT, Duration::from_secs_f64);
+    let flag = Arc::clone(&started);
+    let _ = std::thread::Builder::new()
+        .name("mpi-init-watchdog".into())
+        .spawn(move || {
+            let until = Instant::now() + limit;
+            while Instant::now() < until {
+                if flag.load(Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if !flag.load(Ordering::Acquire) {
+                eprintln!(
+                    "spillway: MPI was not initialised within {limit:?}: a process was \
+                     probably lost while the job started (Open MPI waits for it forever \
+                     there); the job ends (SPILLWAY_MPI_INIT_TIMEOUT sets the limit)"
+                );
+                // SAFETY: ends the process at once; MPI is in an unknown state.
+                unsafe { libc::_exit(1) };
+            }
+        });
+    started
 }
 
 /// With ULFM: checks that the MPI library this process loaded is the one the engine was
@@ -237,43 +283,118 @@ pub fn set_errors_return(comm: &SimpleCommunicator) {
 
 /// Ping-pong between processes 0 and 1: alpha from 8-byte messages, beta from 4 MiB ones;
 /// process 0 broadcasts the result.
-pub fn measure_link(comm: &SimpleCommunicator) -> LinkModel {
+///
+/// # Errors
+/// A message when an MPI call failed (a process lost during the start of the job).
+pub fn measure_link(comm: &SimpleCommunicator) -> Result<LinkModel, String> {
     let me = comm.rank();
+    let raw = comm.as_raw();
     let mut model = [0.0f64; 2];
     if me < 2 {
-        let peer = comm.process_at_rank(1 - me);
+        let peer = 1 - me;
         let small = [0u8; 8];
         let mut small_in = [0u8; 8];
         let big = vec![0u8; 4 << 20];
         let mut big_in = vec![0u8; 4 << 20];
-        let exchange = |out: &[u8], inp: &mut [u8]| {
+        let send = |out: &[u8]| -> Result<(), String> {
+            // SAFETY: valid communicator; `out` is readable for its length.
+            let code = unsafe {
+                ffi::MPI_Send(
+                    out.as_ptr().cast::<c_void>(),
+                    out.len() as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    peer,
+                    0,
+                    raw,
+                )
+            };
+            startup_check("MPI_Send", code)
+        };
+        let recv = |inp: &mut [u8]| -> Result<(), String> {
+            // SAFETY: valid communicator; `inp` is writable for its length.
+            let code = unsafe {
+                ffi::MPI_Recv(
+                    inp.as_mut_ptr().cast::<c_void>(),
+                    inp.len() as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    peer,
+                    0,
+                    raw,
+                    ffi::RSMPI_STATUS_IGNORE,
+                )
+            };
+            startup_check("MPI_Recv", code)
+        };
+        let exchange = |out: &[u8], inp: &mut [u8]| -> Result<(), String> {
             if me == 0 {
-                peer.send(out);
-                peer.receive_into(inp);
+                send(out)?;
+                recv(inp)
             } else {
-                peer.receive_into(inp);
-                peer.send(out);
+                recv(inp)?;
+                send(out)
             }
         };
-        let round_trip = |out: &[u8], inp: &mut [u8], reps: u32| {
-            exchange(out, inp);
+        let round_trip = |out: &[u8], inp: &mut [u8], reps: u32| -> Result<f64, String> {
+            exchange(out, inp)?;
             let start = Instant::now();
             for _ in 0..reps {
-                exchange(out, inp);
+                exchange(out, inp)?;
             }
-            start.elapsed().as_secs_f64() / reps as f64
+            Ok(start.elapsed().as_secs_f64() / reps as f64)
         };
-        let t_small = round_trip(&small, &mut small_in, 50);
-        let t_big = round_trip(&big, &mut big_in, 4);
+        let t_small = round_trip(&small, &mut small_in, 50)?;
+        let t_big = round_trip(&big, &mut big_in, 4)?;
         let alpha = (t_small / 2.0).max(1e-7);
         let beta = ((t_big / 2.0 - alpha) / big.len() as f64).max(1e-12);
         model = [alpha, beta];
     }
-    comm.process_at_rank(0).broadcast_into(&mut model[..]);
-    LinkModel {
+    // SAFETY: valid communicator; two doubles in and out at every process.
+    let code = unsafe {
+        ffi::MPI_Bcast(
+            model.as_mut_ptr().cast::<c_void>(),
+            2,
+            ffi::RSMPI_DOUBLE,
+            0,
+            raw,
+        )
+    };
+    startup_check("MPI_Bcast", code)?;
+    Ok(LinkModel {
         alpha: model[0],
         beta: model[1],
+    })
+}
+
+/// A duplicate of `comm` on which failing calls return their error code.
+///
+/// # Errors
+/// A message when the duplication failed (a process lost during the start of the job).
+pub fn duplicate<C: Communicator>(comm: &C) -> Result<SimpleCommunicator, String> {
+    // SAFETY: reads an immutable handle constant exported by the MPI library.
+    let mut dup = unsafe { ffi::RSMPI_COMM_NULL };
+    // SAFETY: valid communicator; the new one is written to `dup`.
+    let code = unsafe { ffi::MPI_Comm_dup(comm.as_raw(), &mut dup) };
+    startup_check("MPI_Comm_dup", code)?;
+    // SAFETY: `dup` is a live intra-communicator just made, owned by nobody else.
+    let dup = unsafe { SimpleCommunicator::from_raw(dup) };
+    set_errors_return(&dup);
+    Ok(dup)
+}
+
+/// A failed call while a job starts: a process lost then ends the job (the engine that
+/// survives lost processes runs only once the job has started).
+fn startup_check(call: &str, code: c_int) -> Result<(), String> {
+    if code == 0 {
+        return Ok(());
     }
+    if ulfm::is_process_failure(code) {
+        PEER_LOST.store(true, Ordering::Release);
+        return Err(format!(
+            "a process was lost while the job started ({call}): the job ends (with the \
+             spillway CLI, a job saved with --checkpoint-dir resumes with --resume)"
+        ));
+    }
+    Err(mpi_error(call, code))
 }
 
 /// Sums `mine` over the processes of `comm` into `out` (same length); false if the call
