@@ -16,7 +16,7 @@ use crate::data::{put, put_raw, take_raw, Data, Values};
 use crate::dataset::{decode_records, Dataset, DatasetBuilder, Origin};
 use crate::emit::{CombineFn, EmitState, Emitter, Sink};
 use crate::error::Error;
-use crate::ft::{self, FaultTolerance, FtStats, Members, RecoveryStats, Replicated, Store};
+use crate::ft::{self, FaultTolerance, FtStats, KillAt, Members, RecoveryStats, Replicated, Store};
 use crate::hash::HashRanges;
 use crate::lost::{self, Plan, Report};
 use crate::run::{merge, push_entry, Cursor, Piece, Run, RunWriter, Spill, Store as RunStore};
@@ -437,6 +437,19 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         let members = Members::of(&self.comm)?;
         let bounded = self.memory != usize::MAX;
         let survivable = self.comm.runtime().survives_lost_processes();
+        if let Some(kill) = settings
+            .inject
+            .iter()
+            .find(|i| matches!(i, crate::Injection::Process { .. }))
+        {
+            if !survivable {
+                return Err(Error::Invalid(format!(
+                    "the injected failure {kill} kills an MPI process: it needs the MPI backend \
+                     over several processes, built against an MPI with ULFM (Open MPI 5, run \
+                     with mpirun --with-ft ulfm)"
+                )));
+            }
+        }
         self.ft = Some(FtState {
             survivable,
             prior: None,
@@ -667,6 +680,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         // they decided on).
         let mut recovered = false;
         if self.ft.is_some() {
+            self.maybe_kill(op, KillAt::Map);
             let injected = {
                 let f = self.ft.as_ref().expect("fault tolerance");
                 f.inject
@@ -736,6 +750,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
 
         // From here on a real loss may send the survivors back to just before the shuffle,
         // with the send buffer (merged with the lost ranks' share) as it was then.
+        self.maybe_kill(op, KillAt::Shuffle);
         'shuffle: loop {
             st.records_combined = send.entries;
             st.bytes_combined = send.len;
@@ -829,6 +844,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             st.shuffle += t.elapsed();
             if self.ft.is_some() {
                 self.ft.as_mut().expect("fault tolerance").pos = lost::at(op, lost::SHUFFLED);
+                self.maybe_kill(op, KillAt::Keep);
                 match self.keep_replicas(&send, &spill) {
                     Ok(got) => self.keep(send, got, &spill)?,
                     Err(e) if e.is_process_lost() => {
@@ -849,6 +865,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
                     Err(e) => return Err(e),
                 }
                 self.ft.as_mut().expect("fault tolerance").pos = lost::at(op, lost::KEPT);
+                self.maybe_kill(op, KillAt::Reduce);
             } else {
                 send.release(&spill);
             }
@@ -962,6 +979,19 @@ impl<'c, 'r> MapReduce<'c, 'r> {
                 result.origin = Origin::Output { mr: f.id, op };
             }
             return Ok(result);
+        }
+    }
+
+    /// An injected process kill at `at` of operation `op` on this rank's node: the process
+    /// dies here (SIGKILL), as when its machine is lost.
+    fn maybe_kill(&self, op: u64, at: KillAt) {
+        let Some(f) = &self.ft else {
+            return;
+        };
+        let node = self.comm.runtime().node();
+        if f.inject.iter().any(|i| i.kills(node, op, at)) {
+            // SAFETY: sends SIGKILL to this process (no memory is touched).
+            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
         }
     }
 

@@ -62,7 +62,7 @@ pub use data::{Data, Serde, Values};
 pub use dataset::{Dataset, DatasetBuilder};
 pub use emit::Emitter;
 pub use error::Error;
-pub use ft::{FaultTolerance, FtStats, Injection, RecoveryStats, Replicated};
+pub use ft::{FaultTolerance, FtStats, Injection, KillAt, RecoveryStats, Replicated};
 pub use hash::HashRanges;
 pub use job::{MapReduce, NodeAggregation, OpStats, Output, MAX_TOTALS};
 pub use text::{is_space, TextFiles};
