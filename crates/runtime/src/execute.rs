@@ -179,6 +179,7 @@ where
         memory.add(&node.mem.stats());
     }
     let mut results = Vec::with_capacity(local.len());
+    let lost = job.lost_processes();
     let mut stats = JobStats {
         ranks: Vec::with_capacity(local.len()),
         elapsed: start.elapsed(),
@@ -187,6 +188,13 @@ where
         peak_rss: crate::memory::peak_rss(),
         local_ranks: local,
         nodes: layout.nodes(),
+        lost_nodes: lost.as_ref().map(|l| l.nodes.clone()).unwrap_or_default(),
+        lead_rank: (0..layout.ranks())
+            .find(|r| {
+                lost.as_ref()
+                    .is_none_or(|l| l.ranks.binary_search(r).is_err())
+            })
+            .unwrap_or(0),
     };
     for slot in slots {
         let (value, st) = slot

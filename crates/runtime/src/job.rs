@@ -50,6 +50,11 @@ pub struct JobStats {
     pub local_ranks: Range<u32>,
     /// Number of nodes of the job.
     pub nodes: u32,
+    /// Nodes (MPI processes) lost while the job ran (MPI with ULFM), in increasing order.
+    pub lost_nodes: Vec<u32>,
+    /// The lowest rank still in the job at its end (0 unless its node was lost): the rank
+    /// whose process reports for the job.
+    pub lead_rank: u32,
 }
 
 impl JobStats {
