@@ -7,6 +7,18 @@
 
 pub use ::mpi as rsmpi;
 
+/// Whether jobs of this process survive lost processes: built against an MPI with ULFM (Open
+/// MPI 5) and started with it on (`mpirun --with-ft ulfm`). Without, a lost process ends the
+/// job.
+pub fn survives_lost_processes() -> bool {
+    spillway_transport::mpi::survives_lost_processes()
+}
+
+/// Whether this build has ULFM (see [`survives_lost_processes`]).
+pub fn built_with_ulfm() -> bool {
+    spillway_transport::mpi::built_with_ulfm()
+}
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -78,11 +78,23 @@ pub fn peer_lost() -> bool {
     PEER_LOST.load(Ordering::Acquire)
 }
 
-/// Whether this build survives lost processes: the MPI library it was built against has ULFM
-/// (`MPIX_Comm_revoke`, `MPIX_Comm_shrink`, `MPIX_Comm_iagree` in `mpi-ext.h`, as Open MPI 5
-/// has). Without it a lost process ends the job.
-pub fn survives_lost_processes() -> bool {
+/// Whether the engine was built against an MPI with ULFM (see [`survives_lost_processes`]).
+pub fn built_with_ulfm() -> bool {
     ulfm::AVAILABLE
+}
+
+/// Whether jobs of this process survive lost processes: the MPI library it was built against
+/// has ULFM (`MPIX_Comm_revoke`, `MPIX_Comm_shrink`, `MPIX_Comm_iagree` in `mpi-ext.h`, as
+/// Open MPI 5 has) and the job was started with it on (`mpirun --with-ft ulfm`, which sets
+/// `OMPI_MCA_mpi_ft_enable=1`; otherwise `mpirun` ends every process when one is lost).
+/// Without, a lost process ends the job.
+pub fn survives_lost_processes() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    ulfm::AVAILABLE
+        && *ON.get_or_init(|| {
+            std::env::var("OMPI_MCA_mpi_ft_enable")
+                .is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "enabled"))
+        })
 }
 
 /// Initialises MPI with `MPI_THREAD_SERIALIZED` (any thread may call MPI, one at a time, so
