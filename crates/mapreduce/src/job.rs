@@ -1140,7 +1140,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
                     return Ok((plan, lost, new));
                 }
                 // Another process was lost meanwhile: tell each other again, without it too.
-                Err(e) if matches!(e, spillway_comm::Error::ProcessLost(_)) => continue,
+                Err(spillway_comm::Error::ProcessLost(_)) => continue,
                 Err(e) => return Err(e.into()),
             }
         }
