@@ -227,10 +227,11 @@ fn survivors_of_a_lost_process_end_with_an_error_naming_it() {
     // not to, so the survivors must notice on their own. mpirun may then wait for the lost
     // process's bookkeeping until the timeout: only the survivors' reports are checked.
     // Built against an MPI with ULFM, the launcher runs with it on (see tests/ulfm.rs) and
-    // MPI itself reports the lost process.
+    // MPI itself reports the lost process; Open MPI 5's mpirun would still end the other
+    // survivor as soon as the first one exits with a non-zero status, before it reports.
     let ulfm = spillway::mpi::built_with_ulfm();
     let extra: &[&str] = if ulfm {
-        &[]
+        &["--prtemca", "state_base_error_non_zero_exit", "0"]
     } else {
         &["--mca", "orte_abort_on_non_zero_status", "0"]
     };
