@@ -34,6 +34,9 @@ pub enum AlgoError {
     /// Saving or resuming a checkpoint failed, or the checkpoint belongs to another job (see
     /// [`spillway_checkpoint::CheckpointError`]).
     Checkpoint(spillway_checkpoint::CheckpointError),
+    /// Processes were lost for real (MPI with ULFM) in a way the engine cannot recover from:
+    /// what was lost and how to resume.
+    Unrecoverable(String),
 }
 
 impl AlgoError {
@@ -68,6 +71,7 @@ impl fmt::Display for AlgoError {
             AlgoError::Bsp(e) => write!(f, "{e}"),
             AlgoError::MapReduce(e) => write!(f, "{e}"),
             AlgoError::Checkpoint(e) => write!(f, "{e}"),
+            AlgoError::Unrecoverable(why) => write!(f, "{why}"),
         }
     }
 }
@@ -81,7 +85,7 @@ impl std::error::Error for AlgoError {
             AlgoError::Bsp(e) => Some(e),
             AlgoError::MapReduce(e) => Some(e),
             AlgoError::Checkpoint(e) => Some(e),
-            AlgoError::BadParameter { .. } => None,
+            AlgoError::BadParameter { .. } | AlgoError::Unrecoverable(_) => None,
         }
     }
 }

@@ -35,6 +35,7 @@ pub mod generate;
 pub mod graph;
 pub mod io;
 mod radix;
+mod survive;
 pub mod text;
 
 pub use error::AlgoError;

@@ -15,12 +15,11 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use spillway::algorithms::cluster::harp::{kmeans_regroup, prefer_regroup};
-use spillway::algorithms::cluster::kmeans::{
-    kmeans_checkpointed, Init, KMeansOptions, KMeansResult,
-};
+use spillway::algorithms::cluster::kmeans::{kmeans_surviving, Init, KMeansOptions, KMeansResult};
 use spillway::algorithms::cluster::points::{load_points, PointSource};
 use spillway::algorithms::generate::{BlobsSpec, RmatSpec};
-use spillway::algorithms::graph::pagerank::{pagerank_checkpointed, PageRankOptions};
+use spillway::algorithms::graph::pagerank::PageRankOptions;
+use spillway::algorithms::graph::pagerank_survive::pagerank_surviving;
 use spillway::algorithms::graph::{load_graph, GraphSource};
 use spillway::algorithms::io::write_ordered;
 use spillway::algorithms::io::{remove_temporary_outputs, resolve_output, AtomicFile, InputError};
@@ -653,8 +652,17 @@ fn run_pagerank(args: PageRankArgs) -> Result<Report, Failure> {
         };
         let io_before = node_io(rank);
         let t1 = Instant::now();
-        let result =
-            pagerank_checkpointed(&world, &graph, &options, &mut on_progress, ck.as_mut())?;
+        // Survives lost processes under MPI with ULFM: the survivors go on (with the graph
+        // read again over them) and write the output.
+        let survived = pagerank_surviving(
+            &world,
+            &source,
+            graph,
+            &options,
+            &mut on_progress,
+            ck.as_mut(),
+        )?;
+        let (result, graph, world) = (survived.result, survived.graph, survived.comm);
         let compute = t1.elapsed();
         let ck_facts = checkpoint_facts(&world, ck.as_ref())?;
         let io = world.allreduce(&[node_io(rank) - io_before], Sum)?[0];
@@ -804,12 +812,17 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
         let t1 = Instant::now();
         let regroup = match args.collective {
             // Checkpoints are implemented for the allreduce engine only.
-            KMeansCollective::Auto => ck.is_none() && prefer_regroup(options.k, points.dim),
+            // The allreduce engine survives lost processes (MPI with ULFM).
+            KMeansCollective::Auto => {
+                ck.is_none()
+                    && !rank.survives_lost_processes()
+                    && prefer_regroup(options.k, points.dim)
+            }
             KMeansCollective::Allreduce => false,
             KMeansCollective::Regroup => true,
         };
         restore(&world, ck.as_mut())?;
-        let (result, phases) = if regroup {
+        let (result, phases, world, points) = if regroup {
             let r = kmeans_regroup(&world, &points, &options, &mut on_progress)?;
             let result = KMeansResult {
                 // Only rank 0 writes the centroids: the others need no copy of their own.
@@ -833,12 +846,20 @@ fn run_kmeans(args: KMeansArgs) -> Result<Report, Failure> {
             }
             let sums = world.allreduce(&totals, Sum)?;
             let per = (world.size() * r.phases.len().max(1)) as f64;
-            (result, sums.iter().map(|s| s / per).collect::<Vec<f64>>())
+            let phases = sums.iter().map(|s| s / per).collect::<Vec<f64>>();
+            (result, phases, world, points)
         } else {
-            (
-                kmeans_checkpointed(&world, &points, &options, &mut on_progress, ck.as_mut())?,
-                Vec::new(),
-            )
+            // Survives lost processes under MPI with ULFM: the survivors go on (with the points
+            // read again over them) and write the output.
+            let s = kmeans_surviving(
+                &world,
+                &source,
+                points,
+                &options,
+                &mut on_progress,
+                ck.as_mut(),
+            )?;
+            (s.result, Vec::new(), s.comm, s.points)
         };
         let compute = t1.elapsed();
         let ck_facts = checkpoint_facts(&world, ck.as_ref())?;

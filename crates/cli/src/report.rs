@@ -112,7 +112,7 @@ impl Report {
         stats: &JobStats,
     ) {
         self.nodes = stats.nodes;
-        self.primary = stats.local_ranks.start == 0;
+        self.primary = stats.local_ranks.contains(&stats.lead_rank);
         self.iterations = iterations;
         self.iteration_seconds = times.iter().map(Duration::as_secs_f64).collect();
         self.load_seconds = load.as_secs_f64();

@@ -38,6 +38,9 @@ pub enum Error {
     },
     /// Encoded records that do not decode (e.g. read back from a damaged file).
     Corrupt(String),
+    /// A request this job cannot carry out (e.g. killing a process of a job that runs in
+    /// one process).
+    Invalid(String),
     /// An output file could not be written (nothing was left at its path).
     Output {
         /// The file.
@@ -55,6 +58,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the error is a process lost for real (MPI with ULFM; see
+    /// [`spillway_runtime::Error::ProcessLost`]).
+    pub fn is_process_lost(&self) -> bool {
+        matches!(self, Error::Runtime(spillway_comm::Error::ProcessLost(_)))
+    }
+
     pub(crate) fn spill(dir: &Path, source: std::io::Error) -> Error {
         Error::Spill {
             dir: dir.to_path_buf(),
@@ -76,6 +85,7 @@ impl fmt::Display for Error {
                 "cannot recover from the loss of rank(s) {lost:?} in operation {op}: {reason}"
             ),
             Error::Corrupt(why) => write!(f, "corrupt records: {why}"),
+            Error::Invalid(why) => write!(f, "{why}"),
             Error::Output { path, source } => {
                 write!(f, "{}: cannot write: {source}", path.display())
             }
@@ -93,7 +103,10 @@ impl std::error::Error for Error {
             Error::Input { source, .. }
             | Error::Spill { source, .. }
             | Error::Output { source, .. } => Some(source),
-            Error::Lost { .. } | Error::Unrecoverable { .. } | Error::Corrupt(_) => None,
+            Error::Lost { .. }
+            | Error::Unrecoverable { .. }
+            | Error::Corrupt(_)
+            | Error::Invalid(_) => None,
         }
     }
 }

@@ -16,8 +16,9 @@ use crate::data::{put, put_raw, take_raw, Data, Values};
 use crate::dataset::{decode_records, Dataset, DatasetBuilder, Origin};
 use crate::emit::{CombineFn, EmitState, Emitter, Sink};
 use crate::error::Error;
-use crate::ft::{self, FaultTolerance, FtStats, Members, RecoveryStats, Replicated, Store};
+use crate::ft::{self, FaultTolerance, FtStats, KillAt, Members, RecoveryStats, Replicated, Store};
 use crate::hash::HashRanges;
+use crate::lost::{self, Plan, Report};
 use crate::run::{merge, push_entry, Cursor, Piece, Run, RunWriter, Spill, Store as RunStore};
 use crate::{Input, Recovery};
 
@@ -104,14 +105,20 @@ impl OpStats {
     }
 }
 
-/// Where a reduce function puts its output records (they stay on this rank).
+/// Where a reduce function puts its output records (they stay on this rank), and the
+/// operation's totals ([`add`](Self::add)).
 pub struct Output<K, V> {
     /// Where records go: a dataset, or (re-running a reduce in a recovery) a byte buffer.
     builder: Option<DatasetBuilder<K, V>>,
     raw: Vec<u8>,
     error: Option<Error>,
     records: u64,
+    /// This rank's share of the operation's totals.
+    sums: [f64; MAX_TOTALS],
 }
+
+/// The most totals an operation keeps ([`MapReduce::with_totals`]).
+pub const MAX_TOTALS: usize = 8;
 
 impl<K: Data, V: Data> Output<K, V> {
     /// Emits an output record.
@@ -132,6 +139,32 @@ impl<K: Data, V: Data> Output<K, V> {
             self.records += 1;
         }
     }
+
+    /// Adds `value` to total `slot` of the operation: the sums over all ranks are
+    /// [`MapReduce::totals`] once the operation has returned (declare the slots with
+    /// [`MapReduce::with_totals`]). A reduce function that counts or sums on the side (changes,
+    /// a residual) should do it here rather than in variables of its own: the totals are
+    /// computed with the operation's own collectives, and the lost ranks' shares are computed
+    /// again when ranks are lost.
+    ///
+    /// # Panics
+    /// If `slot` is not below [`MAX_TOTALS`].
+    #[inline]
+    pub fn add(&mut self, slot: usize, value: f64) {
+        self.sums[slot] += value;
+    }
+}
+
+impl<K: Data, V: Data> Output<K, V> {
+    fn new(builder: Option<DatasetBuilder<K, V>>, raw: Vec<u8>) -> Output<K, V> {
+        Output {
+            builder,
+            raw,
+            error: None,
+            records: 0,
+            sums: [0.0; MAX_TOTALS],
+        }
+    }
 }
 
 /// A reduce function kept for a recovery: the bodies of one hash in, the encoded output
@@ -144,12 +177,7 @@ where
     R: FnMut(K, Values<'_, V>, &mut Output<K2, V2>) + 'static,
 {
     Box::new(move |bodies: &[&[u8]], raw: &mut Vec<u8>| {
-        let mut out = Output::<K2, V2> {
-            builder: None,
-            raw: std::mem::take(raw),
-            error: None,
-            records: 0,
-        };
+        let mut out = Output::<K2, V2>::new(None, std::mem::take(raw));
         for_each_key::<K>(bodies, |key, vals| {
             reduce(K::read(key), Values::new(vals), &mut out);
             Ok(())
@@ -178,6 +206,31 @@ struct FtState {
     stores: Vec<Weak<RefCell<Store>>>,
     spill: Spill,
     stats: FtStats,
+    /// Whether processes can really be lost (MPI with ULFM): then the kept buffers, replicas
+    /// and table of the operation before stay ([`prior`](Self::prior)) until an operation
+    /// has ended everywhere, so that it can go back before its shuffle.
+    survivable: bool,
+    /// The generation before the current one, while the current operation may go back.
+    prior: Option<Generation>,
+    /// Buffers of released replicas, to receive the next ones into (their pages are mapped).
+    reuse: Vec<Vec<u8>>,
+    /// This rank's position in the fault-tolerant collectives (see [`crate::lost`]).
+    pos: u64,
+    /// The totals of the last detection after a reduce that completed here.
+    last_totals: Option<Vec<f64>>,
+    /// Ranks lost for real whose own kept buffers the survivors lack, until the next shuffle
+    /// has replaced the kept buffers.
+    kept_partial: Option<Vec<u32>>,
+    /// A recovery from a real loss is under way.
+    recovering: bool,
+}
+
+/// What a shuffle leaves for a recovery: the send buffers kept, the replicas held and who
+/// owned each hash.
+struct Generation {
+    kept: Vec<Run>,
+    held: Vec<(usize, Run)>,
+    table: HashRanges,
 }
 
 impl FtState {
@@ -200,17 +253,45 @@ impl FtState {
             r.release(&self.spill);
         }
     }
+
+    /// Releases a generation; the buffers of its replicas are kept for receiving the next.
+    fn release_generation(&mut self, g: Generation) {
+        for r in g.kept {
+            r.release(&self.spill);
+        }
+        for (_, r) in g.held {
+            match r.store {
+                RunStore::Mem(v) => {
+                    self.spill.give_back(v.len());
+                    self.reuse.push(v);
+                }
+                RunStore::File(_) => {}
+            }
+        }
+    }
+
+    /// The operation ended everywhere: the generation before it is not needed any more.
+    fn ended(&mut self, op: u64) {
+        self.pos = crate::lost::at(op + 1, 0);
+        self.recovering = false;
+        if let Some(g) = self.prior.take() {
+            self.release_generation(g);
+        }
+    }
 }
 
 /// Identifies MapReduce objects within a process.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// What detection decided.
-enum Verdict {
+enum Verdict<'r> {
     /// Nobody was lost.
     Fine,
     /// These members (sorted indices) were lost; this rank survives.
     Recover(Vec<usize>),
+    /// These members were lost for real (their processes died): the survivors go on with
+    /// this communicator.
+    Real(Vec<usize>, Comm<'r>),
 }
 
 /// Local aggregation across the ranks of a node.
@@ -291,6 +372,13 @@ pub struct MapReduce<'c, 'r> {
     node_aggregation: NodeAggregation,
     stats: Vec<OpStats>,
     ft: Option<FtState>,
+    /// Totals kept per operation ([`with_totals`](Self::with_totals)), and those of the last.
+    total_slots: usize,
+    totals: Vec<f64>,
+    /// After a real loss found at the end of an operation that other survivors had already
+    /// left: the lost members and the survivors' communicator, for the recovery before the
+    /// next shuffle.
+    pending_loss: Option<(Vec<usize>, Comm<'r>)>,
     _c: std::marker::PhantomData<&'c Comm<'r>>,
 }
 
@@ -316,8 +404,25 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             node_aggregation: NodeAggregation::Auto,
             stats: Vec::new(),
             ft: None,
+            total_slots: 0,
+            totals: Vec::new(),
+            pending_loss: None,
             _c: std::marker::PhantomData,
         }
+    }
+
+    /// Keeps `slots` totals per operation (at most [`MAX_TOTALS`]): what reduce functions
+    /// [`add`](Output::add) is summed over all ranks with the operation's own collectives and
+    /// is [`totals`](Self::totals) once it has returned. Every rank must ask for the same
+    /// number.
+    pub fn with_totals(mut self, slots: usize) -> Self {
+        self.total_slots = slots.min(MAX_TOTALS);
+        self
+    }
+
+    /// The totals of the last operation (see [`with_totals`](Self::with_totals)).
+    pub fn totals(&self) -> &[f64] {
+        &self.totals
     }
 
     /// Turns on fault tolerance (a collective): from now on every operation keeps its send
@@ -331,7 +436,28 @@ impl<'c, 'r> MapReduce<'c, 'r> {
     pub fn fault_tolerance(mut self, settings: FaultTolerance) -> Result<Self, Error> {
         let members = Members::of(&self.comm)?;
         let bounded = self.memory != usize::MAX;
+        let survivable = self.comm.runtime().survives_lost_processes();
+        if let Some(kill) = settings
+            .inject
+            .iter()
+            .find(|i| matches!(i, crate::Injection::Process { .. }))
+        {
+            if !survivable {
+                return Err(Error::Invalid(format!(
+                    "the injected failure {kill} kills an MPI process: it needs the MPI backend \
+                     over several processes, built against an MPI with ULFM (Open MPI 5, run \
+                     with mpirun --with-ft ulfm)"
+                )));
+            }
+        }
         self.ft = Some(FtState {
+            survivable,
+            prior: None,
+            reuse: Vec::new(),
+            pos: crate::lost::at(self.stats.len() as u64 + 1, 0),
+            last_totals: None,
+            kept_partial: None,
+            recovering: false,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             inject: settings.inject,
             members,
@@ -549,9 +675,12 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             Err(_) => None,
         };
 
-        // Failures before the shuffle.
+        // Failures before the shuffle: injected losses, a panicking map, a process lost for
+        // real (found here, or by survivors at the end of the last operation: the recovery
+        // they decided on).
         let mut recovered = false;
         if self.ft.is_some() {
+            self.maybe_kill(op, KillAt::Map);
             let injected = {
                 let f = self.ft.as_ref().expect("fault tolerance");
                 f.inject
@@ -565,142 +694,477 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             } else {
                 None
             };
-            if let Verdict::Recover(lost) = self.detect(op, cause)? {
-                let rec = recovery.as_ref().expect("fault tolerance");
-                recovered = true;
-                send = Some(self.recover_before_shuffle(
-                    op,
-                    &lost,
-                    send.take(),
-                    rec,
-                    &mut map,
-                    combine,
-                    &spill,
-                    flush_at,
-                )?);
+            let verdict = match self.pending_loss.take() {
+                Some((lost, new)) => Verdict::Real(lost, new),
+                None => match self.detect(op, cause, &[]) {
+                    Ok((v, _)) => v,
+                    Err(e) if e.is_process_lost() => {
+                        let (plan, lost, new) = self.real_loss(op, 0, send.is_none())?;
+                        debug_assert_eq!(plan, Plan::BeforeShuffle);
+                        Verdict::Real(lost, new)
+                    }
+                    Err(e) => return Err(e),
+                },
+            };
+            let rec = recovery.as_ref().expect("fault tolerance");
+            match verdict {
+                Verdict::Fine => {}
+                Verdict::Recover(lost) => {
+                    recovered = true;
+                    send = Some(self.recover_before_shuffle(
+                        op,
+                        &lost,
+                        send.take(),
+                        rec,
+                        &mut map,
+                        combine,
+                        &spill,
+                        flush_at,
+                        None,
+                    )?);
+                }
+                Verdict::Real(lost, new) => {
+                    recovered = true;
+                    send = Some(self.recover_before_shuffle(
+                        op,
+                        &lost,
+                        send.take(),
+                        rec,
+                        &mut map,
+                        combine,
+                        &spill,
+                        flush_at,
+                        Some(new),
+                    )?);
+                }
             }
+            self.ft.as_mut().expect("fault tolerance").pos = lost::at(op, lost::DETECTED);
         }
         let mut send = send.expect("a send buffer");
-        let node = if recovered {
+        let mut node = if recovered {
             // A recovery changed the ranks: the node communicators too.
             self.node_comm(combine.is_some())
         } else {
             node
         };
-        st.records_combined = send.entries;
-        st.bytes_combined = send.len;
-        let ranges = &self.ranges;
 
-        // Node aggregation.
-        if let Some(node) = node {
-            let t = Instant::now();
-            let p = self.comm.size();
-            let ls = node.size();
-            // Node rank j takes world destinations d with d * ls / p == j (contiguous).
-            let bounds: Vec<u64> = (0..=ls)
-                .map(|j| send.offsets[(j * p).div_ceil(ls).min(p)])
-                .collect();
-            let (inbox, moved, _) = exchange(&node, &send, &bounds, &spill, self.memory)?;
-            send.release(&spill);
-            st.bytes_node_shuffled = moved;
-            st.shuffle += t.elapsed();
-            let t = Instant::now();
-            let merged = catch_unwind(AssertUnwindSafe(|| -> Result<Run, Error> {
-                let mut cursors = inbox.cursors(&spill)?;
-                let mut w = RunWriter::new(&spill, ranges);
-                merge(&mut cursors, &spill, |h, bodies| {
-                    for_each_key::<K>(bodies, |key, vals| {
-                        write_group::<K, V>(&mut w, h, key, vals, combine)
-                    })
-                })?;
-                drop(cursors);
-                w.finish()
-            }));
-            inbox.release(&spill);
-            send = match merged {
-                Ok(r) => r?,
-                Err(panic) if self.ft.is_none() => resume_unwind(panic),
-                Err(_) => {
-                    return Err(Error::Unrecoverable {
-                        op,
-                        lost: vec![rank.rank()],
-                        reason: "a combine function panicked during node aggregation, after \
-                                 the node's data had been exchanged"
-                            .into(),
-                    })
-                }
-            };
-            st.combine += t.elapsed();
+        // From here on a real loss may send the survivors back to just before the shuffle,
+        // with the send buffer (merged with the lost ranks' share) as it was then.
+        self.maybe_kill(op, KillAt::Shuffle);
+        'shuffle: loop {
             st.records_combined = send.entries;
             st.bytes_combined = send.len;
-        }
 
-        // The all-to-all.
-        let t = Instant::now();
-        let (inbox, moved, rounds) =
-            exchange(&self.comm, &send, &send.offsets, &spill, self.memory)?;
-        st.bytes_shuffled = moved;
-        st.rounds = rounds;
-        st.shuffle += t.elapsed();
-        match self.ft.is_some() {
-            true => self.keep(send, &spill)?,
-            false => send.release(&spill),
-        }
-
-        // Reduce.
-        let t = Instant::now();
-        let mut output = Output {
-            builder: Some(DatasetBuilder::new(rank)?),
-            raw: Vec::new(),
-            error: None,
-            records: 0,
-        };
-        let reduced = catch_unwind(AssertUnwindSafe(|| -> Result<(), Error> {
-            let mut cursors = inbox.cursors(&spill)?;
-            merge(&mut cursors, &spill, |_, bodies| {
-                reduce_hash(bodies, &mut reduce, &mut output)
-            })
-        }));
-        inbox.release(&spill);
-        let reduce_failed = match reduced {
-            Ok(r) => {
-                r?;
-                false
+            // Node aggregation.
+            if let Some(node_comm) = node.clone() {
+                let t = Instant::now();
+                let p = self.comm.size();
+                let ls = node_comm.size();
+                // Node rank j takes world destinations d with d * ls / p == j (contiguous).
+                let bounds: Vec<u64> = (0..=ls)
+                    .map(|j| send.offsets[(j * p).div_ceil(ls).min(p)])
+                    .collect();
+                let (inbox, moved, _) =
+                    match exchange(&node_comm, &send, &bounds, &spill, self.memory) {
+                        Ok(x) => x,
+                        Err(e) if e.is_process_lost() && self.ft.is_some() => {
+                            send = self.back_before_shuffle(
+                                op,
+                                lost::DETECTED,
+                                send,
+                                recovery.as_ref().expect("fault tolerance"),
+                                &mut map,
+                                combine,
+                                &spill,
+                                flush_at,
+                            )?;
+                            node = self.node_comm(combine.is_some());
+                            continue 'shuffle;
+                        }
+                        Err(e) => return Err(e),
+                    };
+                send.release(&spill);
+                st.bytes_node_shuffled = moved;
+                st.shuffle += t.elapsed();
+                let t = Instant::now();
+                let ranges = &self.ranges;
+                let merged = catch_unwind(AssertUnwindSafe(|| -> Result<Run, Error> {
+                    let mut cursors = inbox.cursors(&spill)?;
+                    let mut w = RunWriter::new(&spill, ranges);
+                    merge(&mut cursors, &spill, |h, bodies| {
+                        for_each_key::<K>(bodies, |key, vals| {
+                            write_group::<K, V>(&mut w, h, key, vals, combine)
+                        })
+                    })?;
+                    drop(cursors);
+                    w.finish()
+                }));
+                inbox.release(&spill);
+                send = match merged {
+                    Ok(r) => r?,
+                    Err(panic) if self.ft.is_none() => resume_unwind(panic),
+                    Err(_) => {
+                        return Err(Error::Unrecoverable {
+                            op,
+                            lost: vec![rank.rank()],
+                            reason: "a combine function panicked during node aggregation, \
+                                     after the node's data had been exchanged"
+                                .into(),
+                        })
+                    }
+                };
+                st.combine += t.elapsed();
+                st.records_combined = send.entries;
+                st.bytes_combined = send.len;
             }
-            Err(panic) if self.ft.is_none() => resume_unwind(panic),
-            Err(_) => true,
-        };
 
-        // Failures in the reduce.
-        if self.ft.is_some() {
-            let cause = reduce_failed.then_some("a reduce function panicked");
-            if let Verdict::Recover(lost) = self.detect_after_reduce(op, cause)? {
-                self.recover_after_reduce(op, &lost, &mut reduce, &mut output, &spill)?;
+            // The all-to-all.
+            let t = Instant::now();
+            let (inbox, moved, rounds) =
+                match exchange(&self.comm, &send, &send.offsets, &spill, self.memory) {
+                    Ok(x) => x,
+                    Err(e) if e.is_process_lost() && self.ft.is_some() => {
+                        send = self.back_before_shuffle(
+                            op,
+                            lost::DETECTED,
+                            send,
+                            recovery.as_ref().expect("fault tolerance"),
+                            &mut map,
+                            combine,
+                            &spill,
+                            flush_at,
+                        )?;
+                        node = self.node_comm(combine.is_some());
+                        continue 'shuffle;
+                    }
+                    Err(e) => return Err(e),
+                };
+            st.bytes_shuffled = moved;
+            st.rounds = rounds;
+            st.shuffle += t.elapsed();
+            if self.ft.is_some() {
+                self.ft.as_mut().expect("fault tolerance").pos = lost::at(op, lost::SHUFFLED);
+                self.maybe_kill(op, KillAt::Keep);
+                match self.keep_replicas(&send, &spill) {
+                    Ok(got) => self.keep(send, got, &spill)?,
+                    Err(e) if e.is_process_lost() => {
+                        inbox.release(&spill);
+                        send = self.back_before_shuffle(
+                            op,
+                            lost::SHUFFLED,
+                            send,
+                            recovery.as_ref().expect("fault tolerance"),
+                            &mut map,
+                            combine,
+                            &spill,
+                            flush_at,
+                        )?;
+                        node = self.node_comm(combine.is_some());
+                        continue 'shuffle;
+                    }
+                    Err(e) => return Err(e),
+                }
+                self.ft.as_mut().expect("fault tolerance").pos = lost::at(op, lost::KEPT);
+                self.maybe_kill(op, KillAt::Reduce);
+            } else {
+                send.release(&spill);
             }
+
+            // Reduce.
+            let t = Instant::now();
+            let mut output = Output::new(Some(DatasetBuilder::new(rank)?), Vec::new());
+            let reduced = catch_unwind(AssertUnwindSafe(|| -> Result<(), Error> {
+                let mut cursors = inbox.cursors(&spill)?;
+                merge(&mut cursors, &spill, |_, bodies| {
+                    reduce_hash(bodies, &mut reduce, &mut output)
+                })
+            }));
+            inbox.release(&spill);
+            let reduce_failed = match reduced {
+                Ok(r) => {
+                    r?;
+                    false
+                }
+                Err(panic) if self.ft.is_none() => resume_unwind(panic),
+                Err(_) => true,
+            };
+
+            // Failures in the reduce, and the totals.
+            let slots = self.total_slots;
+            let totals = if self.ft.is_some() {
+                let cause = reduce_failed.then_some("a reduce function panicked");
+                loop {
+                    match self.detect_after_reduce(op, cause, &output.sums[..slots]) {
+                        Ok((Verdict::Recover(lost), totals)) => {
+                            self.recover_after_reduce(
+                                op,
+                                &lost,
+                                &mut reduce,
+                                &mut output,
+                                &spill,
+                                None,
+                            )?;
+                            break totals;
+                        }
+                        Ok((_, totals)) => break totals,
+                        Err(e) if e.is_process_lost() => {
+                            let (plan, lost, new) =
+                                self.real_loss(op, lost::KEPT, reduce_failed)?;
+                            match plan {
+                                Plan::AfterReduce => {
+                                    // The lost ranks' share joins this output; the totals are
+                                    // taken again, over the survivors.
+                                    self.recover_after_reduce(
+                                        op,
+                                        &lost,
+                                        &mut reduce,
+                                        &mut output,
+                                        &spill,
+                                        Some(new),
+                                    )?;
+                                }
+                                Plan::Finish(totals) => {
+                                    let lost_global = {
+                                        let f = self.ft.as_ref().expect("fault tolerance");
+                                        ft::globals(&f.members, &lost)
+                                    };
+                                    self.pending_loss = Some((lost, new));
+                                    let f = self.ft.as_mut().expect("fault tolerance");
+                                    f.ended(op);
+                                    f.recovering = true;
+                                    f.kept_partial = Some(lost_global);
+                                    break totals;
+                                }
+                                Plan::BeforeShuffle => {
+                                    drop(output);
+                                    let send_back = self.roll_back();
+                                    send = self.recover_before_shuffle(
+                                        op,
+                                        &lost,
+                                        Some(send_back),
+                                        recovery.as_ref().expect("fault tolerance"),
+                                        &mut map,
+                                        combine,
+                                        &spill,
+                                        flush_at,
+                                        Some(new),
+                                    )?;
+                                    self.ft.as_mut().expect("fault tolerance").pos =
+                                        lost::at(op, lost::DETECTED);
+                                    node = self.node_comm(combine.is_some());
+                                    continue 'shuffle;
+                                }
+                            }
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            } else if slots > 0 {
+                self.comm.allreduce(&output.sums[..slots], Sum)?
+            } else {
+                Vec::new()
+            };
+            st.records_out = output.records;
+            let mut result = output.builder.take().expect("a dataset output").finish()?;
+            st.reduce = t.elapsed();
+            st.bytes_spilled = spill.spilled();
+            self.stats.push(st);
+            self.totals = totals;
+            if let Some(f) = &mut self.ft {
+                if self.pending_loss.is_none() {
+                    f.ended(op);
+                    f.last_totals = Some(self.totals.clone());
+                }
+                f.prev = Some((op, keep_reduce(reduce)));
+                result.origin = Origin::Output { mr: f.id, op };
+            }
+            return Ok(result);
         }
-        st.records_out = output.records;
-        let mut result = output.builder.take().expect("a dataset output").finish()?;
-        st.reduce = t.elapsed();
-        st.bytes_spilled = spill.spilled();
-        self.stats.push(st);
-        if let Some(f) = &mut self.ft {
-            f.prev = Some((op, keep_reduce(reduce)));
-            result.origin = Origin::Output { mr: f.id, op };
-        }
-        Ok(result)
     }
 
-    /// The failure detection collective: every rank says whether it is lost (`cause`).
+    /// An injected process kill at `at` of operation `op` on this rank's node: the process
+    /// dies here (SIGKILL), as when its machine is lost.
+    fn maybe_kill(&self, op: u64, at: KillAt) {
+        let Some(f) = &self.ft else {
+            return;
+        };
+        let node = self.comm.runtime().node();
+        if f.inject.iter().any(|i| i.kills(node, op, at)) {
+            // SAFETY: sends SIGKILL to this process (no memory is touched).
+            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        }
+    }
+
+    /// A real loss found at `stage` of operation `op` after the detection before the
+    /// shuffle: the survivors agree on the recovery, which here can only be to go back
+    /// before the shuffle. Returns the send buffer for the shuffle on the survivors.
+    #[allow(clippy::too_many_arguments)]
+    fn back_before_shuffle<IK: Data, IV: Data, K: Data, V: Data, M>(
+        &mut self,
+        op: u64,
+        stage: u64,
+        send: Run,
+        rec: &Recovery<IK, IV>,
+        map: &mut M,
+        combine: Option<CombineFn<'_, V>>,
+        spill: &Spill,
+        flush_at: usize,
+    ) -> Result<Run, Error>
+    where
+        M: FnMut(IK, IV, &mut Emitter<'_, K, V>),
+    {
+        let (plan, lost, new) = self.real_loss(op, stage, false)?;
+        if plan != Plan::BeforeShuffle {
+            send.release(spill);
+            return Err(Error::Unrecoverable {
+                op,
+                lost: Vec::new(),
+                reason: format!("the survivors chose {plan:?} in the middle of the shuffle"),
+            });
+        }
+        let send = self.recover_before_shuffle(
+            op,
+            &lost,
+            Some(send),
+            rec,
+            map,
+            combine,
+            spill,
+            flush_at,
+            Some(new),
+        )?;
+        self.ft.as_mut().expect("fault tolerance").pos = lost::at(op, lost::DETECTED);
+        Ok(send)
+    }
+
+    /// Back to before the shuffle after the send buffer was kept: it is the send buffer
+    /// again, and the generation before it the current one.
+    fn roll_back(&mut self) -> Run {
+        let f = self.ft.as_mut().expect("fault tolerance");
+        let send = f.kept.pop().expect("the kept send buffer");
+        debug_assert!(f.kept.is_empty());
+        for (_, r) in f.held.drain(..) {
+            r.release(&f.spill);
+        }
+        let g = f.prior.take().expect("the generation before");
+        f.kept = g.kept;
+        f.held = g.held;
+        f.table = g.table;
+        send
+    }
+
+    /// A process was lost for real (MPI with ULFM) while this rank stood at `stage` of
+    /// operation `op`: the survivors tell each other where they stood, on a communicator
+    /// without the lost ranks, and all choose the same recovery (see [`crate::lost`]).
+    /// Returns it, the lost members (indices of the current communicator) and the survivors'
+    /// communicator.
+    fn real_loss(
+        &mut self,
+        op: u64,
+        stage: u64,
+        failed: bool,
+    ) -> Result<(Plan, Vec<usize>, Comm<'r>), Error> {
+        let rank = self.comm.runtime();
+        let position = lost::at(op, stage);
+        loop {
+            let Some(lostp) = rank.acknowledge_loss() else {
+                return Err(Error::Unrecoverable {
+                    op,
+                    lost: Vec::new(),
+                    reason: "a blocking call reported a lost process that the runtime does not \
+                             know"
+                        .into(),
+                });
+            };
+            let f = self.ft.as_ref().expect("fault tolerance");
+            let lost: Vec<usize> = (0..f.members.global.len())
+                .filter(|&i| lostp.ranks.binary_search(&f.members.global[i]).is_ok())
+                .collect();
+            let lost_global = ft::globals(&f.members, &lost);
+            let unrecoverable = |reason: String| Error::Unrecoverable {
+                op,
+                lost: lost_global.clone(),
+                reason: format!(
+                    "{reason} ({lostp}; with the spillway CLI, a job saved with \
+                                 --checkpoint-dir resumes with --resume)"
+                ),
+            };
+            if !f.survivable {
+                return Err(unrecoverable(
+                    "processes were lost but this job does not keep what a recovery needs".into(),
+                ));
+            }
+            if f.recovering {
+                return Err(unrecoverable(
+                    "a process was lost during the recovery from an earlier loss".into(),
+                ));
+            }
+            if let Some(before) = &f.kept_partial {
+                return Err(unrecoverable(format!(
+                    "a process was lost before the shuffle after the loss of rank(s) {before:?} \
+                     had completed: the kept buffers miss what those ranks sent"
+                )));
+            }
+            if lost.is_empty() {
+                return Err(unrecoverable(
+                    "the lost processes held none of this operation's ranks".into(),
+                ));
+            }
+            if lost.len() == f.members.global.len() {
+                return Err(unrecoverable("every rank was lost".into()));
+            }
+            let mut nodes: Vec<u32> = lost.iter().map(|&i| f.members.node[i]).collect();
+            nodes.dedup();
+            if nodes.len() > 1 {
+                return Err(unrecoverable(format!(
+                    "ranks of nodes {nodes:?} were lost in the same operation: what one of them \
+                     sent another in the last shuffle is in neither's replicas"
+                )));
+            }
+            if let Some(reason) = ft::coverage(&f.members, &lost) {
+                return Err(unrecoverable(reason));
+            }
+            let new = self
+                .comm
+                .without(&lostp.ranks)
+                .expect("a survivor is in the survivors' communicator");
+            let report = Report {
+                position,
+                totals: f.last_totals.clone(),
+                failed,
+            };
+            match new.allgather_obj(&report) {
+                Ok(all) => {
+                    let plan = lost::plan(position, &all).map_err(unrecoverable)?;
+                    self.ft.as_mut().expect("fault tolerance").recovering = true;
+                    return Ok((plan, lost, new));
+                }
+                // Another process was lost meanwhile: tell each other again, without it too.
+                Err(spillway_comm::Error::ProcessLost(_)) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The failure detection collective: every rank says whether it is lost (`cause`),
+    /// and adds its share of the `sums` (returned summed over all ranks).
     /// Lost ranks leave (a split without them) and get [`Error::Lost`]; if the loss cannot
     /// be recovered every rank gets [`Error::Unrecoverable`].
-    fn detect(&mut self, op: u64, cause: Option<&str>) -> Result<Verdict, Error> {
+    fn detect(
+        &mut self,
+        op: u64,
+        cause: Option<&str>,
+        sums: &[f64],
+    ) -> Result<(Verdict<'r>, Vec<f64>), Error> {
         let p = self.comm.size();
-        let mut flags = vec![0u8; p];
-        flags[self.comm.rank()] = u8::from(cause.is_some());
-        let flags = self.comm.allreduce(&flags, Max)?;
-        let lost: Vec<usize> = (0..p).filter(|&i| flags[i] != 0).collect();
+        let mut flags = vec![0f64; p + sums.len()];
+        flags[self.comm.rank()] = f64::from(u8::from(cause.is_some()));
+        flags[p..].copy_from_slice(sums);
+        let all = self.comm.allreduce(&flags, Sum)?;
+        let totals = all[p..].to_vec();
+        let lost: Vec<usize> = (0..p).filter(|&i| all[i] != 0.0).collect();
         if lost.is_empty() {
-            return Ok(Verdict::Fine);
+            return Ok((Verdict::Fine, totals));
         }
         let f = self.ft.as_ref().expect("fault tolerance");
         let lost_global = ft::globals(&f.members, &lost);
@@ -718,13 +1182,18 @@ impl<'c, 'r> MapReduce<'c, 'r> {
                 reason,
             });
         }
-        Ok(Verdict::Recover(lost))
+        Ok((Verdict::Recover(lost), totals))
     }
 
     /// As [`detect`](Self::detect), after the reduce: a lost rank first hands its kept
     /// send buffer to its buddy (its own messages are then not lost with it).
-    fn detect_after_reduce(&mut self, op: u64, cause: Option<&str>) -> Result<Verdict, Error> {
-        let verdict = self.detect(op, cause)?;
+    fn detect_after_reduce(
+        &mut self,
+        op: u64,
+        cause: Option<&str>,
+        sums: &[f64],
+    ) -> Result<(Verdict<'r>, Vec<f64>), Error> {
+        let (verdict, totals) = self.detect(op, cause, sums)?;
         if let Verdict::Recover(lost) = &verdict {
             let f = self.ft.as_mut().expect("fault tolerance");
             let me = self.comm.rank();
@@ -749,7 +1218,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
                 return self.leave(op, cause.unwrap_or("lost"));
             }
         }
-        Ok(verdict)
+        Ok((verdict, totals))
     }
 
     /// Lost ranks take part in the split that removes them, then leave.
@@ -763,8 +1232,12 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         })
     }
 
-    /// The survivors' side of the shrink: the communicator without `lost`.
-    fn shrink(&mut self, lost: &[usize]) -> Result<Comm<'r>, Error> {
+    /// The survivors' side of the shrink: the communicator without `lost` (`real`, when
+    /// the survivors made it after a real loss; otherwise a split the lost ranks join).
+    fn shrink(&mut self, lost: &[usize], real: Option<Comm<'r>>) -> Result<Comm<'r>, Error> {
+        if let Some(new) = real {
+            return Ok(new);
+        }
         let me = self.comm.rank();
         debug_assert!(lost.binary_search(&me).is_err());
         let new = self
@@ -845,6 +1318,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         combine: Option<CombineFn<'_, V>>,
         spill: &Spill,
         flush_at: usize,
+        real: Option<Comm<'r>>,
     ) -> Result<Run, Error>
     where
         M: FnMut(IK, IV, &mut Emitter<'_, K, V>),
@@ -866,6 +1340,20 @@ impl<'c, 'r> MapReduce<'c, 'r> {
                 reason,
             });
         }
+        let mut nodes: Vec<u32> = lost.iter().map(|&i| f.members.node[i]).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        if nodes.len() > 1 {
+            release(send);
+            return Err(Error::Unrecoverable {
+                op,
+                lost: lost_global,
+                reason: format!(
+                    "ranks of nodes {nodes:?} were lost before the same shuffle: what one of \
+                     them sent another in the last shuffle is in neither's replicas"
+                ),
+            });
+        }
         if lost.binary_search(&self.comm.rank()).is_ok() {
             release(send);
             return self.leave(op, "lost before the shuffle");
@@ -878,7 +1366,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             ..RecoveryStats::default()
         };
         let old_size = self.comm.size();
-        let new = self.shrink(lost)?;
+        let new = self.shrink(lost, real)?;
         let new_ranges = HashRanges::even(new.size());
         let mut runs = vec![send];
         let failed = {
@@ -984,6 +1472,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         reduce: &mut R,
         output: &mut Output<K2, V2>,
         spill: &Spill,
+        real: Option<Comm<'r>>,
     ) -> Result<(), Error>
     where
         R: FnMut(K, Values<'_, V>, &mut Output<K2, V2>),
@@ -997,9 +1486,12 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             lost_ranks: lost_global.clone(),
             ..RecoveryStats::default()
         };
-        let new = self.shrink(lost)?;
+        // A rank lost for real did not hand its kept buffer over: the replicas of its node's
+        // messages to itself stand in for it.
+        let held = real.is_some();
+        let new = self.shrink(lost, real)?;
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), Error> {
-            self.recover_messages(&new, lost, false, spill, &mut rs, &mut |_, bodies| {
+            self.recover_messages(&new, lost, held, spill, &mut rs, &mut |_, bodies| {
                 reduce_hash(bodies, reduce, output)
             })
         }));
@@ -1014,6 +1506,10 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         let t = Instant::now();
         self.take_over(new, lost);
         let f = self.ft.as_mut().expect("fault tolerance");
+        if held {
+            // What the lost ranks sent in this shuffle is gone with them.
+            f.kept_partial = Some(lost_global.clone());
+        }
         f.table = f.table.after_loss(lost);
         // Replicas again: the owners and the buddies changed.
         for (_, r) in f.held.drain(..) {
@@ -1051,20 +1547,26 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         self.end_recovery(rs, &lost_global, t, t0)
     }
 
-    /// Keeps this operation's send buffer and sends its node-local segments to the buddy.
-    fn keep(&mut self, send: Run, spill: &Spill) -> Result<(), Error> {
+    /// Sends the node-local segments of this operation's send buffer to the buddy (a
+    /// collective) and returns the segments the wards sent here. Without real losses
+    /// possible the kept buffers and replicas of the operation before are released first
+    /// (their buffers receive the new replicas); otherwise nothing changes until
+    /// [`keep`](Self::keep), so that the operation can still go back before its shuffle.
+    fn keep_replicas(&mut self, send: &Run, spill: &Spill) -> Result<Vec<(usize, Vec<u8>)>, Error> {
         let t = Instant::now();
         let f = self.ft.as_mut().expect("fault tolerance");
-        for r in f.kept.drain(..) {
-            r.release(&f.spill);
-        }
-        let mut reuse = Vec::new();
-        for (_, r) in f.held.drain(..) {
-            if let RunStore::Mem(v) = r.store {
-                f.spill.give_back(v.len());
-                reuse.push(v);
+        if !f.survivable {
+            for r in f.kept.drain(..) {
+                r.release(&f.spill);
+            }
+            for (_, r) in f.held.drain(..) {
+                if let RunStore::Mem(v) = r.store {
+                    f.spill.give_back(v.len());
+                    f.reuse.push(v);
+                }
             }
         }
+        let reuse = std::mem::take(&mut f.reuse);
         let me = self.comm.rank();
         // The segments for this node's ranks: one range of the run when the node's ranks
         // are consecutive (as they are), sent from the run itself.
@@ -1089,7 +1591,26 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         if to.is_some() {
             f.stats.bytes_replicated += local.len() as u64;
         }
-        drop(local);
+        f.stats.save += t.elapsed();
+        Ok(got)
+    }
+
+    /// Keeps this operation's send buffer and the replicas its wards sent
+    /// ([`keep_replicas`](Self::keep_replicas)); the generation before stays while real
+    /// losses are possible, until the operation has ended everywhere.
+    fn keep(&mut self, send: Run, got: Vec<(usize, Vec<u8>)>, spill: &Spill) -> Result<(), Error> {
+        let t = Instant::now();
+        let f = self.ft.as_mut().expect("fault tolerance");
+        if f.survivable {
+            let g = Generation {
+                kept: std::mem::take(&mut f.kept),
+                held: std::mem::take(&mut f.held),
+                table: f.table.clone(),
+            };
+            if let Some(older) = f.prior.replace(g) {
+                f.release_generation(older);
+            }
+        }
         f.stats.bytes_kept += send.len;
         let bounded = self.memory != usize::MAX;
         f.kept = vec![f.stash(send, spill, bounded)?];
@@ -1098,6 +1619,8 @@ impl<'c, 'r> MapReduce<'c, 'r> {
             .into_iter()
             .map(|(src, b)| Ok((src, f.stash(ft::bytes_run(b), &f.spill, bounded)?)))
             .collect::<Result<_, Error>>()?;
+        // The kept buffers are whole again.
+        f.kept_partial = None;
         f.stats.save += t.elapsed();
         Ok(())
     }
@@ -1300,7 +1823,6 @@ fn exchange(
     quota: usize,
 ) -> Result<(Inbox, u64, u64), Error> {
     let p = comm.size();
-    let me = comm.rank();
     let per_dest = if quota == usize::MAX {
         usize::MAX
     } else {
@@ -1316,6 +1838,42 @@ fn exchange(
     let mut pos: Vec<u64> = bounds[..p].to_vec();
     let mut sent = 0u64;
     let mut rounds = 0u64;
+    match exchange_rounds(
+        comm,
+        run,
+        bounds,
+        spill,
+        per_dest,
+        &mut inbox,
+        &mut pos,
+        &mut sent,
+        &mut rounds,
+    ) {
+        Ok(()) => Ok((inbox, sent, rounds)),
+        Err(e) => {
+            // Give the allowance back (an exchange that failed because a process was lost
+            // is run again on the survivors).
+            inbox.release(spill);
+            Err(e)
+        }
+    }
+}
+
+/// The rounds of [`exchange`].
+#[allow(clippy::too_many_arguments)]
+fn exchange_rounds(
+    comm: &Comm,
+    run: &Run,
+    bounds: &[u64],
+    spill: &Spill,
+    per_dest: usize,
+    inbox: &mut Inbox,
+    pos: &mut [u64],
+    sent: &mut u64,
+    rounds: &mut u64,
+) -> Result<(), Error> {
+    let p = comm.size();
+    let me = comm.rank();
     loop {
         let mut blocks: Vec<(usize, Cow<'_, [u8]>)> = Vec::new();
         for j in 0..p {
@@ -1323,7 +1881,7 @@ fn exchange(
                 let (b, next) = run.read_block(pos[j], bounds[j + 1], per_dest, spill)?;
                 pos[j] = next;
                 if j != me {
-                    sent += b.len() as u64;
+                    *sent += b.len() as u64;
                 }
                 blocks.push((j, b));
             }
@@ -1343,11 +1901,10 @@ fn exchange(
         }
         drop(refs);
         drop(blocks);
-        rounds += 1;
+        *rounds += 1;
         let left = pos.iter().zip(&bounds[1..]).any(|(a, b)| a < b);
         if comm.allreduce(&[u8::from(left)], Max)?[0] == 0 {
-            break;
+            return Ok(());
         }
     }
-    Ok((inbox, sent, rounds))
 }

@@ -51,6 +51,7 @@ mod error;
 mod ft;
 mod hash;
 mod job;
+mod lost;
 mod run;
 mod share;
 mod text;
@@ -61,9 +62,9 @@ pub use data::{Data, Serde, Values};
 pub use dataset::{Dataset, DatasetBuilder};
 pub use emit::Emitter;
 pub use error::Error;
-pub use ft::{FaultTolerance, FtStats, Injection, RecoveryStats, Replicated};
+pub use ft::{FaultTolerance, FtStats, Injection, KillAt, RecoveryStats, Replicated};
 pub use hash::HashRanges;
-pub use job::{MapReduce, NodeAggregation, OpStats, Output};
+pub use job::{MapReduce, NodeAggregation, OpStats, Output, MAX_TOTALS};
 pub use text::{is_space, TextFiles};
 
 /// The input of an operation: a source of `(key, value)` records on each rank, consumed

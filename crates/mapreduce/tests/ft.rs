@@ -322,3 +322,24 @@ fn owned_key(p: u32, r: u32) -> u32 {
     .unwrap();
     keys[r as usize][0].0
 }
+
+#[test]
+fn losses_on_two_nodes_before_one_shuffle_end_the_job_with_an_error() {
+    // Nodes 0 and 2 of 4 hold each other's replicas neither way, but what node 0 sent node 2
+    // in the last shuffle is in neither's replicas: the output would miss it.
+    for inject in [vec![node(0, 2), node(2, 2)], vec![rank(1, 3), rank(6, 3)]] {
+        let e = job(
+            (8, 4, 2),
+            None,
+            &Faults {
+                inject: inject.clone(),
+                ..Faults::default()
+            },
+        )
+        .expect_err("two nodes' losses before one shuffle cannot be recovered");
+        assert!(
+            e.contains("cannot recover") && e.contains("neither's replicas"),
+            "{inject:?}: {e}"
+        );
+    }
+}

@@ -35,6 +35,10 @@ pub enum Error {
     InvalidArgument(&'static str),
     /// An I/O error of the runtime (spill files and the like).
     Io(std::io::Error),
+    /// Processes of the job were lost (MPI with ULFM): blocking calls fail with this until
+    /// the rank acknowledges the loss ([`Rank::acknowledge_loss`](crate::Rank::acknowledge_loss))
+    /// and goes on without the lost ranks.
+    ProcessLost(crate::LostProcesses),
 }
 
 impl fmt::Display for Error {
@@ -57,6 +61,12 @@ impl fmt::Display for Error {
             } => write!(f, "message of {message_bytes} bytes is not {expected}"),
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             Error::Io(e) => write!(f, "I/O error: {e}"),
+            Error::ProcessLost(lost) => write!(
+                f,
+                "{lost}: the job cannot go on without it, unless it recovers from lost \
+                 processes (MapReduce with fault tolerance does); with the spillway CLI, a job \
+                 saved with --checkpoint-dir resumes with --resume"
+            ),
         }
     }
 }

@@ -50,6 +50,11 @@ pub struct JobStats {
     pub local_ranks: Range<u32>,
     /// Number of nodes of the job.
     pub nodes: u32,
+    /// Nodes (MPI processes) lost while the job ran (MPI with ULFM), in increasing order.
+    pub lost_nodes: Vec<u32>,
+    /// The lowest rank still in the job at its end (0 unless its node was lost): the rank
+    /// whose process reports for the job.
+    pub lead_rank: u32,
 }
 
 impl JobStats {
@@ -90,6 +95,8 @@ pub(crate) struct Job {
     /// The first local failure, to be announced to the other processes.
     announce: Mutex<Option<String>>,
     failure: Mutex<Option<JobError>>,
+    /// Processes lost while the job runs (see [`crate::lost`]).
+    pub(crate) losses: crate::lost::Losses,
     spin: Duration,
 }
 
@@ -103,6 +110,7 @@ impl Job {
             ..layout.first_rank(part.local_nodes.end - 1)
                 + layout.local_size(part.local_nodes.end - 1);
         let activity = Arc::new(Activity::new(local.len()));
+        let local_count = local.len();
         let nodes = part
             .local_nodes
             .clone()
@@ -147,6 +155,7 @@ impl Job {
             finished: AtomicUsize::new(0),
             announce: Mutex::new(None),
             failure: Mutex::new(None),
+            losses: crate::lost::Losses::new(local_count),
             spin: config.spin,
         }
     }
@@ -210,6 +219,9 @@ impl Job {
         if self.aborted() {
             return Err(Error::Aborted);
         }
+        if let Some(e) = self.loss_unacknowledged(node.first + local as u32) {
+            return Err(e);
+        }
         match node.sched.release(local, info) {
             Released::Notified => Ok(()),
             Released::Blocked { last_active } => {
@@ -219,6 +231,8 @@ impl Job {
                     self.fail(JobError::Storage(e));
                 }
                 if last_active {
+                    // A loss the ranks were not told of yet is told now that none runs.
+                    self.arm_loss();
                     self.check_deadlock();
                 }
                 node.sched.suspend(local)
@@ -282,6 +296,9 @@ impl Job {
     ) -> Result<(), Error> {
         let (node, local) = self.node_of(rank);
         loop {
+            if let Some(e) = self.loss_unacknowledged(rank) {
+                return Err(e);
+            }
             if poll() {
                 return Ok(());
             }
@@ -317,6 +334,9 @@ impl Job {
         loop {
             if self.aborted() {
                 return Err(Error::Aborted);
+            }
+            if let Some(e) = self.loss_unacknowledged(rank) {
+                return Err(e);
             }
             if node.sched.try_enter_critical(local) {
                 return Ok(());
@@ -450,6 +470,10 @@ impl spillway_transport::Host for Job {
             other => JobError::Transport(format!("{other:?}")),
         };
         self.fail_with(error, announce)
+    }
+
+    fn lost(&self, lost: spillway_transport::Lost) {
+        self.on_lost(lost.epoch, lost.all)
     }
 
     fn aborted(&self) -> bool {

@@ -29,9 +29,11 @@
 mod config;
 mod deadlock;
 mod error;
+mod execute;
 mod interrupt;
 mod job;
 mod launch;
+mod lost;
 mod mailbox;
 mod memory;
 #[cfg(feature = "mpi")]
@@ -47,6 +49,7 @@ pub use error::{DeadlockReport, Error, JobError, WaitState};
 pub use interrupt::interrupt;
 pub use job::{JobStats, RankStats};
 pub use launch::{run, run_with_stats};
+pub use lost::LostProcesses;
 pub use mailbox::{MessageInfo, Pattern, RecvId};
 pub use memory::{current_rss, peak_rss, MemoryStats, NodeBuf, Policy, SbVec};
 pub use node::{NodeTable, WaitQueue};

@@ -7,19 +7,30 @@
 
 pub use ::mpi as rsmpi;
 
+/// Whether jobs of this process survive lost processes: built against an MPI with ULFM (Open
+/// MPI 5) and started with it on (`mpirun --with-ft ulfm`). Without, a lost process ends the
+/// job.
+pub fn survives_lost_processes() -> bool {
+    spillway_transport::mpi::survives_lost_processes()
+}
+
+/// Whether this build has ULFM (see [`survives_lost_processes`]).
+pub fn built_with_ulfm() -> bool {
+    spillway_transport::mpi::built_with_ulfm()
+}
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use mpi::topology::{Communicator, SimpleCommunicator};
-use mpi::traits::CommunicatorCollectives;
 
 use spillway_transport::mpi as engine;
 use spillway_transport::{Layout, Outbox};
 
 use crate::config::Config;
 use crate::error::JobError;
+use crate::execute::execute;
 use crate::job::{JobStats, Part, RankStats};
-use crate::launch::execute;
 use crate::rank::Rank;
 use crate::MemoryStats;
 
@@ -97,8 +108,8 @@ where
     }
     let config = config.clone().nodes(size);
     let layout = config.layout()?;
-    let comm = comm.duplicate();
-    engine::set_errors_return(&comm);
+    let lost_at_start = |e: String| JobError::Transport(e);
+    let comms = engine::Comms::new(comm).map_err(lost_at_start)?;
     if size == 1 {
         let part = Part {
             local_nodes: 0..1,
@@ -109,7 +120,7 @@ where
     }
     let link_model = match config.link_model {
         Some(m) => m,
-        None => engine::measure_link(&comm),
+        None => engine::measure_link(comms.comm()).map_err(lost_at_start)?,
     };
     let remote = Arc::new(Outbox::default());
     let remote_handle = Arc::clone(&remote);
@@ -119,24 +130,31 @@ where
         link_model: Some(link_model),
     };
     let outbox = Arc::clone(&remote_handle);
+    let mut survivors = None;
     let outcome = execute(&config, layout.clone(), part, f, |job| {
-        engine::run_progress(
+        survivors = Some(engine::run_progress(
             job.clone(),
             outbox,
-            &comm,
+            comms,
             &layout,
             config.peer_timeout,
             shared,
-        )
+        ))
     });
     // Every process agreed on success or failure at the end of the progress loop, so either
-    // all or none take part in combining the counters.
+    // all or none of the survivors take part in combining the counters.
     let (results, mut stats) = outcome?;
-    combine_stats(&comm, &layout, &mut stats);
+    if let Some(survivors) = survivors {
+        combine_stats(&survivors, &layout, &mut stats);
+    }
     Ok((results, stats))
 }
 
-fn combine_stats(comm: &SimpleCommunicator, layout: &Layout, stats: &mut JobStats) {
+/// Sums the memory counters and gathers the ranks' counters of the surviving processes (the
+/// ranks of lost processes keep zero counters). A process lost meanwhile leaves the counters
+/// of this process alone.
+fn combine_stats(survivors: &engine::Survivors, layout: &Layout, stats: &mut JobStats) {
+    let comm = survivors.comm();
     let m = &stats.memory;
     let mine = [
         m.bytes_written,
@@ -150,28 +168,7 @@ fn combine_stats(comm: &SimpleCommunicator, layout: &Layout, stats: &mut JobStat
         m.peak_allocated,
         m.prefetched_bytes,
     ];
-    let mut sum = [0u64; 10];
-    comm.all_reduce_into(
-        &mine[..],
-        &mut sum[..],
-        mpi::collective::SystemOperation::sum(),
-    );
-    stats.memory = MemoryStats {
-        bytes_written: sum[0],
-        bytes_read: sum[1],
-        loads: sum[2],
-        unloads: sum[3],
-        overcommits: sum[4],
-        messages_spilled: sum[5],
-        message_bytes_spilled: sum[6],
-        peak_resident: sum[7],
-        peak_allocated: sum[8],
-        prefetched_bytes: sum[9],
-    };
     let rss = stats.peak_rss.unwrap_or(0);
-    let mut max_rss = 0u64;
-    comm.all_reduce_into(&rss, &mut max_rss, mpi::collective::SystemOperation::max());
-    stats.peak_rss = (max_rss > 0).then_some(max_rss);
     let width = (0..layout.nodes())
         .map(|n| layout.local_size(n))
         .max()
@@ -185,18 +182,39 @@ fn combine_stats(comm: &SimpleCommunicator, layout: &Layout, stats: &mut JobStat
             r.blocked.as_nanos() as u64,
         ]);
     }
-    let mut all = vec![0u64; width * 4 * layout.nodes() as usize];
-    comm.all_gather_into(&rows[..], &mut all[..]);
-    let mut ranks = Vec::with_capacity(layout.ranks() as usize);
-    for n in 0..layout.nodes() {
+    let mut sum = [0u64; 10];
+    let mut max_rss = 0u64;
+    let mut all = vec![0u64; width * 4 * survivors.nodes().len()];
+    let ok = engine::all_reduce_sum(comm, &mine, &mut sum)
+        && engine::all_reduce_max(comm, &[rss], std::slice::from_mut(&mut max_rss))
+        && engine::all_gather(comm, &rows, &mut all);
+    if !ok {
+        return;
+    }
+    stats.memory = MemoryStats {
+        bytes_written: sum[0],
+        bytes_read: sum[1],
+        loads: sum[2],
+        unloads: sum[3],
+        overcommits: sum[4],
+        messages_spilled: sum[5],
+        message_bytes_spilled: sum[6],
+        peak_resident: sum[7],
+        peak_allocated: sum[8],
+        prefetched_bytes: sum[9],
+    };
+    stats.peak_rss = (max_rss > 0).then_some(max_rss);
+    let mut ranks = vec![RankStats::default(); layout.ranks() as usize];
+    for (i, &n) in survivors.nodes().iter().enumerate() {
+        let first = layout.first_rank(n) as usize;
         for l in 0..layout.local_size(n) as usize {
-            let row = &all[(n as usize * width + l) * 4..][..4];
-            ranks.push(RankStats {
+            let row = &all[(i * width + l) * 4..][..4];
+            ranks[first + l] = RankStats {
                 messages_sent: row[0],
                 bytes_sent: row[1],
                 blocks: row[2],
                 blocked: Duration::from_nanos(row[3]),
-            });
+            };
         }
     }
     stats.ranks = ranks;

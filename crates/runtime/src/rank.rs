@@ -192,6 +192,35 @@ impl Rank {
         self.job.aborted()
     }
 
+    /// Whether processes of this job can be lost while the others go on: the MPI backend over
+    /// more than one process, built against an MPI with ULFM. Layers that recover from lost
+    /// ranks keep what a recovery from a real loss needs only then.
+    pub fn survives_lost_processes(&self) -> bool {
+        #[cfg(feature = "mpi")]
+        {
+            self.job.remote.is_some() && spillway_transport::mpi::survives_lost_processes()
+        }
+        #[cfg(not(feature = "mpi"))]
+        {
+            false
+        }
+    }
+
+    /// The processes lost from the job so far, once the ranks were told (MPI with ULFM: see
+    /// [`Error::ProcessLost`]); `None` while none was lost.
+    pub fn lost_processes(&self) -> Option<crate::LostProcesses> {
+        self.job.lost_processes()
+    }
+
+    /// Acknowledges the loss this rank was told of ([`Error::ProcessLost`]): its blocking
+    /// calls work again (with ranks that were not lost; a message from or to a lost rank is
+    /// never delivered). Returns the processes lost so far. A rank that goes on must stop
+    /// using communication that involves lost ranks (e.g. collectives of communicators that
+    /// include them).
+    pub fn acknowledge_loss(&self) -> Option<crate::LostProcesses> {
+        self.job.acknowledge_loss(self.rank)
+    }
+
     /// Counters of this rank so far.
     pub fn stats(&self) -> RankStats {
         self.stats.get()

@@ -181,6 +181,9 @@ impl Job {
         let seq = &node.mail_seq[local].0;
         let mut found = None;
         loop {
+            if let Some(e) = self.loss_unacknowledged(rank) {
+                return Err(e);
+            }
             // Read before looking: a delivery after the look changes it.
             let mut seen = seq.load(Ordering::Acquire);
             let wait = {

@@ -49,7 +49,9 @@ pub use spillway_runtime::{
 /// was built with.
 #[cfg(feature = "mpi")]
 pub mod mpi {
-    pub use spillway_runtime::mpi::{hook, hook_with_stats, rsmpi};
+    pub use spillway_runtime::mpi::{
+        built_with_ulfm, hook, hook_with_stats, rsmpi, survives_lost_processes,
+    };
 }
 
 /// Everything an SPMD program usually needs, in one `use`.

@@ -19,6 +19,18 @@ pub enum Failure {
     Transport(String),
 }
 
+/// Processes lost from a job while it ran, as every survivor agreed on them (MPI with ULFM):
+/// the survivors go on without them, and the job decides whether it can.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    /// Counts the losses of the job: 1 for the first event, 2 for the next...
+    pub epoch: u32,
+    /// The nodes lost in this event, in increasing order (one MPI process is one node).
+    pub nodes: Vec<u32>,
+    /// Every node lost so far (this event's included), in increasing order.
+    pub all: Vec<u32>,
+}
+
 /// A receive that a rank posted with its own buffer, reserved for a message whose header has
 /// arrived: the engine writes the bytes straight into `ptr` and then reports the claim
 /// complete ([`Host::complete_claim`]).
@@ -92,6 +104,11 @@ pub trait Host: Send + Sync {
     /// Ends the job with `failure`; `announce` says whether the other processes must be told
     /// (not when the failure came from one of them).
     fn fail(&self, failure: Failure, announce: bool);
+
+    /// Processes were lost and the survivors go on without them: messages from them will not
+    /// come, and messages to them are dropped. The job's ranks learn of it (a job that cannot
+    /// go on without those processes fails, through [`fail`](Self::fail) or its ranks).
+    fn lost(&self, lost: Lost);
 
     /// Whether the job is being aborted.
     fn aborted(&self) -> bool;

@@ -22,7 +22,7 @@ mod outbox;
 mod payload;
 mod pool;
 
-pub use host::{Announced, Claim, Expect, Failure, Host};
+pub use host::{Announced, Claim, Expect, Failure, Host, Lost};
 pub use layout::{Layout, LayoutError};
 pub use outbox::{Drive, Driving, Outbox, Outgoing};
 pub use payload::{AlignedBuf, Borrowed, Envelope, Payload, SendGuard};

@@ -30,7 +30,7 @@ use spillway_comm::{Collectives, Comm, Sum};
 use spillway_runtime::SbVec;
 
 use crate::cluster::assign::{nearest_exact, Centres};
-use crate::cluster::points::DistPoints;
+use crate::cluster::points::{load_points, DistPoints, PointSource};
 use crate::error::AlgoError;
 use crate::io::{csv_dimension, parse_csv_chunk, read_range, InputError};
 use crate::Progress;
@@ -272,13 +272,63 @@ pub fn kmeans_checkpointed(
     points: &DistPoints,
     options: &KMeansOptions,
     progress: &mut dyn FnMut(&Progress),
+    checkpoint: Option<&mut Checkpointer>,
+) -> Result<KMeansResult, AlgoError> {
+    run_kmeans(comm, points, options, progress, checkpoint, None, None)
+}
+
+/// The state after an iteration, the same on every rank: what a run that survives lost
+/// processes keeps ([`kmeans_surviving`]), and where it picks up after a recovery.
+#[derive(Debug, Clone, Default)]
+struct State {
+    /// Iterations done (their all-reduce completed).
+    done: usize,
+    converged: bool,
+    /// The centroids after `done` iterations, and those the last iteration assigned against.
+    centroids: Vec<f64>,
+    prev: Vec<f64>,
+    /// The wall time of each iteration done (on this rank; not exchanged).
+    times: Vec<Duration>,
+}
+
+impl State {
+    /// As values (the same length for every state of a run): done, converged, centroids,
+    /// previous centroids.
+    fn encode(&self, kd: usize) -> Vec<f64> {
+        let mut v = vec![self.done as f64, f64::from(u8::from(self.converged))];
+        let pad = |c: &[f64], v: &mut Vec<f64>| {
+            v.extend_from_slice(c);
+            v.resize(v.len() + kd - c.len().min(kd), f64::NAN);
+        };
+        pad(&self.centroids, &mut v);
+        pad(&self.prev, &mut v);
+        v
+    }
+
+    fn decode(v: &[f64], kd: usize) -> State {
+        State {
+            done: v[0] as usize,
+            converged: v[1] != 0.0,
+            centroids: v[2..2 + kd].to_vec(),
+            prev: v[2 + kd..2 + 2 * kd].to_vec(),
+            times: Vec::new(),
+        }
+    }
+}
+
+/// [`kmeans_checkpointed`], from `resume` if given, recording its state after every
+/// iteration in `keep` if given.
+fn run_kmeans(
+    comm: &Comm,
+    points: &DistPoints,
+    options: &KMeansOptions,
+    progress: &mut dyn FnMut(&Progress),
     mut checkpoint: Option<&mut Checkpointer>,
+    resume: Option<State>,
+    mut keep: Option<&mut State>,
 ) -> Result<KMeansResult, AlgoError> {
     let k = options.k;
     let dim = points.dim;
-    let mut centroids = initial_centroids(comm, points, k, &options.init)?;
-    // Harp: the driver's centroids are broadcast to every worker.
-    comm.bcast(0, &mut centroids)?;
     let mut assignment: SbVec<u32> = SbVec::zeroed(comm.runtime(), points.len())?;
     assignment
         .as_mut_slice()
@@ -287,6 +337,37 @@ pub fn kmeans_checkpointed(
     let mut times = Vec::new();
     let mut converged = false;
     let mut iterations = 0;
+    let mut centroids = match &resume {
+        Some(r) if r.done > 0 => {
+            iterations = r.done;
+            converged = r.converged;
+            // The assignment the last iteration made: against the centroids it started with.
+            assign_chunked(
+                points.values.as_slice(),
+                assignment.as_mut_slice(),
+                &Centres::new(&r.prev, dim),
+                dim,
+            );
+            r.centroids.clone()
+        }
+        _ => {
+            let mut centroids = initial_centroids(comm, points, k, &options.init)?;
+            // Harp: the driver's centroids are broadcast to every worker.
+            comm.bcast(0, &mut centroids)?;
+            centroids
+        }
+    };
+    if let Some(keep) = keep.as_deref_mut() {
+        *keep = State {
+            done: iterations,
+            converged,
+            centroids: centroids.clone(),
+            prev: resume
+                .as_ref()
+                .map_or_else(|| centroids.clone(), |r| r.prev.clone()),
+            times: Vec::new(),
+        };
+    }
     if let Some(ck) = checkpoint.as_deref_mut() {
         if let Some((seq, part)) = ck.take_restored(comm)? {
             let values: Vec<u64> = part
@@ -321,8 +402,8 @@ pub fn kmeans_checkpointed(
     let mut partial = vec![0.0f64; k * dim + k + 1];
     while !converged && iterations < options.max_iterations {
         let start = Instant::now();
-        // The centroids this iteration assigns against, for a checkpoint.
-        let prev = checkpoint.is_some().then(|| centroids.clone());
+        // The centroids this iteration assigns against, for a checkpoint or a recovery.
+        let prev = (checkpoint.is_some() || keep.is_some()).then(|| centroids.clone());
         partial.iter_mut().for_each(|v| *v = 0.0);
         let changed = assign_and_aggregate(
             points.values.as_slice(),
@@ -348,6 +429,13 @@ pub fn kmeans_checkpointed(
             }
         }
         times.push(start.elapsed());
+        if let (Some(keep), Some(prev)) = (keep.as_deref_mut(), &prev) {
+            keep.done = iterations;
+            keep.converged = converged;
+            keep.centroids.clone_from(&centroids);
+            keep.prev.clone_from(prev);
+            keep.times.clone_from(&times);
+        }
         progress(&Progress {
             iteration: iterations,
             max_iterations: options.max_iterations,
@@ -379,4 +467,97 @@ pub fn kmeans_checkpointed(
         converged,
         iteration_times: times,
     })
+}
+
+/// What a run that survived lost processes returns (see [`kmeans_surviving`]).
+#[derive(Debug)]
+pub struct Survived<'r> {
+    /// The result, as an uninterrupted run gives it (the assignment of this rank's points).
+    pub result: KMeansResult,
+    /// The points this rank holds at the end (all of them were read again after a loss,
+    /// split over the survivors).
+    pub points: DistPoints,
+    /// The ranks still in the job.
+    pub comm: Comm<'r>,
+    /// The recoveries: the iteration the survivors went on from, the ranks lost, and the
+    /// time taken (the exchange, reading the points again and the assignment).
+    pub recoveries: Vec<(usize, Vec<u32>, Duration)>,
+}
+
+/// [`kmeans_checkpointed`] that survives processes lost for real (MPI with ULFM, see
+/// [`Rank::survives_lost_processes`](spillway_runtime::Rank::survives_lost_processes)): the
+/// survivors go on in the same job.
+///
+/// # Recovery
+/// The state of an iteration is the centroids, the same on every rank: every rank keeps
+/// those after its last completed iteration and those before. After a loss the survivors
+/// exchange them, and go on from the survivor that got furthest (a survivor that completed
+/// the last all-reduce holds its result, to which the lost ranks contributed); they read the
+/// points again from `source`, split over the survivors, and assign them against the centroids
+/// the last iteration started from, as a resumed checkpoint does. The result equals an
+/// uninterrupted run's up to the order of the sums (the partial sums come from other ranks).
+/// Nothing is replicated: a recovery costs reading the input once more and one assignment
+/// pass. Checkpoints stop after a recovery (the survivors are another layout).
+///
+/// # Errors
+/// As [`kmeans_checkpointed`]; a loss during the recovery is recovered like the first one.
+pub fn kmeans_surviving<'r>(
+    comm: &Comm<'r>,
+    source: &PointSource,
+    points: DistPoints,
+    options: &KMeansOptions,
+    progress: &mut dyn FnMut(&Progress),
+    mut checkpoint: Option<&mut Checkpointer>,
+) -> Result<Survived<'r>, AlgoError> {
+    let survivable = comm.runtime().survives_lost_processes();
+    let kd = options.k * points.dim;
+    let mut comm = comm.clone();
+    let mut points = points;
+    let mut keep = State::default();
+    let mut resume: Option<State> = None;
+    let mut recoveries = Vec::new();
+    let mut times: Vec<Duration> = Vec::new();
+    loop {
+        let keeping = survivable.then_some(&mut keep);
+        let outcome = run_kmeans(
+            &comm,
+            &points,
+            options,
+            progress,
+            checkpoint.as_deref_mut(),
+            resume.take(),
+            keeping,
+        );
+        match outcome {
+            Ok(mut result) => {
+                times.append(&mut result.iteration_times);
+                result.iteration_times = times;
+                return Ok(Survived {
+                    result,
+                    points,
+                    comm,
+                    recoveries,
+                });
+            }
+            Err(e) if survivable && e.is_process_lost() => {
+                let t = Instant::now();
+                let (new, all, lost) = crate::survive::regroup(&comm, &keep.encode(kd))?;
+                // The survivor that got furthest (its centroids are what every rank would
+                // have next); before the first iteration, the start again.
+                let best = all
+                    .chunks_exact(2 + 2 * kd)
+                    .map(|r| State::decode(r, kd))
+                    .max_by_key(|s| s.done)
+                    .expect("a survivor");
+                times.append(&mut keep.times);
+                times.truncate(best.done);
+                comm = new;
+                points = load_points(&comm, source)?;
+                recoveries.push((best.done, lost.ranks.clone(), t.elapsed()));
+                resume = Some(best);
+                checkpoint = None;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }

@@ -12,9 +12,7 @@
 
 use std::path::Path;
 
-use spillway_comm::{Collectives, Comm, Sum};
-use std::cell::Cell;
-use std::rc::Rc;
+use spillway_comm::Comm;
 
 use spillway_checkpoint::{header, split_header, Checkpointer};
 use spillway_mapreduce::{
@@ -89,13 +87,14 @@ fn neighbours(values: Values<'_, u32>) -> Vec<u32> {
     n
 }
 
+/// The operations' total that counts the changed edges (exact in an f64 below 2^53 edges).
+const CHANGED: usize = 0;
+
 /// One large-star operation; returns the new edges and how many of them changed.
 fn large_star(
     mr: &mut MapReduce,
     edges: impl Input<Key = u32, Value = u32>,
 ) -> Result<(Dataset<u32, u32>, u64), AlgoError> {
-    let changed = Rc::new(Cell::new(0u64));
-    let count = changed.clone();
     let out = mr.map_reduce(
         edges,
         |u: u32, v: u32, emit: &mut Emitter<'_, u32, u32>| {
@@ -107,11 +106,13 @@ fn large_star(
             let m = n[0].min(u);
             for &v in n.iter().filter(|&&v| v > u) {
                 out.emit(&v, &m);
-                count.set(count.get() + u64::from(m != u));
+                if m != u {
+                    out.add(CHANGED, 1.0);
+                }
             }
         },
     )?;
-    Ok((out, mr.comm().allreduce(&[changed.get()], Sum)?[0]))
+    Ok((out, mr.totals()[CHANGED] as u64))
 }
 
 /// One small-star operation; returns the new edges and how many edges changed.
@@ -119,8 +120,6 @@ fn small_star(
     mr: &mut MapReduce,
     edges: Dataset<u32, u32>,
 ) -> Result<(Dataset<u32, u32>, u64), AlgoError> {
-    let changed = Rc::new(Cell::new(0u64));
-    let count = changed.clone();
     let out = mr.map_reduce(
         edges,
         |u: u32, v: u32, emit: &mut Emitter<'_, u32, u32>| {
@@ -135,10 +134,10 @@ fn small_star(
                 }
             }
             // The edges (u, v) became (v, m): all but the one to m moved.
-            count.set(count.get() + (n.len() - 1) as u64);
+            out.add(CHANGED, (n.len() - 1) as f64);
         },
     )?;
-    Ok((out, mr.comm().allreduce(&[changed.get()], Sum)?[0]))
+    Ok((out, mr.totals()[CHANGED] as u64))
 }
 
 /// The star operations done, the edges and the loops of a checkpoint part.
@@ -182,7 +181,9 @@ pub fn connected_components<'r>(
     fault_tolerance: Option<FaultTolerance>,
     mut checkpoint: Option<&mut Checkpointer>,
 ) -> Result<CcResult<'r>, AlgoError> {
-    let mut mr = MapReduce::new(comm);
+    // The changed edges are counted as the operations' totals: summed by the operations'
+    // own collectives, and right after a recovery from a lost process.
+    let mut mr = MapReduce::new(comm).with_totals(1);
     if let Some(m) = memory {
         mr = mr.memory(m);
     }

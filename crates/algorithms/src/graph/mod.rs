@@ -10,6 +10,7 @@ pub mod colour;
 mod load;
 pub mod pagerank;
 pub mod pagerank_mr;
+pub mod pagerank_survive;
 pub mod rmat;
 
 pub(crate) use load::{agree_on_error, heap_allowance, read_chunks};

@@ -53,6 +53,7 @@ use spillway_comm::{Collectives, Comm, Sum};
 use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
+use crate::graph::pagerank_survive::{Keep, Resume};
 use crate::graph::DistGraph;
 use crate::radix;
 use crate::Progress;
@@ -783,7 +784,22 @@ pub fn pagerank_checkpointed(
     graph: &DistGraph,
     options: &PageRankOptions,
     progress: &mut dyn FnMut(&Progress),
+    checkpoint: Option<&mut Checkpointer>,
+) -> Result<PageRankResult, AlgoError> {
+    run_pagerank(comm, graph, options, progress, checkpoint, None, None)
+}
+
+/// [`pagerank_checkpointed`], from `resume` if given (the state of an iteration, after a
+/// recovery from lost processes), keeping the state of the last two iterations in `keep` if
+/// given (see [`crate::graph::pagerank_survive`]).
+pub(crate) fn run_pagerank(
+    comm: &Comm,
+    graph: &DistGraph,
+    options: &PageRankOptions,
+    progress: &mut dyn FnMut(&Progress),
     mut checkpoint: Option<&mut Checkpointer>,
+    resume: Option<Resume>,
+    mut keep: Option<&mut Keep>,
 ) -> Result<PageRankResult, AlgoError> {
     if !(0.0..=1.0).contains(&options.damping) {
         return Err(AlgoError::BadParameter {
@@ -848,6 +864,26 @@ pub fn pagerank_checkpointed(
             }
         }
     }
+    if let Some(r) = resume {
+        if r.x_rows.len() != rows {
+            return Err(AlgoError::BadParameter {
+                name: "recovery",
+                reason: format!("{} values for {rows} rows", r.x_rows.len()),
+            });
+        }
+        done = r.done;
+        restored_dangling = Some(r.dangling);
+        delta = r.delta;
+        for (v, &row) in x.as_mut_slice().iter_mut().zip(pull.row_of.as_slice()) {
+            *v = r.x_rows[row as usize];
+        }
+    }
+    // With `keep`: replicas of every rank's values go to its buddy, on a communicator of
+    // their own.
+    let replicas = keep.as_ref().map(|_| comm.dup());
+    if let (Some(k), Some(replicas)) = (keep.as_deref_mut(), &replicas) {
+        k.start(replicas, done, x.as_slice(), pull.row_of.as_slice(), delta)?;
+    }
     let stopped = |delta: f64| options.tolerance > 0.0 && delta < options.tolerance;
     let first = if stopped(delta) {
         options.iterations
@@ -892,6 +928,9 @@ pub fn pagerank_checkpointed(
     let mut dangling = comm.allreduce(&[dangling_local], Sum)?[0];
     if let Some(restored) = restored_dangling {
         dangling = restored;
+    }
+    if let Some(k) = keep.as_deref_mut() {
+        k.set_dangling(dangling);
     }
     // One iteration is one stretch of computation between blocking calls, so that out of core
     // a rank's data is brought in once per iteration: with `x` = x_k, the sums of round k
@@ -941,6 +980,10 @@ pub fn pagerank_checkpointed(
             }
             contrib_ready = more && keep_contrib;
         }
+        if let (Some(k), Some(replicas)) = (keep.as_deref_mut(), &replicas) {
+            // Before the all-reduce: a rank that completes it holds its wards' new values.
+            k.replicate(replicas, it + 1, x.as_slice(), pull.row_of.as_slice())?;
+        }
         if discard {
             contrib.discard();
             next.discard();
@@ -951,6 +994,9 @@ pub fn pagerank_checkpointed(
         dangling = sums[1];
         done = it + 1;
         times.push(start.elapsed());
+        if let Some(k) = keep.as_deref_mut() {
+            k.commit(done, dangling, delta, start.elapsed());
+        }
         progress(&Progress {
             iteration: done,
             max_iterations: options.iterations,

@@ -6,8 +6,6 @@
 //! number of vertices of the source (largest id + 1 for an edge list). Sums are taken in a
 //! different order, so the ranks agree with the direct engine to rounding (L1 ~ 1e-15).
 
-use std::cell::Cell;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use spillway_checkpoint::{header, split_header, Checkpointer};
@@ -55,16 +53,19 @@ pub struct MrPageRank<'r> {
 /// of the last iteration, records of the state.
 const HEADER_WORDS: usize = 4;
 
-/// One PageRank iteration as a MapReduce operation: the new state, and this rank's sums of
-/// the L1 change and of the dangling vertices' new ranks.
+/// The operations' totals: the L1 change of the ranks, and the new rank of the dangling
+/// vertices (the first operation: the start rank of the dangling vertices).
+const DELTA: usize = 0;
+const DANGLING: usize = 1;
+
+/// One PageRank iteration as a MapReduce operation: the new state, the L1 change and the sum
+/// of the dangling vertices' new ranks (the operation's totals, over all ranks).
 fn iteration(
     mr: &mut MapReduce,
     input: impl Input<Key = u32, Value = State>,
     base: f64,
     d: f64,
 ) -> Result<(Dataset<u32, State>, f64, f64), AlgoError> {
-    let sums = Rc::new(Cell::new((0.0f64, 0.0f64)));
-    let acc = sums.clone();
     let next = mr.map_combine_reduce(
         input,
         |v: u32, (rank, adj): State, emit: &mut Emitter<'_, u32, Message>| {
@@ -93,17 +94,15 @@ fn iteration(
                 }
             }
             let new = base + d * sum;
-            let (mut delta_local, mut dangling_next) = acc.get();
-            delta_local += (new - old).abs();
+            out.add(DELTA, (new - old).abs());
             if adj.is_empty() {
-                dangling_next += new;
+                out.add(DANGLING, new);
             }
-            acc.set((delta_local, dangling_next));
             out.emit(&v, &(new, adj));
         },
     )?;
-    let (delta_local, dangling_next) = sums.get();
-    Ok((next, delta_local, dangling_next))
+    let totals = mr.totals();
+    Ok((next, totals[DELTA], totals[DANGLING]))
 }
 
 /// Reads or generates the edges of `source` as a dataset (each rank its part) and the
@@ -221,7 +220,7 @@ pub fn pagerank_mapreduce<'r>(
             reason: format!("{} is negative", options.tolerance),
         });
     }
-    let mut mr = MapReduce::new(comm);
+    let mut mr = MapReduce::new(comm).with_totals(2);
     if let Some(m) = memory {
         mr = mr.memory(m);
     }
@@ -264,12 +263,10 @@ pub fn pagerank_mapreduce<'r>(
             (n * r / p..n * (r + 1) / p).map(|v| (v as u32, EXISTS)),
         )?;
         // The first operation's inputs are replicated (with fault tolerance) so that a lost
-        // rank's part can be rebuilt; later operations read the previous output. Values the
-        // reduce functions compute on the side are per-operation cells, so that re-running
-        // a reduce in a recovery cannot disturb the next operation's sums.
+        // rank's part can be rebuilt; later operations read the previous output. What the
+        // reduce functions sum on the side are the operations' totals, which the operations
+        // sum themselves (also after a recovery).
         let (edges, vertices) = (mr.replicate(edges)?, mr.replicate(vertices)?);
-        let dangling_first = Rc::new(Cell::new(0.0f64));
-        let sink = dangling_first.clone();
         state = mr.map_reduce(
             Chain(edges, vertices),
             |u: u32, v: u32, emit: &mut Emitter<'_, u32, u32>| emit.emit(&u, v),
@@ -277,12 +274,12 @@ pub fn pagerank_mapreduce<'r>(
                 let mut adj: Vec<u32> = targets.filter(|&v| v != EXISTS).collect();
                 adj.sort_unstable();
                 if adj.is_empty() {
-                    sink.set(sink.get() + 1.0 / nf);
+                    out.add(DANGLING, 1.0 / nf);
                 }
                 out.emit(&u, &(1.0 / nf, adj));
             },
         )?;
-        dangling = mr.comm().allreduce(&[dangling_first.get()], Sum)?[0];
+        dangling = mr.totals()[DANGLING];
     } else {
         drop(edges);
     }
@@ -291,14 +288,13 @@ pub fn pagerank_mapreduce<'r>(
     while iterations < options.iterations && !stopped(delta) {
         let t = Instant::now();
         let base = (1.0 - d) / nf + d * dangling / nf;
-        let (next, delta_local, dangling_next) = match resumed.take() {
+        let (next, delta_next, dangling_next) = match resumed.take() {
             Some(input) => iteration(&mut mr, input, base, d)?,
             None => iteration(&mut mr, state, base, d)?,
         };
         state = next;
-        let sums = mr.comm().allreduce(&[delta_local, dangling_next], Sum)?;
-        delta = sums[0];
-        dangling = sums[1];
+        delta = delta_next;
+        dangling = dangling_next;
         iterations += 1;
         times.push(t.elapsed());
         progress(&Progress {

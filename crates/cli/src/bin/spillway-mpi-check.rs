@@ -16,7 +16,8 @@
 //!   `spillway::mpi::hook`, then uses the communicator again.
 //! * `lost`: the process of the last node aborts in the middle of the job (a lost process);
 //!   the survivors must end within the peer timeout (3 s here) naming it (exit code 5). Run
-//!   it with `mpirun --mca orte_abort_on_non_zero_status 0`, else `mpirun` kills them first.
+//!   it with `mpirun --mca orte_abort_on_non_zero_status 0` (Open MPI 4) or
+//!   `mpirun --with-ft ulfm` (Open MPI 5), else `mpirun` kills them first.
 //!
 //! Exit codes: 0 success, 1 check failed, 2 usage, 3 deadlock reported, 4 rank failure
 //! reported, 5 lost process reported.
@@ -288,7 +289,9 @@ fn case_lost(ranks: u32) -> ExitCode {
     match outcome {
         Err(e) => {
             say(format!("job failed: {e}"));
-            let named = e.to_string().contains("probably lost");
+            // Without ULFM the heartbeats find the lost process; with it, MPI does.
+            let text = e.to_string();
+            let named = text.contains("probably lost") || text.contains("was lost");
             ExitCode::from(if named { 5 } else { 1 })
         }
         Ok(_) => {

@@ -38,3 +38,34 @@ impl<'r> Comm<'r> {
         )))
     }
 }
+
+impl<'r> Comm<'r> {
+    /// The members of this communicator except the global ranks in `lost`, in the same order,
+    /// with a message space of their own; `None` if the caller is among `lost`. Made without
+    /// any communication (so it works when members were lost: see
+    /// [`Rank::acknowledge_loss`](spillway_runtime::Rank::acknowledge_loss)): every remaining
+    /// member must call it with the same `lost`, in the same order relative to the other
+    /// `dup`/`split`/`without` calls on this communicator.
+    ///
+    /// # Cost
+    /// No communication; the new shape is computed once per node.
+    pub fn without(&self, lost: &[u32]) -> Option<Comm<'r>> {
+        let mut gone: Vec<u32> = lost.to_vec();
+        gone.sort_unstable();
+        gone.dedup();
+        let salt = gone
+            .iter()
+            .fold(0x0057_4954_484f_5554, |h, &g| mix(h ^ u64::from(g)));
+        let id = self.derive_id(salt);
+        if gone.binary_search(&self.rank.rank()).is_ok() {
+            return None;
+        }
+        let shape = self.shape();
+        Some(Comm::from_members(self.rank, id, || {
+            (0..shape.size())
+                .map(|r| shape.global(r))
+                .filter(|g| gone.binary_search(g).is_err())
+                .collect()
+        }))
+    }
+}

@@ -581,6 +581,22 @@ impl Sched {
         was_active && self.activity.active.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
+    /// Under the scheduler's lock: if `cond()` holds, wakes every rank that waits (as
+    /// [`wake`](Self::wake) does). Returns whether it did.
+    pub(crate) fn wake_all_if(&self, cond: impl FnOnce() -> bool) -> bool {
+        let mut st = lock(&self.state);
+        if !cond() {
+            return false;
+        }
+        let mut workers = Vec::new();
+        for local in 0..st.status.len() {
+            workers.extend(self.wake_locked(&mut st, local));
+        }
+        drop(st);
+        self.unpark_all_of(workers);
+        true
+    }
+
     /// The job is being aborted: every blocked rank is made runnable, so that its blocking
     /// call returns [`Error::Aborted`].
     pub(crate) fn abort(&self) {

@@ -7,51 +7,67 @@
 //! only thread that calls MPI; with `MPI_THREAD_SERIALIZED` or more (what `run` asks for) a
 //! rank that waits may also make a round of progress itself, under the engine's mutex
 //! ([`Outbox::drive`](crate::Outbox::drive)), so that a message moves between processes
-//! without a hand-off between threads at either end. The engine talks to the job only
-//! through [`Host`] (deliver, fail, passive, local done) and the [`Outbox`].
+//! without a hand-off between threads at either end ([`engine`]). The engine talks to the job
+//! only through [`Host`](crate::Host) (deliver, fail, lost, passive, local done) and the
+//! [`Outbox`](crate::Outbox).
 //!
-//! * **Sending** ([`progress`]). A rank's message for a rank of another node goes into the
+//! * **Sending** ([`sends`]). A rank's message for a rank of another node goes into the
 //!   outbox; the progress thread sends a header (context, source, destination, tag, length)
 //!   and, for messages above 8 KiB, the payload straight from the rank's buffer as separate
 //!   chunks of at most 1 GiB, without copying.
-//! * **Receiving** ([`progress`]). The progress thread probes for headers, receives the
-//!   payload into a pooled 16-byte aligned buffer and delivers the messages of each source
-//!   process in the order they were sent, so MPI's non-overtaking rule holds between spillway
-//!   ranks; the host stores them (spilling large ones under its memory budget).
+//! * **Receiving** ([`receives`]). The progress thread probes for headers, receives the
+//!   payload into the receiver's buffer or a pooled 16-byte aligned one and delivers the
+//!   messages of each source process in the order they were sent, so MPI's non-overtaking
+//!   rule holds between spillway ranks; the host stores them (spilling large ones under its
+//!   memory budget).
 //! * **Failures.** The first failure of a rank is announced to every other process, whose
 //!   ranks then abort; each process ends with its own error naming the node where it began.
-//!   Every MPI call on the job's communicator returns its error code (`MPI_ERRORS_RETURN`) and
-//!   a failing call ends the job with a transport failure. Open MPI as packaged by Debian has
-//!   no ULFM: when a process is lost, `mpirun` usually ends the others itself.
+//!   Every MPI call on the engine's communicators returns its error code
+//!   (`MPI_ERRORS_RETURN`).
+//! * **Lost processes.** With ULFM (Open MPI 5, detected when the engine is built:
+//!   [`ulfm`]) a call that reports a failed process does not end the job: the failures are
+//!   acknowledged on the point-to-point communicators (whose traffic between survivors goes
+//!   on, nothing in flight is lost), the collective communicator is revoked (so that every
+//!   survivor learns of it) and shrunk (so that the survivors agree on who was lost); the
+//!   ring and the termination waves then skip the lost processes ([`peers`]), what was on
+//!   its way to or from them is dropped, and the job is told ([`Host::lost`](crate::Host)).
+//!   Without ULFM a lost process is noticed by the heartbeats ([`liveness`]): every process
+//!   sends one to its successor in the ring each second, and a process that hears nothing
+//!   from its predecessor for the peer timeout ends the job naming it.
 //! * **Deadlocks** ([`termination`]). A blocked rank may still be woken by a message from
 //!   another process, so the progress threads decide together with a token ring (Mattern's
 //!   counting waves).
-//! * **Lost processes** ([`liveness`]). Every process sends a heartbeat to its successor in
-//!   the ring each second; a process that hears nothing from its predecessor for the peer
-//!   timeout announces it as lost, and the survivors end without waiting for it.
-//! * **End** ([`termination`]). When its ranks have finished and its sends completed, a
-//!   process enters a non-blocking barrier and keeps serving messages until everybody has;
-//!   then the processes agree on whether the job failed.
+//! * **End** ([`progress`]). When its ranks have finished and its sends completed, a process
+//!   enters a non-blocking barrier (with ULFM, an agreement that completes whatever fails
+//!   meanwhile) and keeps serving messages until everybody has; then the processes agree on
+//!   whether the job failed. After a lost process MPI is not finalised (`MPI_Finalize` would
+//!   wait for it; see [`ensure_initialized`]).
 
 pub use ::mpi as rsmpi;
 
+mod engine;
 mod frame;
 mod liveness;
+mod net;
+mod peers;
 mod progress;
+mod receives;
+mod sends;
 mod termination;
+mod ulfm;
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mpi::ffi;
-use mpi::raw::AsRaw;
+use mpi::raw::{AsRaw, FromRaw};
 use mpi::topology::{Communicator, SimpleCommunicator};
-use mpi::traits::{Destination, Root, Source};
 
 use crate::LinkModel;
 
-pub use progress::run_progress;
+pub use engine::{run_progress, Comms, Survivors};
 
 /// Set once a process of some job was lost: `MPI_Finalize` would wait for it forever, so the
 /// process exits without finalising.
@@ -60,6 +76,25 @@ static PEER_LOST: AtomicBool = AtomicBool::new(false);
 /// Whether a process of some job was lost (MPI must then not be finalised).
 pub fn peer_lost() -> bool {
     PEER_LOST.load(Ordering::Acquire)
+}
+
+/// Whether the engine was built against an MPI with ULFM (see [`survives_lost_processes`]).
+pub fn built_with_ulfm() -> bool {
+    ulfm::AVAILABLE
+}
+
+/// Whether jobs of this process survive lost processes: the MPI library it was built against
+/// has ULFM (`MPIX_Comm_revoke`, `MPIX_Comm_shrink`, `MPIX_Comm_iagree` in `mpi-ext.h`, as
+/// Open MPI 5 has) and the job was started with it on (`mpirun --with-ft ulfm`, which sets
+/// `OMPI_MCA_mpi_ft_enable=1`; otherwise `mpirun` ends every process when one is lost).
+/// Without, a lost process ends the job.
+pub fn survives_lost_processes() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    ulfm::AVAILABLE
+        && *ON.get_or_init(|| {
+            std::env::var("OMPI_MCA_mpi_ft_enable")
+                .is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "enabled"))
+        })
 }
 
 /// Initialises MPI with `MPI_THREAD_SERIALIZED` (any thread may call MPI, one at a time, so
@@ -72,29 +107,149 @@ pub fn ensure_initialized() -> Result<(), String> {
     if mpi::is_initialized() {
         return Ok(());
     }
+    let started = init_watchdog();
     let Some((universe, _level)) = mpi::initialize_with_threading(mpi::Threading::Serialized)
     else {
         return Err("MPI could not be initialised".into());
     };
+    started.store(true, Ordering::Release);
     // MPI can be initialised once per process and later jobs reuse it: keep it for the
     // lifetime of the process and finalise at exit.
     std::mem::forget(universe);
-    extern "C" fn finalize_at_exit() {
-        let mut done: c_int = 0;
-        // SAFETY: MPI_Finalized may be called at any time; MPI_Finalize runs once, from the
-        // thread that exits the process, after every job (and its progress loop) has ended.
-        unsafe {
-            ffi::MPI_Finalized(&mut done);
-            if done == 0 && !peer_lost() {
-                ffi::MPI_Finalize();
-            }
-        }
-    }
-    // SAFETY: registers a plain `extern "C"` function without captured state.
-    if unsafe { libc::atexit(finalize_at_exit) } != 0 {
+    // Nothing aborts on its own: the engine handles every error (lost processes included).
+    // SAFETY: MPI is initialised; MPI_COMM_WORLD is a valid communicator.
+    unsafe { ffi::MPI_Comm_set_errhandler(ffi::RSMPI_COMM_WORLD, ffi::RSMPI_ERRORS_RETURN) };
+    check_library()?;
+    if !exit_hook::register() {
         return Err("cannot register MPI_Finalize at exit".into());
     }
     Ok(())
+}
+
+/// How long `MPI_Init_thread` may take (with ULFM) before the process gives up: Open MPI
+/// waits forever there for a process lost while the job starts. `SPILLWAY_MPI_INIT_TIMEOUT`
+/// (seconds) overrides it.
+const INIT_LIMIT: Duration = Duration::from_secs(60);
+
+/// With ULFM: a thread that ends the process with a message if MPI is not initialised in
+/// time (when the returned flag is not set by then).
+fn init_watchdog() -> Arc<AtomicBool> {
+    let started = Arc::new(AtomicBool::new(false));
+    if !ulfm::AVAILABLE {
+        return started;
+    }
+    let limit = std::env::var("SPILLWAY_MPI_INIT_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| *s > 0.0)
+        .map_or(INIT_LIMIT, Duration::from_secs_f64);
+    let flag = Arc::clone(&started);
+    let _ = std::thread::Builder::new()
+        .name("mpi-init-watchdog".into())
+        .spawn(move || {
+            let until = Instant::now() + limit;
+            while Instant::now() < until {
+                if flag.load(Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if !flag.load(Ordering::Acquire) {
+                eprintln!(
+                    "spillway: MPI was not initialised within {limit:?}: a process was \
+                     probably lost while the job started (Open MPI waits for it forever \
+                     there); the job ends (SPILLWAY_MPI_INIT_TIMEOUT sets the limit)"
+                );
+                // SAFETY: ends the process at once; MPI is in an unknown state.
+                unsafe { libc::_exit(1) };
+            }
+        });
+    started
+}
+
+/// With ULFM: checks that the MPI library this process loaded is the one the engine was
+/// built against (Open MPI 4 and 5 have the same soname, `libmpi.so.40`: the wrong one is
+/// found when the program was linked without a run path to the right one).
+fn check_library() -> Result<(), String> {
+    let Some(built) = ulfm::built_with() else {
+        return Ok(());
+    };
+    let mut text = vec![0u8; 8192];
+    let mut len: c_int = 0;
+    // SAFETY: the buffer holds MPI_MAX_LIBRARY_VERSION_STRING (at most 8192 in Open MPI and
+    // MPICH) bytes; the call writes at most that many and their length.
+    unsafe { ffi::MPI_Get_library_version(text.as_mut_ptr().cast(), &mut len) };
+    text.truncate(len.clamp(0, 8192) as usize);
+    let loaded = String::from_utf8_lossy(&text);
+    let loaded = loaded.trim_end_matches('\0');
+    let wanted = built.trim();
+    if !wanted.is_empty() && !loaded.contains(wanted) {
+        return Err(format!(
+            "spillway was built against {wanted} (with ULFM) but this process loaded another MPI \
+             library ({}): link with a run path to the right library directory \
+             (-C link-arg=-Wl,-rpath,DIR) or set LD_LIBRARY_PATH",
+            loaded.lines().next().unwrap_or("unknown")
+        ));
+    }
+    Ok(())
+}
+
+/// Finalising MPI when the process exits.
+///
+/// After a lost process `MPI_Finalize` is skipped: with ULFM it may wait for the lost process
+/// forever (Open MPI 5 hangs there in some runs), and `mpirun --with-ft ulfm` accepts processes
+/// that exit without it. A process can also be lost after every job ended, while the others
+/// finalise: with ULFM, `MPI_Finalize` runs under a watchdog that ends the process (with the
+/// exit status it was leaving with) if it has not returned after [`FINALIZE_LIMIT`].
+mod exit_hook {
+    use std::ffi::{c_int, c_void};
+    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::time::Duration;
+
+    use mpi::ffi;
+
+    /// How long `MPI_Finalize` may take before the watchdog ends the process.
+    pub(super) const FINALIZE_LIMIT: Duration = Duration::from_secs(10);
+
+    /// The status the process exits with (known to `on_exit` handlers).
+    static STATUS: AtomicI32 = AtomicI32::new(0);
+
+    extern "C" {
+        /// glibc: like `atexit`, with the exit status passed to the handler.
+        fn on_exit(f: extern "C" fn(c_int, *mut c_void), arg: *mut c_void) -> c_int;
+    }
+
+    extern "C" fn finalize_at_exit(status: c_int, _arg: *mut c_void) {
+        STATUS.store(status, Ordering::Release);
+        let mut done: c_int = 0;
+        // SAFETY: MPI_Finalized may be called at any time.
+        unsafe { ffi::MPI_Finalized(&mut done) };
+        if done != 0 || super::peer_lost() {
+            return;
+        }
+        if super::ulfm::AVAILABLE {
+            let _ = std::thread::Builder::new()
+                .name("mpi-finalize-watchdog".into())
+                .spawn(|| {
+                    std::thread::sleep(FINALIZE_LIMIT);
+                    eprintln!(
+                        "spillway: MPI_Finalize did not return within {FINALIZE_LIMIT:?} (a \
+                         process was probably lost at the end); exiting without it"
+                    );
+                    // SAFETY: ends the process at once, without running exit handlers again.
+                    unsafe { libc::_exit(STATUS.load(Ordering::Acquire)) };
+                });
+        }
+        // SAFETY: MPI_Finalize runs once, from the thread that exits the process, after every
+        // job (and its progress loop) has ended.
+        unsafe { ffi::MPI_Finalize() };
+    }
+
+    /// Registers the handler; whether that worked.
+    pub(super) fn register() -> bool {
+        // SAFETY: registers a plain `extern "C"` function without captured state.
+        unsafe { on_exit(finalize_at_exit, std::ptr::null_mut()) == 0 }
+    }
 }
 
 /// Checks that MPI is initialised with a thread level that lets ranks run on threads while
@@ -129,7 +284,9 @@ pub fn check_threading() -> Result<bool, String> {
     }
 }
 
-/// Makes failing MPI calls on `comm` return their error code instead of aborting.
+/// Makes failing MPI calls on `comm` return their error code instead of aborting (every
+/// communicator the engine uses: failures, lost processes included, are the engine's to
+/// handle).
 pub fn set_errors_return(comm: &SimpleCommunicator) {
     // SAFETY: `comm` is a valid communicator; ERRORS_RETURN makes failing calls return their
     // error code instead of aborting the process.
@@ -138,43 +295,177 @@ pub fn set_errors_return(comm: &SimpleCommunicator) {
 
 /// Ping-pong between processes 0 and 1: alpha from 8-byte messages, beta from 4 MiB ones;
 /// process 0 broadcasts the result.
-pub fn measure_link(comm: &SimpleCommunicator) -> LinkModel {
+///
+/// # Errors
+/// A message when an MPI call failed (a process lost during the start of the job).
+pub fn measure_link(comm: &SimpleCommunicator) -> Result<LinkModel, String> {
     let me = comm.rank();
+    let raw = comm.as_raw();
     let mut model = [0.0f64; 2];
     if me < 2 {
-        let peer = comm.process_at_rank(1 - me);
+        let peer = 1 - me;
         let small = [0u8; 8];
         let mut small_in = [0u8; 8];
         let big = vec![0u8; 4 << 20];
         let mut big_in = vec![0u8; 4 << 20];
-        let exchange = |out: &[u8], inp: &mut [u8]| {
+        let send = |out: &[u8]| -> Result<(), String> {
+            // SAFETY: valid communicator; `out` is readable for its length.
+            let code = unsafe {
+                ffi::MPI_Send(
+                    out.as_ptr().cast::<c_void>(),
+                    out.len() as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    peer,
+                    0,
+                    raw,
+                )
+            };
+            startup_check("MPI_Send", code)
+        };
+        let recv = |inp: &mut [u8]| -> Result<(), String> {
+            // SAFETY: valid communicator; `inp` is writable for its length.
+            let code = unsafe {
+                ffi::MPI_Recv(
+                    inp.as_mut_ptr().cast::<c_void>(),
+                    inp.len() as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    peer,
+                    0,
+                    raw,
+                    ffi::RSMPI_STATUS_IGNORE,
+                )
+            };
+            startup_check("MPI_Recv", code)
+        };
+        let exchange = |out: &[u8], inp: &mut [u8]| -> Result<(), String> {
             if me == 0 {
-                peer.send(out);
-                peer.receive_into(inp);
+                send(out)?;
+                recv(inp)
             } else {
-                peer.receive_into(inp);
-                peer.send(out);
+                recv(inp)?;
+                send(out)
             }
         };
-        let round_trip = |out: &[u8], inp: &mut [u8], reps: u32| {
-            exchange(out, inp);
+        let round_trip = |out: &[u8], inp: &mut [u8], reps: u32| -> Result<f64, String> {
+            exchange(out, inp)?;
             let start = Instant::now();
             for _ in 0..reps {
-                exchange(out, inp);
+                exchange(out, inp)?;
             }
-            start.elapsed().as_secs_f64() / reps as f64
+            Ok(start.elapsed().as_secs_f64() / reps as f64)
         };
-        let t_small = round_trip(&small, &mut small_in, 50);
-        let t_big = round_trip(&big, &mut big_in, 4);
+        let t_small = round_trip(&small, &mut small_in, 50)?;
+        let t_big = round_trip(&big, &mut big_in, 4)?;
         let alpha = (t_small / 2.0).max(1e-7);
         let beta = ((t_big / 2.0 - alpha) / big.len() as f64).max(1e-12);
         model = [alpha, beta];
     }
-    comm.process_at_rank(0).broadcast_into(&mut model[..]);
-    LinkModel {
+    // SAFETY: valid communicator; two doubles in and out at every process.
+    let code = unsafe {
+        ffi::MPI_Bcast(
+            model.as_mut_ptr().cast::<c_void>(),
+            2,
+            ffi::RSMPI_DOUBLE,
+            0,
+            raw,
+        )
+    };
+    startup_check("MPI_Bcast", code)?;
+    Ok(LinkModel {
         alpha: model[0],
         beta: model[1],
+    })
+}
+
+/// A duplicate of `comm` on which failing calls return their error code.
+///
+/// # Errors
+/// A message when the duplication failed (a process lost during the start of the job).
+pub fn duplicate<C: Communicator>(comm: &C) -> Result<SimpleCommunicator, String> {
+    // SAFETY: reads an immutable handle constant exported by the MPI library.
+    let mut dup = unsafe { ffi::RSMPI_COMM_NULL };
+    // SAFETY: valid communicator; the new one is written to `dup`.
+    let code = unsafe { ffi::MPI_Comm_dup(comm.as_raw(), &mut dup) };
+    startup_check("MPI_Comm_dup", code)?;
+    // SAFETY: `dup` is a live intra-communicator just made, owned by nobody else.
+    let dup = unsafe { SimpleCommunicator::from_raw(dup) };
+    set_errors_return(&dup);
+    Ok(dup)
+}
+
+/// A failed call while a job starts: a process lost then ends the job (the engine that
+/// survives lost processes runs only once the job has started).
+fn startup_check(call: &str, code: c_int) -> Result<(), String> {
+    if code == 0 {
+        return Ok(());
     }
+    if ulfm::is_process_failure(code) {
+        PEER_LOST.store(true, Ordering::Release);
+        return Err(format!(
+            "a process was lost while the job started ({call}): the job ends (with the \
+             spillway CLI, a job saved with --checkpoint-dir resumes with --resume)"
+        ));
+    }
+    Err(mpi_error(call, code))
+}
+
+/// Sums `mine` over the processes of `comm` into `out` (same length); false if the call
+/// failed (a process lost meanwhile: then MPI is not finalised).
+pub fn all_reduce_sum(comm: &SimpleCommunicator, mine: &[u64], out: &mut [u64]) -> bool {
+    // SAFETY: reads an immutable handle constant exported by the MPI library.
+    all_reduce(comm, mine, out, unsafe { ffi::RSMPI_SUM })
+}
+
+/// As [`all_reduce_sum`], with the maximum.
+pub fn all_reduce_max(comm: &SimpleCommunicator, mine: &[u64], out: &mut [u64]) -> bool {
+    // SAFETY: reads an immutable handle constant exported by the MPI library.
+    all_reduce(comm, mine, out, unsafe { ffi::RSMPI_MAX })
+}
+
+fn all_reduce(comm: &SimpleCommunicator, mine: &[u64], out: &mut [u64], op: ffi::MPI_Op) -> bool {
+    assert_eq!(mine.len(), out.len(), "all_reduce: lengths differ");
+    // SAFETY: valid communicator; both buffers hold `mine.len()` u64s.
+    let code = unsafe {
+        ffi::MPI_Allreduce(
+            mine.as_ptr().cast::<c_void>(),
+            out.as_mut_ptr().cast::<c_void>(),
+            mine.len() as c_int,
+            ffi::RSMPI_UINT64_T,
+            op,
+            comm.as_raw(),
+        )
+    };
+    checked(code)
+}
+
+/// Gathers `mine` from every process of `comm` into `out` (`mine.len()` times the size of
+/// `comm`), in rank order; false if the call failed (as [`all_reduce_sum`]).
+pub fn all_gather(comm: &SimpleCommunicator, mine: &[u64], out: &mut [u64]) -> bool {
+    assert_eq!(
+        mine.len() * comm.size() as usize,
+        out.len(),
+        "all_gather: wrong output length"
+    );
+    // SAFETY: valid communicator; `out` holds one block of `mine.len()` u64s per process.
+    let code = unsafe {
+        ffi::MPI_Allgather(
+            mine.as_ptr().cast::<c_void>(),
+            mine.len() as c_int,
+            ffi::RSMPI_UINT64_T,
+            out.as_mut_ptr().cast::<c_void>(),
+            mine.len() as c_int,
+            ffi::RSMPI_UINT64_T,
+            comm.as_raw(),
+        )
+    };
+    checked(code)
+}
+
+fn checked(code: c_int) -> bool {
+    if code != 0 && ulfm::is_process_failure(code) {
+        PEER_LOST.store(true, Ordering::Release);
+    }
+    code == 0
 }
 
 /// An MPI error code as a message naming the call.

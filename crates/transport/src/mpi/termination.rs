@@ -1,22 +1,17 @@
-//! Ending a job across processes: deadlock detection by counting waves on a token ring
-//! (Mattern), and the agreement on failure after the final barrier.
+//! Deadlock detection across processes by counting waves on a token ring (Mattern).
 //!
-//! Each process counts the messages it sent to and received from other processes. Process 0
-//! starts a wave when it is passive (no local rank running or runnable); the token collects
-//! every process's counts and passivity around the ring. When two consecutive waves find every
-//! process passive with equal totals and as many messages received as sent, nothing was in
-//! flight and nothing changed in between: every process reports a deadlock with what its own
-//! ranks wait for.
+//! Each process counts the messages it sent to and received from other processes. The leader
+//! (the lowest live process) starts a wave when it is passive (no local rank running or
+//! runnable); the token collects every live process's counts and passivity around the ring
+//! of live processes. When two consecutive waves find every process passive with equal totals
+//! and as many messages received as sent, nothing was in flight and nothing changed in
+//! between: every process reports a deadlock with what its own ranks wait for. Messages to and
+//! from lost processes are left out of the counts; a loss restarts the waves (a token may
+//! have been lost with its holder).
+//!
+//! This module is the waves' logic only; the engine sends the tokens.
 
-use std::ffi::{c_int, c_void};
 use std::time::{Duration, Instant};
-
-use mpi::ffi;
-
-use super::frame::{CONTROL_DEADLOCK, CONTROL_TOKEN};
-use super::mpi_error;
-use super::progress::Progress;
-use crate::host::Failure;
 
 /// The token of a deadlock-detection wave.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -27,7 +22,26 @@ pub(super) struct Token {
     pub(super) all_passive: bool,
 }
 
-/// Process 0's state of the waves.
+/// What a process contributes to a wave: its message counts and whether it is passive.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) struct Counts {
+    pub(super) sent: u64,
+    pub(super) received: u64,
+    pub(super) passive: bool,
+}
+
+/// What to do with an arriving token.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum TokenStep {
+    /// Pass this token on to the successor.
+    Forward(Token),
+    /// Declare a deadlock (and tell every other process).
+    Deadlock,
+    /// Nothing (a wave ended without a verdict, or a stale token).
+    Nothing,
+}
+
+/// The leader's state of the waves.
 pub(super) struct Termination {
     /// Whether a wave is under way.
     wave_out: bool,
@@ -47,129 +61,122 @@ impl Termination {
             next_wave: Instant::now() + Duration::from_millis(50),
         }
     }
-}
 
-impl Progress {
-    fn counts(&self) -> (u64, u64, bool) {
-        use std::sync::atomic::Ordering::Acquire;
-        // Read `received` before `sent`: a message counted as received was sent earlier.
-        let received = self.outbox.received.load(Acquire);
-        let sent = self.outbox.sent.load(Acquire);
-        (sent, received, self.host.passive())
-    }
-
-    fn send_token(&mut self, token: Token) -> Result<(), String> {
-        let next = (self.me + 1) % self.size;
-        self.send_control(
-            next,
-            CONTROL_TOKEN,
-            [
-                token.wave,
-                token.sent,
-                token.received,
-                token.all_passive as u64,
-            ],
-            &[],
-        )
-    }
-
-    /// Process 0: starts a wave when due and passive. Returns whether it sent a token.
-    pub(super) fn detect_deadlock(&mut self) -> Result<bool, String> {
-        if self.me != 0
-            || self.term.wave_out
-            || self.host.aborted()
-            || Instant::now() < self.term.next_wave
-        {
-            return Ok(false);
+    /// The leader: a new wave's token, when one is due and this process is passive.
+    pub(super) fn start(&mut self, now: Instant, mine: Counts) -> Option<Token> {
+        if self.wave_out || now < self.next_wave {
+            return None;
         }
-        let (sent, received, passive) = self.counts();
-        if !passive {
-            self.term.last_quiet = None;
-            self.term.next_wave = Instant::now() + Duration::from_millis(50);
-            return Ok(false);
+        if !mine.passive {
+            self.last_quiet = None;
+            self.next_wave = now + Duration::from_millis(50);
+            return None;
         }
-        self.term.waves += 1;
-        self.term.wave_out = true;
-        self.send_token(Token {
-            wave: self.term.waves,
-            sent,
-            received,
+        self.waves += 1;
+        self.wave_out = true;
+        Some(Token {
+            wave: self.waves,
+            sent: mine.sent,
+            received: mine.received,
             all_passive: true,
-        })?;
-        Ok(true)
+        })
     }
 
-    pub(super) fn on_token(&mut self, token: Token) -> Result<(), String> {
-        if self.me != 0 {
-            let (sent, received, passive) = self.counts();
-            return self.send_token(Token {
+    /// A token arrived; `leader` says whether this process leads the waves.
+    pub(super) fn on_token(&mut self, leader: bool, token: Token, mine: Counts) -> TokenStep {
+        if !leader {
+            return TokenStep::Forward(Token {
                 wave: token.wave,
-                sent: token.sent + sent,
-                received: token.received + received,
-                all_passive: token.all_passive && passive,
+                sent: token.sent + mine.sent,
+                received: token.received + mine.received,
+                all_passive: token.all_passive && mine.passive,
             });
         }
-        self.term.wave_out = false;
+        if !self.wave_out || token.wave != self.waves {
+            // A token of a wave before a loss (or one this leader did not start).
+            return TokenStep::Nothing;
+        }
+        self.wave_out = false;
+        let now = Instant::now();
         let quiet = token.all_passive && token.sent == token.received;
         if !quiet {
-            self.term.last_quiet = None;
-            self.term.next_wave = Instant::now() + Duration::from_millis(50);
-            return Ok(());
+            self.last_quiet = None;
+            self.next_wave = now + Duration::from_millis(50);
+            return TokenStep::Nothing;
         }
-        if self.term.last_quiet == Some((token.sent, token.received)) {
-            for p in 1..self.size {
-                self.send_control(p, CONTROL_DEADLOCK, [0; 4], &[])?;
-            }
-            self.declare_deadlock();
-            return Ok(());
+        if self.last_quiet == Some((token.sent, token.received)) {
+            return TokenStep::Deadlock;
         }
         // Confirm with a second wave soon.
-        self.term.last_quiet = Some((token.sent, token.received));
-        self.term.next_wave = Instant::now() + Duration::from_millis(5);
-        Ok(())
+        self.last_quiet = Some((token.sent, token.received));
+        self.next_wave = now + Duration::from_millis(5);
+        TokenStep::Nothing
     }
 
-    pub(super) fn declare_deadlock(&self) {
-        self.host.report_deadlock(format!(
-            "ranks of node {} only; every MPI process reports its own ranks",
-            self.me
-        ));
+    /// Processes were lost: a wave under way may have lost its token, and the counts of the
+    /// last quiet wave included traffic that is now left out.
+    pub(super) fn restart(&mut self) {
+        self.wave_out = false;
+        self.last_quiet = None;
+        self.next_wave = Instant::now() + Duration::from_millis(50);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(sent: u64, received: u64, passive: bool) -> Counts {
+        Counts {
+            sent,
+            received,
+            passive,
+        }
     }
 
-    /// After the barrier: all processes learn whether any of them failed, so that they all
-    /// end with an error (or all combine their counters).
-    pub(super) fn agree(&mut self) {
-        let failed_here = self.host.failed();
-        let mine: c_int = if failed_here { self.me } else { self.size };
-        let mut first: c_int = self.size;
-        // SAFETY: valid communicator; one int in and out.
-        let code = unsafe {
-            ffi::MPI_Allreduce(
-                (&mine as *const c_int).cast::<c_void>(),
-                (&mut first as *mut c_int).cast::<c_void>(),
-                1,
-                ffi::RSMPI_INT32_T,
-                ffi::RSMPI_MIN,
-                self.comm,
-            )
+    #[test]
+    fn two_equal_quiet_waves_make_a_deadlock() {
+        let mut t = Termination::new();
+        let later = Instant::now() + Duration::from_secs(1);
+        let tok = t.start(later, counts(1, 0, true)).unwrap();
+        // The other process adds its counts.
+        let mut other = Termination::new();
+        let TokenStep::Forward(back) = other.on_token(false, tok, counts(0, 1, true)) else {
+            panic!("a non-leader forwards");
         };
-        if code != 0 {
-            self.host
-                .fail(Failure::Transport(mpi_error("MPI_Allreduce", code)), false);
-            return;
-        }
-        if first < self.size && !failed_here {
-            let message = match &self.remote_failure {
-                Some((_, m)) => m.clone(),
-                None => "failed (see that process's error output)".to_string(),
-            };
-            self.host.fail(
-                Failure::Remote {
-                    node: first as u32,
-                    message,
-                },
-                false,
-            );
-        }
+        assert_eq!(
+            t.on_token(true, back, counts(0, 0, true)),
+            TokenStep::Nothing
+        );
+        let later = Instant::now() + Duration::from_secs(1);
+        let tok = t.start(later, counts(1, 0, true)).unwrap();
+        let TokenStep::Forward(back) = other.on_token(false, tok, counts(0, 1, true)) else {
+            panic!("a non-leader forwards");
+        };
+        assert_eq!(
+            t.on_token(true, back, counts(0, 0, true)),
+            TokenStep::Deadlock
+        );
+    }
+
+    #[test]
+    fn a_stale_token_after_a_loss_is_ignored() {
+        let mut t = Termination::new();
+        let later = Instant::now() + Duration::from_secs(1);
+        let tok = t.start(later, counts(0, 0, true)).unwrap();
+        t.restart();
+        assert_eq!(
+            t.on_token(true, tok, counts(0, 0, true)),
+            TokenStep::Nothing
+        );
+        // Messages in flight: no verdict.
+        let later = Instant::now() + Duration::from_secs(1);
+        let mut tok = t.start(later, counts(2, 1, true)).unwrap();
+        tok.wave = t.waves;
+        assert_eq!(
+            t.on_token(true, tok, counts(0, 0, true)),
+            TokenStep::Nothing
+        );
+        assert!(t.last_quiet.is_none());
     }
 }

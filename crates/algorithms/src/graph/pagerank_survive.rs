@@ -1,0 +1,316 @@
+//! Direct PageRank that survives processes lost for real (MPI with ULFM).
+//!
+//! # Replicas
+//! The state of an iteration is the rank vector (each rank its rows), the dangling mass and
+//! the L1 change. Every rank sends its values, in row order, to its *buddy* (the rank with the
+//! same index on the next node) after computing them and before the all-reduce that ends the
+//! iteration, and receives its wards' values first: a rank that completed an iteration holds
+//! its wards' values of it. Each rank keeps its own values and its wards' of the last two
+//! iterations. Sending 8 bytes per row to one other rank per iteration is what it costs
+//! (about what the PageRank sums themselves move on sparse graphs).
+//!
+//! # Recovery
+//! The survivors report the iterations they completed (they differ by one at most) and go on
+//! from the lowest: they read the graph again from its source, split over the survivors, and
+//! move the values of that iteration to the new owners of the rows (the lost ranks' values
+//! from their buddies). The result equals an uninterrupted run's up to the order of the sums
+//! (a row's sums come from other ranks).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use spillway_checkpoint::Checkpointer;
+use spillway_comm::{Collectives, Comm};
+
+use crate::error::AlgoError;
+use crate::graph::pagerank::{run_pagerank, PageRankOptions, PageRankResult};
+use crate::graph::{load_graph, DistGraph, GraphSource};
+use crate::survive::{buddy, regroup, unrecoverable, wards};
+use crate::Progress;
+
+/// The state of one iteration on one rank.
+#[derive(Clone, Default)]
+struct Gen {
+    /// The iteration (0: the start).
+    iteration: usize,
+    dangling: f64,
+    delta: f64,
+    /// This rank's values, in row order.
+    own: Vec<f64>,
+    /// Each ward's values, in row order.
+    wards: Vec<Vec<f64>>,
+}
+
+/// What a run keeps to recover from a loss: the state of its last two iterations.
+pub(crate) struct Keep {
+    me: usize,
+    buddy: Option<usize>,
+    wards: Vec<usize>,
+    bounds: Arc<Vec<u64>>,
+    cur: Gen,
+    prev: Option<Gen>,
+    pending: Gen,
+    times: Vec<Duration>,
+}
+
+/// Where a run picks up after a recovery.
+pub(crate) struct Resume {
+    pub(crate) done: usize,
+    pub(crate) dangling: f64,
+    pub(crate) delta: f64,
+    /// This rank's values, in row order.
+    pub(crate) x_rows: Vec<f64>,
+}
+
+impl Keep {
+    fn new(comm: &Comm, graph: &DistGraph) -> Keep {
+        let me = comm.rank();
+        Keep {
+            me,
+            buddy: buddy(comm, me),
+            wards: wards(comm, me),
+            bounds: Arc::clone(&graph.bounds),
+            cur: Gen::default(),
+            prev: None,
+            pending: Gen::default(),
+            times: Vec::new(),
+        }
+    }
+
+    /// The run starts from iteration `done` with values `x` (in the positions of `row_of`):
+    /// the wards' values are exchanged once.
+    pub(crate) fn start(
+        &mut self,
+        replicas: &Comm,
+        done: usize,
+        x: &[f64],
+        row_of: &[u32],
+        delta: f64,
+    ) -> Result<(), AlgoError> {
+        self.replicate(replicas, done, x, row_of)?;
+        self.pending.delta = delta;
+        self.cur = std::mem::take(&mut self.pending);
+        self.prev = None;
+        Ok(())
+    }
+
+    /// The dangling mass of the values the run started from.
+    pub(crate) fn set_dangling(&mut self, dangling: f64) {
+        self.cur.dangling = dangling;
+    }
+
+    /// Sends this rank's values of `iteration` to its buddy and receives its wards'.
+    pub(crate) fn replicate(
+        &mut self,
+        replicas: &Comm,
+        iteration: usize,
+        x: &[f64],
+        row_of: &[u32],
+    ) -> Result<(), AlgoError> {
+        let mut own = std::mem::take(&mut self.pending.own);
+        own.clear();
+        own.resize(x.len(), 0.0);
+        for (&v, &row) in x.iter().zip(row_of) {
+            own[row as usize] = v;
+        }
+        let tag = (iteration % 2) as i32;
+        if let Some(b) = self.buddy {
+            replicas.send(b, tag, &own[..])?;
+        }
+        let mut got = Vec::with_capacity(self.wards.len());
+        for &w in &self.wards {
+            got.push(replicas.recv::<f64>(w, tag)?.0);
+        }
+        self.pending.iteration = iteration;
+        self.pending.own = own;
+        self.pending.wards = got;
+        Ok(())
+    }
+
+    /// Iteration `done` ended everywhere this rank knows of (its all-reduce completed).
+    pub(crate) fn commit(&mut self, done: usize, dangling: f64, delta: f64, took: Duration) {
+        self.pending.dangling = dangling;
+        self.pending.delta = delta;
+        debug_assert_eq!(self.pending.iteration, done);
+        let old = std::mem::replace(&mut self.cur, std::mem::take(&mut self.pending));
+        if let Some(recycled) = self.prev.replace(old) {
+            // Its buffers take the next iteration's values.
+            self.pending = Gen {
+                own: recycled.own,
+                ..Gen::default()
+            };
+        }
+        self.times.push(took);
+    }
+
+    /// The kept state of iteration `it`.
+    fn of(&self, it: usize) -> Option<&Gen> {
+        [Some(&self.cur), self.prev.as_ref()]
+            .into_iter()
+            .flatten()
+            .find(|g| g.iteration == it)
+    }
+}
+
+/// What a run that survived lost processes returns (see [`pagerank_surviving`]).
+#[derive(Debug)]
+pub struct Survived<'r> {
+    /// The result, as an uninterrupted run gives it (the ranks of this rank's rows).
+    pub result: PageRankResult,
+    /// The graph this rank holds at the end (it was read again after a loss, split over
+    /// the survivors).
+    pub graph: DistGraph,
+    /// The ranks still in the job.
+    pub comm: Comm<'r>,
+    /// The recoveries: the iteration the survivors went on from, the ranks lost, and the
+    /// time taken (the exchange, reading the graph again, moving the values).
+    pub recoveries: Vec<(usize, Vec<u32>, Duration)>,
+}
+
+/// [`pagerank_checkpointed`](crate::graph::pagerank::pagerank_checkpointed) that survives
+/// processes lost for real (MPI with ULFM, see
+/// [`Rank::survives_lost_processes`](spillway_runtime::Rank::survives_lost_processes)): the
+/// survivors go on in the same job (see the module notes). `graph` must have been loaded from
+/// `source` over `comm`. Without ULFM it is `pagerank_checkpointed`. Checkpoints stop after a
+/// recovery (the survivors are another layout).
+///
+/// # Errors
+/// As `pagerank_checkpointed`; a loss the replicas do not cover (a rank and the rank holding
+/// its replicas) ends the job with [`AlgoError::Unrecoverable`].
+pub fn pagerank_surviving<'r>(
+    comm: &Comm<'r>,
+    source: &GraphSource,
+    graph: DistGraph,
+    options: &PageRankOptions,
+    progress: &mut dyn FnMut(&Progress),
+    mut checkpoint: Option<&mut Checkpointer>,
+) -> Result<Survived<'r>, AlgoError> {
+    let survivable = comm.runtime().survives_lost_processes();
+    let mut comm = comm.clone();
+    let mut graph = graph;
+    let mut resume: Option<Resume> = None;
+    let mut recoveries = Vec::new();
+    let mut times: Vec<Duration> = Vec::new();
+    loop {
+        let mut keep = survivable.then(|| Keep::new(&comm, &graph));
+        let outcome = run_pagerank(
+            &comm,
+            &graph,
+            options,
+            progress,
+            checkpoint.as_deref_mut(),
+            resume.take(),
+            keep.as_mut(),
+        );
+        match outcome {
+            Ok(mut result) => {
+                times.append(&mut result.iteration_times);
+                result.iteration_times = times;
+                return Ok(Survived {
+                    result,
+                    graph,
+                    comm,
+                    recoveries,
+                });
+            }
+            Err(e) if survivable && e.is_process_lost() => {
+                let t = Instant::now();
+                let keep = keep.expect("kept state");
+                let (new, all, lost) = regroup(&comm, &[keep.cur.iteration as f64])?;
+                let from = all.iter().fold(f64::INFINITY, |a, &b| a.min(b)) as usize;
+                times.extend_from_slice(&keep.times);
+                times.truncate(from);
+                let old_rank =
+                    |g: u32| (0..comm.size()).find(|&r| comm.global_rank(r).ok() == Some(g));
+                let lost_members: Vec<usize> =
+                    lost.ranks.iter().filter_map(|&g| old_rank(g)).collect();
+                for &l in &lost_members {
+                    match buddy(&comm, l) {
+                        Some(b) if !lost_members.contains(&b) => {}
+                        _ => {
+                            return Err(unrecoverable(
+                                &lost,
+                                &format!(
+                                    "rank {} and the rank holding its replicas were lost \
+                                     together",
+                                    comm.global_rank(l).unwrap_or(0)
+                                ),
+                            ))
+                        }
+                    }
+                }
+                let Some(gen) = keep.of(from) else {
+                    return Err(unrecoverable(
+                        &lost,
+                        &format!("no rank kept the values of iteration {from}"),
+                    ));
+                };
+                // The values of iteration `from` this rank holds: its own rows and those of
+                // its lost wards.
+                let mut pieces: Vec<(u64, &[f64])> = vec![(keep.bounds[keep.me], &gen.own[..])];
+                for (i, &w) in keep.wards.iter().enumerate() {
+                    if lost_members.contains(&w) {
+                        pieces.push((keep.bounds[w], &gen.wards[i][..]));
+                    }
+                }
+                let (dangling, delta) = (gen.dangling, gen.delta);
+                comm = new;
+                graph = load_graph(&comm, source)?;
+                let x_rows = move_values(&comm, &pieces, &graph)?;
+                recoveries.push((from, lost.ranks.clone(), t.elapsed()));
+                resume = Some(Resume {
+                    done: from,
+                    dangling,
+                    delta,
+                    x_rows,
+                });
+                checkpoint = None;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Moves the values of `pieces` (first row, values) to the ranks of `comm` that own their
+/// rows in `graph`; returns this rank's values in row order.
+fn move_values(
+    comm: &Comm,
+    pieces: &[(u64, &[f64])],
+    graph: &DistGraph,
+) -> Result<Vec<f64>, AlgoError> {
+    let p = comm.size();
+    let mut parts: Vec<Vec<f64>> = vec![Vec::new(); p];
+    for &(start, values) in pieces {
+        let end = start + values.len() as u64;
+        let mut at = start;
+        while at < end {
+            let owner = graph.owner(at);
+            let stop = graph.bounds[owner + 1].min(end);
+            // A block: its first row (exact in an f64 below 2^53), its length, its values.
+            parts[owner].push(at as f64);
+            parts[owner].push((stop - at) as f64);
+            parts[owner].extend_from_slice(&values[(at - start) as usize..(stop - start) as usize]);
+            at = stop;
+        }
+    }
+    let got = comm.alltoallv_vecs(parts)?;
+    let rows = (graph.hi - graph.lo) as usize;
+    let mut x = vec![f64::NAN; rows];
+    let mut filled = 0usize;
+    for part in got {
+        let mut i = 0;
+        while i + 2 <= part.len() {
+            let (first, len) = (part[i] as u64, part[i + 1] as usize);
+            let at = (first - graph.lo) as usize;
+            x[at..at + len].copy_from_slice(&part[i + 2..i + 2 + len]);
+            filled += len;
+            i += 2 + len;
+        }
+    }
+    if filled != rows {
+        return Err(AlgoError::Unrecoverable(format!(
+            "after a loss {filled} of this rank's {rows} values were found"
+        )));
+    }
+    Ok(x)
+}

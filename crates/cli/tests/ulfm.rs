@@ -1,0 +1,523 @@
+//! Processes lost for real (feature `mpi`, built against an MPI with ULFM such as Open MPI 5):
+//! one MPI process of a running job is killed (SIGKILL), from outside or by itself at a chosen
+//! point (`--inject-failure process:N@op:K:stage`); the survivors must end with exit 0 and the
+//! output of a failure-free run (PageRank ranks within 1e-9 relative), or, when the loss
+//! cannot be recovered, with exit 1 and a message naming what was lost, within seconds.
+//!
+//! The launcher is `$SPILLWAY_ULFM_MPIRUN` (an Open MPI 5 `mpirun` that runs with
+//! `--with-ft ulfm` and may oversubscribe the cores: scripts/test.sh makes such a wrapper).
+//! Without it, or without ULFM in this build, the tests say so and pass, unless
+//! `SPILLWAY_REQUIRE_ULFM=1` (set by CI) makes that a failure. Every `mpirun` runs under
+//! `timeout`, so a hang fails the test instead of stalling it.
+#![cfg(feature = "mpi")]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SPILLWAY: &str = env!("CARGO_BIN_EXE_spillway");
+
+/// The ULFM launcher, or `None` (with a message) when these tests cannot run here.
+fn launcher() -> Option<String> {
+    let require = std::env::var_os("SPILLWAY_REQUIRE_ULFM").is_some_and(|v| v == "1");
+    let why = if !spillway::mpi::built_with_ulfm() {
+        "this build has no ULFM (build the mpi feature against Open MPI 5)"
+    } else if let Ok(l) = std::env::var("SPILLWAY_ULFM_MPIRUN") {
+        return Some(l);
+    } else {
+        "SPILLWAY_ULFM_MPIRUN is not set"
+    };
+    assert!(!require, "SPILLWAY_REQUIRE_ULFM=1 but {why}");
+    eprintln!("SKIPPED: lost-process tests ({why})");
+    None
+}
+
+struct Ran {
+    line: String,
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    /// Seconds from the kill (or the start) to the end.
+    seconds: f64,
+}
+
+impl std::fmt::Display for Ran {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "$ {}\nexit: {:?} after {:.1} s\n--- stdout\n{}\n--- stderr\n{}",
+            self.line, self.code, self.seconds, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Starts `timeout 300 LAUNCHER -np NP spillway ARGS`.
+fn start(launcher: &str, np: u32, args: &[String]) -> (Child, String) {
+    let line = format!(
+        "timeout 300 {launcher} -np {np} {SPILLWAY} {}",
+        args.join(" ")
+    );
+    let child = Command::new("timeout")
+        .arg("300")
+        .arg(launcher)
+        .args(["-np", &np.to_string(), SPILLWAY])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run `{line}`: {e}"));
+    (child, line)
+}
+
+fn finish(child: Child, line: String, since: Instant) -> Ran {
+    let out = child.wait_with_output().expect("wait for mpirun");
+    Ran {
+        line,
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        seconds: since.elapsed().as_secs_f64(),
+    }
+}
+
+fn run(launcher: &str, np: u32, args: &[String]) -> Ran {
+    let t = Instant::now();
+    let (child, line) = start(launcher, np, args);
+    finish(child, line, t)
+}
+
+/// Every process below `root`, with its parent.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parent: HashMap<u32, u32> = HashMap::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: the command may hold spaces and parentheses.
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        if let Some(ppid) = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
+            parent.insert(pid, ppid);
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for (&c, &pp) in &parent {
+            if pp == p {
+                out.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// The process of MPI rank `rank` among the descendants of `root`.
+fn process_of(root: u32, rank: u32) -> Option<u32> {
+    descendants(root).into_iter().find(|&p| {
+        std::fs::read(format!("/proc/{p}/environ")).is_ok_and(|env| {
+            env.split(|&b| b == 0)
+                .any(|kv| kv == format!("OMPI_COMM_WORLD_RANK={rank}").as_bytes())
+        })
+    })
+}
+
+/// Whether the spillway job in process `pid` runs its ranks (its worker threads exist).
+fn ranks_run(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks.flatten().any(|t| {
+                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("node-"))
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Runs the job, and once its ranks run SIGKILLs the processes of MPI ranks `victims` from
+/// outside, `at` (a fraction) into what is left of `reference` seconds (the failure-free
+/// run's). Returns the run (its seconds counted from the kill) and whether the kill happened
+/// before the job ended.
+fn run_killing(
+    launcher: &str,
+    np: u32,
+    args: &[String],
+    victims: &[u32],
+    at: f64,
+    reference: f64,
+) -> (Ran, bool) {
+    let t0 = Instant::now();
+    let (mut child, line) = start(launcher, np, args);
+    let root = child.id();
+    let mut killed = false;
+    let mut since = Instant::now();
+    while t0.elapsed() < Duration::from_secs(120) {
+        if child.try_wait().expect("poll mpirun").is_some() {
+            break;
+        }
+        if let Some(p) = process_of(root, 0) {
+            if ranks_run(p) {
+                let left = (reference - t0.elapsed().as_secs_f64()).max(0.0);
+                std::thread::sleep(Duration::from_secs_f64(at * left));
+                let pids: Vec<u32> = victims
+                    .iter()
+                    .filter_map(|&v| process_of(root, v))
+                    .collect();
+                since = Instant::now();
+                for p in &pids {
+                    // SAFETY: sends SIGKILL to a process this test started (a descendant of
+                    // its mpirun), found by its pid.
+                    unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+                }
+                killed = pids.len() == victims.len() && child.try_wait().ok().flatten().is_none();
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (finish(child, line, since), killed)
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 temporary path")
+}
+
+/// A small deterministic generator, independent of spillway's.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+/// A skewed random graph as a SNAP edge list: n vertices, m edges, some dangling vertices.
+fn write_graph(path: &Path, n: u64, m: usize) {
+    let mut rng = Lcg(7);
+    let mut text = String::from("# test graph\n");
+    for _ in 0..m {
+        let u = rng.next() % n;
+        let skew = (rng.next() % 1000) as f64 / 1000.0;
+        let v = ((skew * skew * n as f64) as u64).min(n - 1);
+        if u % 17 != 3 {
+            text.push_str(&format!("{u}\t{v}\n"));
+        }
+    }
+    text.push_str(&format!("0\t{}\n", n - 1));
+    std::fs::write(path, text).unwrap();
+}
+
+/// Lines of words drawn from a vocabulary of `vocabulary` words.
+fn write_text(path: &Path, lines: usize, vocabulary: u64) {
+    let mut rng = Lcg(3);
+    let mut text = String::new();
+    for _ in 0..lines {
+        for w in 0..10 {
+            if w > 0 {
+                text.push(' ');
+            }
+            let word = rng.next() % vocabulary;
+            text.push_str(&format!("w{word:x}"));
+        }
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Points around k centres, CSV.
+fn write_points(path: &Path, n: usize, dim: usize, k: usize) {
+    let mut rng = Lcg(11);
+    let unit = |r: &mut Lcg| (r.next() % 1_000_000) as f64 / 1_000_000.0;
+    let centres: Vec<Vec<f64>> = (0..k)
+        .map(|_| (0..dim).map(|_| -20.0 + 40.0 * unit(&mut rng)).collect())
+        .collect();
+    let mut text = String::new();
+    for i in 0..n {
+        let row: Vec<String> = centres[i % k]
+            .iter()
+            .map(|x| format!("{:?}", x + 3.0 * (unit(&mut rng) - 0.5)))
+            .collect();
+        text.push_str(&row.join(","));
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn sorted_lines(p: &Path) -> Vec<String> {
+    let mut l: Vec<String> = std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .map(String::from)
+        .collect();
+    l.sort();
+    l
+}
+
+/// `vertex rank` lines as a map.
+fn ranks(p: &Path) -> HashMap<u64, f64> {
+    std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .map(|l| {
+            let mut w = l.split_whitespace();
+            (
+                w.next().unwrap().parse().unwrap(),
+                w.next().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Checks `got` against the failure-free `want` for `what`.
+fn same_output(what: &str, want: &Path, got: &Path, ran: &Ran) {
+    if what.starts_with("pagerank") {
+        let (a, b) = (ranks(want), ranks(got));
+        assert_eq!(a.len(), b.len(), "{ran}");
+        for (v, x) in &a {
+            let y = b
+                .get(v)
+                .unwrap_or_else(|| panic!("vertex {v} missing\n{ran}"));
+            assert!(
+                (x - y).abs() <= 1e-9 * x.abs(),
+                "vertex {v}: {x} vs {y}\n{ran}"
+            );
+        }
+    } else {
+        assert!(
+            sorted_lines(want) == sorted_lines(got),
+            "outputs differ\n{ran}"
+        );
+    }
+}
+
+/// The inputs and the commands of the jobs.
+struct Jobs {
+    dir: tempfile::TempDir,
+}
+
+impl Jobs {
+    fn new() -> Jobs {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        write_graph(&dir.path().join("graph.txt"), 100_000, 800_000);
+        write_text(&dir.path().join("text.txt"), 400_000, 50_000);
+        write_points(&dir.path().join("points.csv"), 300_000, 8, 6);
+        Jobs { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The arguments of job `what` writing to `out`, over `ranks` ranks.
+    fn args(&self, what: &str, ranks: u32, out: &Path, extra: &[&str]) -> Vec<String> {
+        let g = self.path("graph.txt");
+        let mut a = match what {
+            "cc" => strings(&["run", "cc", "--input", s(&g), "--out", s(out)]),
+            "wordcount" => strings(&[
+                "run",
+                "wordcount",
+                "--input",
+                s(&self.path("text.txt")),
+                "--out",
+                s(out),
+                "--chunk",
+                "256K",
+            ]),
+            "pagerank-mr" => strings(&[
+                "run",
+                "pagerank",
+                "--engine",
+                "mapreduce",
+                "--input",
+                s(&g),
+                "--iterations",
+                "8",
+                "--out",
+                s(out),
+            ]),
+            "pagerank" => strings(&[
+                "run",
+                "pagerank",
+                "--input",
+                s(&g),
+                "--iterations",
+                "1000",
+                "--out",
+                s(out),
+            ]),
+            "kmeans" => strings(&[
+                "run",
+                "kmeans",
+                "--input",
+                s(&self.path("points.csv")),
+                "--k",
+                "24",
+                "--iterations",
+                "60",
+                "--init",
+                "random:3",
+                "--assign",
+                s(out),
+            ]),
+            other => panic!("no job {other}"),
+        };
+        a.extend(strings(&[
+            "--backend",
+            "mpi",
+            "--ranks",
+            &ranks.to_string(),
+        ]));
+        a.extend(strings(extra));
+        a
+    }
+
+    /// The failure-free output of `what` at `np` processes, and the run's seconds.
+    fn reference(&self, launcher: &str, what: &str, np: u32, ft: bool) -> (PathBuf, f64) {
+        let out = self.path(&format!("{what}-{np}-reference.txt"));
+        let extra: &[&str] = if ft { &["--fault-tolerance"] } else { &[] };
+        let ran = run(launcher, np, &self.args(what, 2 * np, &out, extra));
+        assert_eq!(ran.code, Some(0), "{ran}");
+        (out, ran.seconds)
+    }
+}
+
+#[test]
+fn mapreduce_jobs_recover_from_a_process_killed_at_each_step_of_an_operation() {
+    let Some(l) = launcher() else { return };
+    let jobs = Jobs::new();
+    // (job, np, process kills): early, middle and late operations and every step where a
+    // loss can be found; node 0 (the first ranks, whose process reports) too.
+    let cases: &[(&str, u32, &[&str])] = &[
+        ("wordcount", 4, &["process:1@op:1"]),
+        ("wordcount", 4, &["process:2@op:1:keep"]),
+        ("wordcount", 6, &["process:0@op:1:reduce"]),
+        ("cc", 4, &["process:1@op:1"]),
+        ("cc", 4, &["process:2@op:2:shuffle"]),
+        ("cc", 6, &["process:4@op:4:reduce"]),
+        ("pagerank-mr", 4, &["process:3@op:1:shuffle"]),
+        ("pagerank-mr", 4, &["process:0@op:5:keep"]),
+        ("pagerank-mr", 6, &["process:2@op:9:reduce"]),
+    ];
+    for &(what, np, kills) in cases {
+        let (want, _) = jobs.reference(&l, what, np, true);
+        let got = jobs.path(&format!("{what}-{np}-{}.txt", kills.join("-")));
+        let mut extra = Vec::new();
+        for k in kills {
+            extra.extend(["--inject-failure", k]);
+        }
+        extra.push("--json");
+        let ran = run(&l, np, &jobs.args(what, 2 * np, &got, &extra));
+        assert_eq!(ran.code, Some(0), "{ran}");
+        // One report, from the process of the first surviving rank, with one recovery.
+        let report: serde_json::Value = serde_json::from_str(ran.stdout.trim())
+            .unwrap_or_else(|e| panic!("one JSON report expected ({e})\n{ran}"));
+        let recoveries = report["fault_tolerance"]["recoveries"]
+            .as_array()
+            .expect("recoveries");
+        assert_eq!(recoveries.len(), 1, "{ran}");
+        same_output(what, &want, &got, &ran);
+    }
+}
+
+#[test]
+fn jobs_survive_a_process_killed_from_outside() {
+    let Some(l) = launcher() else { return };
+    let jobs = Jobs::new();
+    // (job, np, victim, when: a fraction of the failure-free run after the ranks started):
+    // the direct engines recover without asking for it, the MapReduce ones with
+    // --fault-tolerance.
+    let cases: &[(&str, u32, u32, f64)] = &[
+        ("pagerank", 4, 2, 0.5),
+        ("pagerank", 6, 0, 0.3),
+        ("kmeans", 4, 1, 0.5),
+        ("kmeans", 6, 5, 0.3),
+        ("cc", 4, 3, 0.4),
+    ];
+    for &(what, np, victim, at) in cases {
+        let ft = !matches!(what, "pagerank" | "kmeans");
+        let (want, seconds) = jobs.reference(&l, what, np, ft);
+        let got = jobs.path(&format!("{what}-{np}-killed-{victim}.txt"));
+        let extra: &[&str] = if ft { &["--fault-tolerance"] } else { &[] };
+        let args = jobs.args(what, 2 * np, &got, extra);
+        let (ran, killed) = run_killing(&l, np, &args, &[victim], at, seconds);
+        assert!(
+            killed,
+            "the job ended before the kill: make it longer\n{ran}"
+        );
+        assert_eq!(ran.code, Some(0), "{ran}");
+        same_output(what, &want, &got, &ran);
+    }
+}
+
+#[test]
+fn losses_that_cannot_be_recovered_end_the_job_with_an_error_within_seconds() {
+    let Some(l) = launcher() else { return };
+    let jobs = Jobs::new();
+    let out = jobs.path("unrecoverable.txt");
+    // Two nodes at once (what one sent the other in the last shuffle is in neither's
+    // replicas); a loss during the recovery from another; a loss in a job without fault
+    // tolerance.
+    let cases: &[(&str, &[&str], &str)] = &[
+        (
+            "cc",
+            &[
+                "--inject-failure",
+                "process:1@op:2",
+                "--inject-failure",
+                "process:3@op:2",
+            ],
+            "in neither's replicas",
+        ),
+        (
+            "cc",
+            &[
+                "--inject-failure",
+                "process:1@op:2",
+                "--inject-failure",
+                "process:2@op:2:shuffle",
+            ],
+            "during the recovery",
+        ),
+    ];
+    for &(what, extra, says) in cases {
+        let ran = run(&l, 4, &jobs.args(what, 8, &out, extra));
+        assert_eq!(ran.code, Some(1), "{ran}");
+        assert!(
+            ran.stderr.contains(says) && ran.stderr.contains("--resume"),
+            "{ran}"
+        );
+        assert!(!out.exists(), "no output after a failed job\n{ran}");
+    }
+    // From outside: two processes of the direct PageRank, one holding the other's replicas
+    // (node 1's are on node 2), and one of a word count without fault tolerance.
+    for (what, victims) in [("pagerank", &[1u32, 2][..]), ("wordcount", &[2][..])] {
+        let (_, seconds) = jobs.reference(&l, what, 4, false);
+        let args = jobs.args(what, 8, &out, &[]);
+        let (ran, killed) = run_killing(&l, 4, &args, victims, 0.3, seconds);
+        assert!(killed, "{ran}");
+        assert_eq!(ran.code, Some(1), "{ran}");
+        assert!(
+            ran.stderr.contains("lost") && ran.stderr.contains("--resume"),
+            "{ran}"
+        );
+        assert!(
+            ran.seconds < 10.0,
+            "took {:.1} s after the kill\n{ran}",
+            ran.seconds
+        );
+        assert!(!out.exists(), "no output after a failed job\n{ran}");
+    }
+}
