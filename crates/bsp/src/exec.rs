@@ -188,8 +188,5 @@ impl<'r> Bsp<'r> {
 }
 
 fn node_key(comm: &Comm<'_>) -> u64 {
-    let mut x = comm.context_id() ^ 0x4253_504e_4f44_4531; // "BSPNODE1"
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
+    spillway_comm::splitmix::mix64(comm.context_id() ^ 0x4253_504e_4f44_4531) // "BSPNODE1"
 }

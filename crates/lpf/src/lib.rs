@@ -63,7 +63,7 @@ fn guard(call: &str, f: impl FnOnce() -> lpf_err_t) -> lpf_err_t {
 fn with_ctx(ctx: lpf_t, call: &str, f: impl FnOnce(&mut dyn Context) -> Res<()>) -> lpf_err_t {
     guard(call, || {
         if ctx == root() {
-            let mut g = ROOT.lock().unwrap_or_else(|e| e.into_inner());
+            let mut g = spillway_transport::lock(&ROOT);
             let p = env::max_procs();
             let solo = g.get_or_insert_with(|| Solo::new((p, p)));
             let r = f(solo);

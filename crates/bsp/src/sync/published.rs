@@ -6,7 +6,7 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use spillway_transport::AlignedBuf;
+use spillway_transport::{lock, AlignedBuf};
 
 /// A put between ranks of one node, as published by its source.
 #[derive(Clone, Copy, Debug)]
@@ -85,19 +85,17 @@ impl NodeState {
 
     /// Runs `f` on node member `i`'s exchange.
     pub(super) fn exchange<R>(&self, i: usize, f: impl FnOnce(&mut Exchange) -> R) -> R {
-        f(&mut self.exchanges[i].lock().unwrap_or_else(|e| e.into_inner()))
+        f(&mut lock(&self.exchanges[i]))
     }
 
     pub(super) fn get(&self, i: usize) -> Arc<Published> {
-        self.members[i]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        lock(&self.members[i])
             .clone()
             .expect("every node member published before the barrier")
     }
 
     pub(super) fn set(&self, i: usize, p: Option<Arc<Published>>) {
-        *self.members[i].lock().unwrap_or_else(|e| e.into_inner()) = p;
+        *lock(&self.members[i]) = p;
     }
 }
 

@@ -55,7 +55,6 @@
 //! counted as I/O when the owner next unloads.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::Mutex;
 
 mod buf;
 mod node;
@@ -70,9 +69,7 @@ pub(crate) use region::{Owner, Region};
 pub use sbvec::SbVec;
 pub(crate) use spill::SpillStore;
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use spillway_transport::lock;
 
 /// When storage-backed memory is released and how it is read back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
