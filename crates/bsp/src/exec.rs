@@ -9,7 +9,7 @@ use spillway_runtime::{Config, JobError};
 
 use crate::context::{Bsp, Options};
 use crate::error::{Error, Result};
-use crate::sync::NodeState;
+use crate::sync::published::NodeState;
 
 /// Runs `f` as an SPMD function on the `config.ranks_total()` ranks of a new job, each with a
 /// fresh BSP context (LPF's `lpf_exec`); returns every rank's result in rank order.
@@ -188,8 +188,5 @@ impl<'r> Bsp<'r> {
 }
 
 fn node_key(comm: &Comm<'_>) -> u64 {
-    let mut x = comm.context_id() ^ 0x4253_504e_4f44_4531; // "BSPNODE1"
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
+    spillway_comm::splitmix::mix64(comm.context_id() ^ 0x4253_504e_4f44_4531) // "BSPNODE1"
 }

@@ -67,15 +67,16 @@ pub mod coll;
 mod context;
 mod error;
 mod exec;
+mod machine;
 mod memory;
 mod probe;
+mod register;
+mod rma;
 mod sync;
 
 pub use context::{Bsp, Options};
 pub use error::{Capacity, Error, Misuse, Result};
 pub use exec::{exec, hook};
+pub use machine::{cache_dir, cache_file, machine, Machine, Pattern, ProbeReport, Sample};
 pub use memory::{Memory, Slot};
-pub use probe::{
-    cache_dir, cache_file, fit, last_level_cache, machine, measure, Machine, Pattern, ProbeOptions,
-    ProbeReport, Sample, MAX_REPS,
-};
+pub use probe::{fit, last_level_cache, measure, ProbeOptions, MAX_REPS};

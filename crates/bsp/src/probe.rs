@@ -1,74 +1,15 @@
 //! `probe`: the BSP machine parameters `g` and `l`, measured by timing h-relations and cached
 //! per machine and layout (as LPF's `lpfprobe` does).
 
-use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use serde::{Deserialize, Serialize};
 use spillway_comm::{Collectives, Max};
-use spillway_runtime::Rank;
 
 use crate::context::Bsp;
 use crate::error::Result;
-
-/// The BSP machine parameters of a context (LPF's `lpf_machine_t`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Machine {
-    /// Number of ranks.
-    pub p: usize,
-    /// Seconds per byte of an h-relation (the inverse of the bandwidth per rank).
-    pub g: f64,
-    /// Seconds per sync (latency and synchronisation).
-    pub l: f64,
-    /// Whether `g` and `l` were measured on this machine and layout (`false`: an estimate).
-    pub measured: bool,
-}
-
-impl Machine {
-    /// The modelled time of a superstep whose largest rank sends or receives `h` bytes.
-    pub fn cost(&self, h: usize) -> f64 {
-        self.g * h as f64 + self.l
-    }
-}
-
-/// Communication patterns timed by [`measure`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Pattern {
-    /// Every rank sends `h / p` bytes to every rank.
-    TotalExchange,
-    /// Every rank sends `h` bytes in chunks of random size to random ranks at random offsets.
-    Random,
-}
-
-/// One timed superstep.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Sample {
-    /// The pattern.
-    pub pattern: Pattern,
-    /// The h-relation: largest number of bytes a rank sent or received.
-    pub h: usize,
-    /// Seconds of the sync (the slowest rank, best of the repetitions).
-    pub seconds: f64,
-}
-
-/// What [`measure`] found: the fitted machine, the samples and the quality of the fit.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ProbeReport {
-    /// The fitted parameters.
-    pub machine: Machine,
-    /// Every timed superstep.
-    pub samples: Vec<Sample>,
-    /// Coefficient of determination of the least-squares fit `t = g*h + l` over all samples.
-    pub r2: f64,
-    /// Largest measured/model ratio among total-exchange samples.
-    pub worst_total_exchange: f64,
-    /// Largest measured/model ratio among random samples.
-    pub worst_random: f64,
-    /// Nodes of the layout.
-    pub nodes: usize,
-}
+use crate::machine::{backend_name, cache_file, cached, Machine, Pattern, ProbeReport, Sample};
 
 /// Sizes and repetitions for [`measure`].
 #[derive(Debug, Clone, Copy)]
@@ -125,80 +66,6 @@ pub fn last_level_cache() -> Option<usize> {
         best = best.max(bytes);
     }
     best
-}
-
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
-/// A name for this machine: host name and processor model.
-fn machine_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(str::to_owned)
-        })
-        .unwrap_or_default();
-    format!("{}-{:016x}", host.trim(), fnv(cpu.as_bytes()))
-}
-
-/// The cache directory: `$SPILLWAY_PROBE_CACHE`, else `$XDG_CACHE_HOME/spillway`, else
-/// `~/.cache/spillway`.
-pub fn cache_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("SPILLWAY_PROBE_CACHE") {
-        return Some(PathBuf::from(d));
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return Some(PathBuf::from(d).join("spillway"));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("spillway"))
-}
-
-/// The cache file of a machine and layout.
-pub fn cache_file(p: usize, nodes: usize, backend: &str) -> Option<PathBuf> {
-    cache_dir().map(|d| {
-        d.join(format!(
-            "probe-{}-p{p}-n{nodes}-{backend}.json",
-            machine_id()
-        ))
-    })
-}
-
-/// The backend as far as the cache key is concerned: processes started by an MPI launcher, or
-/// one process.
-fn backend_name(_rank: &Rank) -> String {
-    let mpi = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some());
-    if mpi { "mpi" } else { "local" }.to_owned()
-}
-
-/// The cached machine of this layout, or an estimate (`measured: false`).
-pub(crate) fn cached(rank: &Rank, p: usize) -> Machine {
-    machine(p, rank.nodes() as usize, &backend_name(rank))
-}
-
-/// The machine parameters for `p` ranks on `nodes` nodes of `backend` (`"local"` or
-/// `"mpi"`): as measured by [`measure`] (`spillway probe`) when the cache holds that layout,
-/// otherwise a conservative estimate (`measured: false`, 2 GB/s per rank and 20 us per sync).
-pub fn machine(p: usize, nodes: usize, backend: &str) -> Machine {
-    let found = cache_file(p, nodes, backend)
-        .and_then(|f| std::fs::read(f).ok())
-        .and_then(|b| serde_json::from_slice::<ProbeReport>(&b).ok());
-    match found {
-        Some(r) => r.machine,
-        None => Machine {
-            p,
-            g: 0.5e-9,
-            l: 20e-6,
-            measured: false,
-        },
-    }
 }
 
 /// Measures `g` and `l` on `bsp`'s ranks (collective): times total-exchange and random
@@ -397,5 +264,19 @@ pub fn fit(p: usize, nodes: usize, samples: Vec<Sample>) -> ProbeReport {
         samples,
         r2,
         nodes,
+    }
+}
+
+impl Bsp<'_> {
+    /// The machine parameters (LPF's `lpf_probe`): `p`, `g` in seconds per byte and `l` in
+    /// seconds per sync, as measured by `spillway probe` for this machine and layout (cached),
+    /// or an estimate when nothing was measured yet.
+    ///
+    /// # Cost
+    /// Local, no communication: the cache is read at the first call.
+    pub fn probe(&self) -> Machine {
+        self.machine
+            .get_or_init(|| cached(self.comm.runtime(), self.nprocs()))
+            .clone()
     }
 }

@@ -17,13 +17,8 @@ use crate::{Error, Result};
 
 const WORLD_ID: u64 = 0x5350_494c_4c57_4159; // "SPILLWAY"
 
-/// SplitMix64 finaliser: derives context ids that agree on every member without talking.
-pub(crate) fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+/// Derives context ids that agree on every member without talking.
+pub(crate) use crate::splitmix::splitmix64 as mix;
 
 /// Collective tags cycle below this mask; a collective may use `tag | ALT_TAG` for messages of
 /// an alternative algorithm.

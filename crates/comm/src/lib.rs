@@ -35,6 +35,7 @@ mod comm;
 mod ops;
 mod p2p;
 mod rendezvous;
+pub mod splitmix;
 
 pub use coll::{Aggregate, Collectives, Exchanged, Regrouped};
 pub use comm::Comm;

@@ -265,6 +265,4 @@ impl Describe for Rendezvous {
     }
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use spillway_transport::lock;

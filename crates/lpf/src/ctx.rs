@@ -1,11 +1,10 @@
-//! Contexts behind an `lpf_t`: the one-process context ([`Solo`]: `LPF_ROOT` and nested
-//! sections of one process) and the context of a process of an SPMD section ([`Spmd`]).
+//! What every context behind an `lpf_t` offers ([`Context`]: the one-process context of
+//! `solo.rs` and the SPMD process context of `spmd.rs`), and how their results become LPF's
+//! error codes.
 
 use std::ffi::c_void;
 
 use crate::ffi::{lpf_err_t, lpf_memslot_t, lpf_pid_t, ERR_FATAL, ERR_OUT_OF_MEMORY, SUCCESS};
-use crate::solo::Solo;
-use crate::spmd::Spmd;
 
 /// What a call returns to C, before mapping to an `lpf_err_t`.
 #[derive(Debug)]
@@ -68,21 +67,6 @@ pub(crate) trait Context {
     fn free(&mut self, ptr: *mut c_void) -> Res<()>;
     /// Whether a mitigable error was reported already (reports go once per context).
     fn warned(&mut self) -> &mut bool;
-}
-
-/// What an `lpf_t` other than `LPF_ROOT` points to.
-pub(crate) enum Ctx {
-    Solo(Solo),
-    Spmd(Spmd),
-}
-
-impl Ctx {
-    pub(crate) fn as_dyn(&mut self) -> &mut dyn Context {
-        match self {
-            Ctx::Solo(s) => s,
-            Ctx::Spmd(s) => s,
-        }
-    }
 }
 
 /// Reports a misuse of the API (LPF leaves its behaviour undefined; spillway reports it and

@@ -35,6 +35,7 @@ pub mod ffi;
 mod machine;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod section;
 mod solo;
 mod spmd;
 
@@ -42,10 +43,10 @@ use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
-use crate::ctx::{code, misuse, Context, Ctx, Res};
+use crate::ctx::{code, misuse, Context, Res};
 use crate::ffi::*;
+use crate::section::{Ctx, Section};
 use crate::solo::Solo;
-use crate::spmd::Section;
 
 /// The context of `LPF_ROOT`.
 static ROOT: Mutex<Option<Solo>> = Mutex::new(None);
@@ -62,7 +63,7 @@ fn guard(call: &str, f: impl FnOnce() -> lpf_err_t) -> lpf_err_t {
 fn with_ctx(ctx: lpf_t, call: &str, f: impl FnOnce(&mut dyn Context) -> Res<()>) -> lpf_err_t {
     guard(call, || {
         if ctx == root() {
-            let mut g = ROOT.lock().unwrap_or_else(|e| e.into_inner());
+            let mut g = spillway_transport::lock(&ROOT);
             let p = env::max_procs();
             let solo = g.get_or_insert_with(|| Solo::new((p, p)));
             let r = f(solo);
@@ -127,7 +128,7 @@ pub unsafe extern "C" fn lpf_exec(
             let total = settings.max_procs;
             machine::set_layout(settings.nodes.min(n) as usize, "local");
             let config = settings.config(n, false);
-            return spmd::exec_job(&config, total, total, settings.checked, section);
+            return section::exec_job(&config, total, total, settings.checked, section);
         }
         if ctx.is_null() {
             eprintln!("spillway-lpf: lpf_exec: the context is LPF_NONE");
@@ -137,9 +138,9 @@ pub unsafe extern "C" fn lpf_exec(
         let (total, free) = unsafe { &mut *ctx.cast::<Ctx>() }.as_dyn().processors();
         let k = p.min(free);
         if k <= 1 {
-            spmd::exec_solo((total, free), section)
+            section::exec_solo((total, free), section)
         } else {
-            spmd::exec_job(
+            section::exec_job(
                 &settings.config(k, true),
                 total,
                 free,
@@ -194,7 +195,7 @@ pub unsafe extern "C" fn lpf_rehook(ctx: lpf_t, spmd: lpf_spmd_t, args: lpf_args
         };
         if ctx == root() {
             let p = env::max_procs();
-            return spmd::exec_solo((p, p), section);
+            return section::exec_solo((p, p), section);
         }
         if ctx.is_null() {
             eprintln!("spillway-lpf: lpf_rehook: the context is LPF_NONE");
@@ -202,8 +203,8 @@ pub unsafe extern "C" fn lpf_rehook(ctx: lpf_t, spmd: lpf_spmd_t, args: lpf_args
         }
         // SAFETY: as in `with_ctx`.
         match unsafe { &mut *ctx.cast::<Ctx>() } {
-            Ctx::Spmd(s) => spmd::rehook(s, section),
-            Ctx::Solo(s) => spmd::exec_solo(s.processors(), section),
+            Ctx::Spmd(s) => section::rehook(s, section),
+            Ctx::Solo(s) => section::exec_solo(s.processors(), section),
         }
     })
 }

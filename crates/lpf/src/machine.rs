@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use spillway_transport::lock;
+
 use crate::ffi::{lpf_machine_t, lpf_pid_t, lpf_sync_attr_t};
 
 /// Nodes and backend of the outermost running section (what `g` and `l` look up).
@@ -16,14 +18,14 @@ static CACHE: Mutex<Option<Params>> = Mutex::new(None);
 
 /// Records the layout of a top-level section.
 pub(crate) fn set_layout(nodes: usize, backend: &'static str) {
-    *LAYOUT.lock().unwrap_or_else(|e| e.into_inner()) = (nodes, backend);
+    *lock(&LAYOUT) = (nodes, backend);
 }
 
 fn params(p: lpf_pid_t) -> (f64, f64) {
-    let (nodes, backend) = *LAYOUT.lock().unwrap_or_else(|e| e.into_inner());
+    let (nodes, backend) = *lock(&LAYOUT);
     let p = p.max(1);
     let nodes = nodes.min(p as usize);
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cache = lock(&CACHE);
     *cache
         .get_or_insert_with(HashMap::new)
         .entry((p, nodes, backend))

@@ -10,7 +10,7 @@ use spillway_runtime::Backend;
 
 use crate::env;
 use crate::ffi::{lpf_err_t, lpf_init_t, ERR_FATAL, SUCCESS};
-use crate::spmd::{hook_comm, report, Section};
+use crate::section::{hook_comm, report, Section};
 
 /// What an `lpf_init_t` of this extension points to.
 struct Init {

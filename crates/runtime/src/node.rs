@@ -27,11 +27,7 @@ pub(crate) struct Node {
 #[repr(align(64))]
 pub(crate) struct MailSeq(pub(crate) std::sync::atomic::AtomicU64);
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock means a rank panicked while holding it; every section that changes these
-    // structures is short and leaves them consistent.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use spillway_transport::lock;
 
 type Shared = Arc<dyn Any + Send + Sync>;
 type WeakShared = Weak<dyn Any + Send + Sync>;

@@ -89,7 +89,7 @@ pub(crate) fn interval(
 }
 
 fn lock() -> std::sync::MutexGuard<'static, Vec<Event>> {
-    SINK.lock().unwrap_or_else(|e| e.into_inner())
+    crate::node::lock(&SINK)
 }
 
 /// Moves this thread's events to the job's list (called when a worker ends).

@@ -122,7 +122,7 @@ impl Outbox {
     pub fn push(&self, msg: Outgoing) {
         self.sent.fetch_add(1, Ordering::AcqRel);
         let sleeping = {
-            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let mut q = crate::sync::lock(&self.queue);
             q.push_back(msg);
             // Only a sleeping progress thread needs the (system-call) signal; it marks itself
             // under this lock before it looks at the queue.
@@ -134,7 +134,7 @@ impl Outbox {
             .and_then(Weak::upgrade)
             .is_some_and(|engine| engine.try_send());
         if sleeping && !sent {
-            let _q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let _q = crate::sync::lock(&self.queue);
             self.signal.notify_one();
         }
     }
@@ -142,18 +142,18 @@ impl Outbox {
     /// Wakes the progress thread if it is waiting for work.
     pub fn notify(&self) {
         self.poke.store(true, Ordering::Release);
-        let _q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let _q = crate::sync::lock(&self.queue);
         self.signal.notify_one();
     }
 
     /// Takes every queued message.
     pub fn take(&self) -> VecDeque<Outgoing> {
-        std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *crate::sync::lock(&self.queue))
     }
 
     /// Waits up to `wait` for a queued message or a poke.
     pub fn wait(&self, wait: Duration) {
-        let q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let q = crate::sync::lock(&self.queue);
         self.sleeping.store(true, Ordering::Relaxed);
         if q.is_empty() && !self.poke.swap(false, Ordering::AcqRel) {
             let (q, _) = self

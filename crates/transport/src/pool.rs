@@ -33,7 +33,7 @@ static POOL: Mutex<Pool> = Mutex::new(Pool {
 });
 
 fn lock() -> std::sync::MutexGuard<'static, Pool> {
-    POOL.lock().unwrap_or_else(|e| e.into_inner())
+    crate::sync::lock(&POOL)
 }
 
 /// Sets the most bytes the pool keeps cached (default 64 MiB); cached buffers beyond it are

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use num_complex::Complex64;
 use rustfft::{Fft, FftPlanner};
 use spillway_bsp::{Bsp, Memory, Options};
+use spillway_comm::splitmix::splitmix64;
 
 use crate::error::AlgoError;
 
@@ -338,12 +339,7 @@ pub fn parse_complex(
 /// imaginary parts uniform in [-1, 1), a pure function of the seed and the index so any
 /// distribution generates the same vector.
 pub fn random_value(seed: u64, i: usize) -> Complex64 {
-    let mix = |mut x: u64| {
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^ (x >> 31)
-    };
+    let mix = splitmix64;
     let a = mix(seed ^ mix(2 * i as u64));
     let b = mix(seed ^ mix(2 * i as u64 + 1));
     let unit = |x: u64| (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;

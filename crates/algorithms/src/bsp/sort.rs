@@ -14,6 +14,7 @@
 
 use bytemuck::Pod;
 use spillway_bsp::{Bsp, Options};
+use spillway_comm::splitmix::{splitmix64, GOLDEN_GAMMA};
 
 use crate::error::AlgoError;
 
@@ -171,11 +172,7 @@ fn merge_into<T: Ord + Copy>(a: &[T], b: &[T], out: &mut [T]) {
 /// The `i`-th value of the generated input `random:LOG2N[:SEED]` for sorting: a pure function
 /// of the seed and the index.
 pub fn random_u64(seed: u64, i: u64) -> u64 {
-    let mut x = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
+    splitmix64(seed ^ i.wrapping_mul(GOLDEN_GAMMA))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::generate::BlobsSpec;
-use crate::graph::{agree_on_error, heap_allowance, read_chunks};
+use crate::io::chunks::{agree_on_error, heap_allowance, read_chunks};
 use crate::io::{csv_dimension, parse_csv_chunk, InputError};
 
 /// Where points come from.

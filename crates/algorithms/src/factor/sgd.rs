@@ -27,6 +27,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+// `fin(x)`: one splitmix64 step from state `x`, `mix64(x + 0x9E3779B97F4A7C15)`.
+use spillway_comm::splitmix::{splitmix64 as fin, SplitMix64, GOLDEN_GAMMA as GOLDEN};
 use spillway_comm::{Collectives, Comm, Sum};
 use spillway_runtime::SbVec;
 
@@ -37,24 +39,10 @@ use crate::io::{
 };
 use crate::Progress;
 
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// The splitmix64 output function.
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// `mix64(x + 0x9E3779B97F4A7C15)`: one splitmix64 step from state `x`.
-fn fin(x: u64) -> u64 {
-    mix64(x.wrapping_add(GOLDEN))
-}
-
 /// The random stream that orders the updates of one block in one iteration.
 #[derive(Debug, Clone)]
 pub struct BlockStream {
-    state: u64,
+    rng: SplitMix64,
 }
 
 impl BlockStream {
@@ -62,14 +50,13 @@ impl BlockStream {
     /// state `fin(fin(fin(seed) ^ iteration) ^ block)`, where `fin(x)` is one splitmix64 step.
     pub fn new(seed: u64, iteration: u64, block: u64) -> BlockStream {
         BlockStream {
-            state: fin(fin(fin(seed) ^ iteration) ^ block),
+            rng: SplitMix64::new(fin(fin(fin(seed) ^ iteration) ^ block)),
         }
     }
 
     /// The next value (splitmix64: add 0x9E3779B97F4A7C15, then the output function).
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(GOLDEN);
-        mix64(self.state)
+        self.rng.next_u64()
     }
 }
 

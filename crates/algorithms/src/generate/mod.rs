@@ -10,27 +10,12 @@ use std::ops::Range;
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-
-/// SplitMix64's increment (the golden ratio in 64-bit fixed point).
-const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+use spillway_comm::splitmix::{mix64, splitmix64, GOLDEN_GAMMA};
 
 /// Separates the streams of different uses of the same seed.
 const DOMAIN_RMAT_EDGE: u64 = 0x524D_4154_4544_4745; // "RMATEDGE"
 const DOMAIN_BLOB_CENTRE: u64 = 0x424C_4F42_4345_4E54; // "BLOBCENT"
 const DOMAIN_BLOB_POINT: u64 = 0x424C_4F42_504F_494E; // "BLOBPOIN"
-
-/// SplitMix64 output function applied to `state + GOLDEN_GAMMA`.
-fn splitmix64(state: u64) -> u64 {
-    mix64(state.wrapping_add(GOLDEN_GAMMA))
-}
-
-/// SplitMix64's output mixing of a counter value.
-#[inline]
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// The random stream of item `index` of a `domain` under `seed`.
 ///

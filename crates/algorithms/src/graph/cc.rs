@@ -21,7 +21,7 @@ use spillway_mapreduce::{
 };
 
 use crate::error::AlgoError;
-use crate::graph::{agree_on_error, heap_allowance, read_chunks};
+use crate::io::chunks::{agree_on_error, heap_allowance, read_chunks};
 use crate::io::parse_snap_chunk;
 
 /// The order of the star operations.

@@ -23,6 +23,7 @@
 
 use std::time::{Duration, Instant};
 
+use spillway_comm::splitmix::{splitmix64, GOLDEN_GAMMA};
 use spillway_comm::{Collectives, Comm, Max, Sum};
 use spillway_runtime::SbVec;
 
@@ -36,13 +37,7 @@ const UNCOLOURED: u32 = u32::MAX;
 /// `seed * 0x9E3779B97F4A7C15 + v` (wrapping). Vertex `u` beats `v` when its priority is larger,
 /// or equal with `u > v`.
 pub fn priority(seed: u64, v: u64) -> u64 {
-    let mut z = seed
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(v)
-        .wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    splitmix64(seed.wrapping_mul(GOLDEN_GAMMA).wrapping_add(v))
 }
 
 /// A colouring of this rank's vertices.

@@ -11,7 +11,6 @@
 //! histogram of sources each (local aggregation), which fixes the row boundaries; then edges
 //! move to their owners in sparse exchanges of bounded rounds.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use spillway_comm::{Collectives, Comm, Max, Sum};
@@ -19,10 +18,9 @@ use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
 use crate::generate::RmatSpec;
-use crate::io::{
-    count_lines, line_aligned_range, parse_mtx_chunk, parse_mtx_header, parse_snap_chunk_into,
-    InputError,
-};
+use crate::io::chunks::{agree_on_error, heap_allowance, read_chunks};
+use crate::io::mtx::read_mtx_edges;
+use crate::io::{count_lines, parse_snap_chunk_into, InputError};
 
 /// Where a graph comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,131 +85,6 @@ impl DistGraph {
     pub fn local_rows(&self) -> usize {
         (self.hi - self.lo) as usize
     }
-}
-
-/// Fails on every rank if any rank could not read its part (the lowest rank's error wins).
-fn agree_on_read_error(comm: &Comm, local: Option<AlgoError>) -> Result<(), AlgoError> {
-    let mine = local.as_ref().map(|e| e.to_string());
-    let all = comm.allgather_obj(&mine)?;
-    match (local, all.into_iter().flatten().next()) {
-        (Some(e), _) => Err(e),
-        (None, Some(first)) => Err(AlgoError::BadParameter {
-            name: "input",
-            reason: first,
-        }),
-        (None, None) => Ok(()),
-    }
-}
-
-/// Agrees on the first input error of all ranks, so every rank fails the same way. Ranks read
-/// consecutive parts of the file, so the first error in the file is the lowest rank's; its
-/// line number is right because the ranks below it read their whole parts (a rank stops
-/// counting lines at its own first error).
-pub(crate) fn agree_on_error(
-    comm: &Comm,
-    path: &Path,
-    local: Option<(u64, String)>,
-    line_base: u64,
-) -> Result<(), AlgoError> {
-    let mine = local.map(|(i, reason)| (line_base + i + 1, reason));
-    let all = comm.allgather_obj(&mine)?;
-    match all.into_iter().flatten().next() {
-        Some((line, reason)) => Err(InputError::new(path, Some(line), reason).into()),
-        None => Ok(()),
-    }
-}
-
-/// Number of lines in the parts of lower ranks (a collective).
-fn lines_before(comm: &Comm, lines: u64) -> Result<u64, AlgoError> {
-    Ok(comm.exscan(&[lines], Sum)?.map_or(0, |v| v[0]))
-}
-
-/// Bytes a rank may keep on its heap for reading and exchanging data: a share of the
-/// node's budget (so that the heap of the running ranks stays small beside it), or 16 MiB
-/// without a budget.
-pub(crate) fn heap_allowance(comm: &Comm) -> usize {
-    let rt = comm.runtime();
-    match rt.mem_budget() {
-        Some(b) => ((b / 16) / u64::from(rt.running_slots())).clamp(64 << 10, 16 << 20) as usize,
-        None => 16 << 20,
-    }
-}
-
-/// What reading a rank's part of a file found.
-pub(crate) struct ChunkedRead {
-    /// Lines in this rank's part (up to the first bad line).
-    pub(crate) lines: u64,
-    /// The first bad line (0-based within this rank's part) and why.
-    pub(crate) error: Option<(u64, String)>,
-}
-
-/// Reads this rank's line-aligned part of `[data_start, len)` of `path` in chunks of about
-/// `chunk` bytes, each read inside the node's critical section (one reader per node at a
-/// time) and handed to `parse` outside it. `parse` returns the first bad line of its chunk
-/// (0-based within the chunk), which ends the reading. Then every rank agrees on read
-/// errors, and the caller learns the lines of lower ranks' parts.
-///
-/// Memory: one chunk (plus the longest line) at a time.
-pub(crate) fn read_chunks(
-    comm: &Comm,
-    path: &Path,
-    data_start: u64,
-    chunk: usize,
-    mut parse: impl FnMut(&[u8]) -> Result<Option<(u64, String)>, AlgoError>,
-) -> Result<(ChunkedRead, u64), AlgoError> {
-    let mut read = ChunkedRead {
-        lines: 0,
-        error: None,
-    };
-    let outcome = (|| -> Result<(), AlgoError> {
-        let range = {
-            let _io = comm.runtime().enter_critical()?;
-            let file = File::open(path).map_err(|e| InputError::io(path, &e))?;
-            let len = file.metadata().map_err(|e| InputError::io(path, &e))?.len();
-            line_aligned_range(&file, data_start.min(len), len, comm.rank(), comm.size())
-                .map_err(|e| InputError::io(path, &e))?
-        };
-        let (mut at, end) = range;
-        let mut buf: Vec<u8> = Vec::new();
-        while at < end {
-            let mut want = (chunk as u64).min(end - at);
-            let bytes = loop {
-                buf.resize(want as usize, 0);
-                {
-                    let _io = comm.runtime().enter_critical()?;
-                    let file = File::open(path).map_err(|e| InputError::io(path, &e))?;
-                    use std::os::unix::fs::FileExt;
-                    file.read_exact_at(&mut buf, at)
-                        .map_err(|e| InputError::io(path, &e))?;
-                }
-                if at + want == end {
-                    break &buf[..];
-                }
-                // End the chunk at its last newline (a line longer than the chunk grows it).
-                match memchr::memrchr(b'\n', &buf) {
-                    Some(i) => break &buf[..=i],
-                    None => want = (want * 2).min(end - at),
-                }
-            };
-            let taken = bytes.len() as u64;
-            let error = parse(bytes)?;
-            if let Some((i, reason)) = error {
-                read.error = Some((read.lines + i, reason));
-                return Ok(());
-            }
-            read.lines += count_lines(bytes);
-            at += taken;
-        }
-        Ok(())
-    })();
-    let read_error = match outcome {
-        Ok(()) => None,
-        Err(AlgoError::Comm(e)) => return Err(AlgoError::Comm(e)),
-        Err(e) => Some(e),
-    };
-    let before = lines_before(comm, read.lines)?;
-    agree_on_read_error(comm, read_error)?;
-    Ok((read, before))
 }
 
 /// Bytes of per-vertex state that a graph algorithm keeps (PageRank: row offsets, inverse
@@ -341,32 +214,8 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
             (stored, id + 1, Some((path.as_path(), id, line)))
         }
         GraphSource::MatrixMarket(path) => {
-            let header = parse_mtx_header(path)?;
             let mut stored: SbVec<[u32; 2]> = SbVec::with_capacity(comm.runtime(), 0)?;
-            let mut entries = 0u64;
-            let (read, before) = read_chunks(comm, path, header.data_start, chunk, |bytes| {
-                let parsed = parse_mtx_chunk(bytes, &header);
-                entries += parsed.entries;
-                append_pairs(&mut stored, &parsed.edges)?;
-                Ok(parsed.error)
-            })?;
-            agree_on_error(comm, path, read.error, header.header_lines + before)?;
-            let entries = comm.allreduce(&[entries], Sum)?[0];
-            if entries != header.nnz {
-                return Err(InputError::new(
-                    path,
-                    None,
-                    format!(
-                        "the size line announces {} entries, found {entries}",
-                        header.nnz
-                    ),
-                )
-                .into());
-            }
-            let n = header.rows.max(header.cols);
-            if n == 0 {
-                return Err(InputError::new(path, None, "the matrix has no rows").into());
-            }
+            let n = read_mtx_edges(comm, path, |edges| append_pairs(&mut stored, edges))?;
             (stored, n, None)
         }
         GraphSource::Rmat(spec) => {

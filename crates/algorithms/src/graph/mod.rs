@@ -13,5 +13,4 @@ pub mod pagerank_mr;
 pub mod pagerank_survive;
 pub mod rmat;
 
-pub(crate) use load::{agree_on_error, heap_allowance, read_chunks};
 pub use load::{load_graph, DistGraph, GraphSource, ROW_WEIGHT, VERTEX_STATE_BYTES};

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use spillway_checkpoint::{header, split_header, Checkpointer};
-use spillway_comm::{Collectives, Comm, Max, Sum};
+use spillway_comm::{Collectives, Comm, Max};
 use spillway_mapreduce::{
     Chain, Dataset, DatasetBuilder, Emitter, FaultTolerance, FtStats, Input, MapReduce, OpStats,
     Output,
@@ -17,8 +17,10 @@ use spillway_mapreduce::{
 
 use crate::error::AlgoError;
 use crate::graph::pagerank::PageRankOptions;
-use crate::graph::{agree_on_error, heap_allowance, read_chunks, GraphSource};
-use crate::io::{parse_mtx_chunk, parse_mtx_header, parse_snap_chunk, InputError};
+use crate::graph::GraphSource;
+use crate::io::chunks::{agree_on_error, heap_allowance, read_chunks};
+use crate::io::mtx::read_mtx_edges;
+use crate::io::{parse_snap_chunk, InputError};
 use crate::Progress;
 
 /// A vertex's state between operations: its rank and its out-edges.
@@ -136,36 +138,12 @@ pub fn load_edge_dataset(
             }
             m
         }
-        GraphSource::MatrixMarket(path) => {
-            let header = parse_mtx_header(path)?;
-            let mut entries = 0u64;
-            let (read, before) = read_chunks(comm, path, header.data_start, chunk, |bytes| {
-                let parsed = parse_mtx_chunk(bytes, &header);
-                entries += parsed.entries;
-                for &(u, v) in &parsed.edges {
-                    edges.push(&u, &v)?;
-                }
-                Ok(parsed.error)
-            })?;
-            agree_on_error(comm, path, read.error, header.header_lines + before)?;
-            let entries = comm.allreduce(&[entries], Sum)?[0];
-            if entries != header.nnz {
-                return Err(InputError::new(
-                    path,
-                    None,
-                    format!(
-                        "the size line announces {} entries, found {entries}",
-                        header.nnz
-                    ),
-                )
-                .into());
+        GraphSource::MatrixMarket(path) => read_mtx_edges(comm, path, |parsed| {
+            for &(u, v) in parsed {
+                edges.push(&u, &v)?;
             }
-            let n = header.rows.max(header.cols);
-            if n == 0 {
-                return Err(InputError::new(path, None, "the matrix has no rows").into());
-            }
-            n
-        }
+            Ok(())
+        })?,
         GraphSource::Rmat(spec) => {
             let e = spec.num_edges();
             let (p, r) = (comm.size() as u64, comm.rank() as u64);

@@ -6,7 +6,7 @@ use spillway_mapreduce::{Dataset, Emitter, MapReduce, OpStats, Output};
 
 use crate::error::AlgoError;
 use crate::generate::RmatSpec;
-use crate::graph::heap_allowance;
+use crate::io::chunks::heap_allowance;
 
 /// Distinct directed edges as keys (no values).
 pub type EdgeSet = Dataset<(u32, u32), ()>;

@@ -19,9 +19,11 @@ use std::path::{Path, PathBuf};
 use spillway_comm::{Collectives, Comm, Max, Sum};
 use spillway_runtime::SbVec;
 
+use super::chunks::{agree_on_error, heap_allowance, read_chunks};
+use super::error::InputError;
+use super::mtx::{parse_mtx_entries, parse_mtx_header, read_mtx};
+use super::svmlight::parse_svmlight_chunk;
 use crate::error::AlgoError;
-use crate::graph::{agree_on_error, heap_allowance, read_chunks};
-use crate::io::{parse_mtx_header, InputError, MtxHeader};
 
 /// A sparse-matrix file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,104 +96,6 @@ pub struct ReadEntries {
     pub entries: SbVec<Entry>,
 }
 
-fn parse_index(field: &str, what: &str, limit: u64) -> Result<u32, String> {
-    match field.parse::<u64>() {
-        Ok(v) if v >= 1 && v <= limit && v <= u64::from(u32::MAX) => Ok((v - 1) as u32),
-        Ok(_) => Err(format!("{what} index {field} out of range 1..={limit}")),
-        Err(_) => Err(format!("invalid {what} index '{field}'")),
-    }
-}
-
-fn parse_value(field: &str) -> Result<f64, String> {
-    match field.parse::<f64>() {
-        Ok(v) if v.is_finite() => Ok(v),
-        _ => Err(format!("invalid value '{field}'")),
-    }
-}
-
-/// Parses Matrix Market entry lines; returns the first bad line (0-based in the chunk).
-fn parse_mtx_values(
-    bytes: &[u8],
-    header: &MtxHeader,
-    out: &mut Vec<(u32, u32, f64)>,
-    entry_lines: &mut u64,
-) -> Option<(u64, String)> {
-    for (index, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        let line = String::from_utf8_lossy(line);
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('%') {
-            continue;
-        }
-        let fields: Vec<&str> = line.split_ascii_whitespace().collect();
-        let parsed = if fields.len() != 3 {
-            Err(format!(
-                "expected 3 fields 'row col value', found {}",
-                fields.len()
-            ))
-        } else {
-            parse_index(fields[0], "row", header.rows).and_then(|i| {
-                let j = parse_index(fields[1], "column", header.cols)?;
-                Ok((i, j, parse_value(fields[2])?))
-            })
-        };
-        match parsed {
-            Ok((i, j, v)) => {
-                *entry_lines += 1;
-                out.push((i, j, v));
-                if header.symmetric && i != j {
-                    out.push((j, i, v));
-                }
-            }
-            Err(reason) => return Some((index as u64, reason)),
-        }
-    }
-    None
-}
-
-/// Parses SVMlight lines: every non-blank line is a row (`rows` counts them). Returns the
-/// first bad line (0-based in the chunk).
-fn parse_svmlight(
-    bytes: &[u8],
-    rows: &mut u32,
-    out: &mut Vec<(u32, u32, f64)>,
-) -> Option<(u64, String)> {
-    for (index, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        let line = String::from_utf8_lossy(line);
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        let mut fields = line.split_ascii_whitespace();
-        let label = fields.next().unwrap_or("");
-        if label.contains(':') || label.parse::<f64>().is_err() {
-            return Some((index as u64, format!("invalid label '{label}'")));
-        }
-        let mut last = 0u64;
-        for f in fields {
-            let Some((idx, val)) = f.split_once(':') else {
-                return Some((index as u64, format!("expected 'index:value', found '{f}'")));
-            };
-            let j = match parse_index(idx, "column", u64::from(u32::MAX)) {
-                Ok(j) => j,
-                Err(reason) => return Some((index as u64, reason)),
-            };
-            if u64::from(j) < last {
-                return Some((
-                    index as u64,
-                    format!("column index {idx} is not larger than the previous one"),
-                ));
-            }
-            last = u64::from(j) + 1;
-            match parse_value(val) {
-                Ok(v) => out.push((*rows, j, v)),
-                Err(reason) => return Some((index as u64, reason)),
-            }
-        }
-        *rows += 1;
-    }
-    None
-}
-
 /// Reads this rank's part of a sparse-matrix file.
 ///
 /// # Errors
@@ -218,25 +122,11 @@ pub fn read_entries(comm: &Comm, source: &SparseSource) -> Result<ReadEntries, A
                 )
                 .into());
             }
-            let mut lines = 0u64;
-            let (read, before) = read_chunks(comm, path, header.data_start, chunk, |bytes| {
-                let error = parse_mtx_values(bytes, &header, &mut buf, &mut lines);
+            read_mtx(comm, path, &header, |bytes| {
+                let parsed = parse_mtx_entries(bytes, &header, true, |i, j, v| buf.push((i, j, v)));
                 push(&mut stored, &mut buf)?;
-                Ok(error)
+                Ok(parsed)
             })?;
-            agree_on_error(comm, path, read.error, header.header_lines + before)?;
-            let total = comm.allreduce(&[lines], Sum)?[0];
-            {
-                let nnz = header.nnz;
-                if total != nnz {
-                    return Err(InputError::new(
-                        path,
-                        None,
-                        format!("the size line announces {nnz} entries, found {total}"),
-                    )
-                    .into());
-                }
-            }
             if header.rows == 0 || header.cols == 0 {
                 return Err(InputError::new(path, None, "the matrix has no rows").into());
             }
@@ -245,7 +135,7 @@ pub fn read_entries(comm: &Comm, source: &SparseSource) -> Result<ReadEntries, A
         SparseSource::Svmlight(path) => {
             let mut local_rows = 0u32;
             let (read, before) = read_chunks(comm, path, 0, chunk, |bytes| {
-                let error = parse_svmlight(bytes, &mut local_rows, &mut buf);
+                let error = parse_svmlight_chunk(bytes, &mut local_rows, &mut buf);
                 push(&mut stored, &mut buf)?;
                 Ok(error)
             })?;

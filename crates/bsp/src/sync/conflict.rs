@@ -1,7 +1,18 @@
 //! The check that no byte is both read and written in a superstep.
 
-use super::Touch;
+use std::panic::Location;
+
 use crate::error::{Error, Misuse, Result};
+
+/// A memory range touched in a superstep, for the conflict check.
+#[derive(Clone, Copy)]
+pub(super) struct Touch {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) what: &'static str,
+    pub(super) by: usize,
+    pub(super) loc: Option<&'static Location<'static>>,
+}
 
 /// Fails when some byte is both read and written in the superstep.
 pub(super) fn check_conflicts(reads: &mut Vec<Touch>, writes: &mut Vec<Touch>) -> Result<()> {

@@ -43,8 +43,7 @@
 //! the runtime itself does not use it.
 
 use std::panic::Location;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use spillway_comm::Collectives;
 
@@ -52,103 +51,12 @@ use crate::context::{Bsp, PutSource};
 use crate::error::{Error, Misuse, Result};
 
 mod conflict;
+pub(crate) mod published;
 mod remote;
 
-use conflict::check_conflicts;
+use conflict::{check_conflicts, Touch};
+use published::{Exchange, NodeGet, NodePut, Published};
 use remote::Remote;
-
-/// A put between ranks of one node, as published by its source.
-#[derive(Clone, Copy, Debug)]
-struct NodePut {
-    /// Address of the source bytes (in a registered area or the source's put buffer).
-    src: usize,
-    /// Whether the source is a registered area (then it counts as read memory).
-    src_is_area: bool,
-    dst_slot: u32,
-    dst_off: usize,
-    len: usize,
-    loc: &'static Location<'static>,
-}
-
-/// A get between ranks of one node, as published by the getting rank.
-#[derive(Clone, Copy, Debug)]
-struct NodeGet {
-    src_slot: u32,
-    src_off: usize,
-    /// Address of the destination bytes (in the getter's area, bounds checked at the get).
-    dst: usize,
-    len: usize,
-    loc: &'static Location<'static>,
-}
-
-/// What a rank publishes to its node at a sync.
-#[derive(Debug, Default)]
-struct Published {
-    superstep: u64,
-    /// Per global slot index: (address, bytes) of the area, `(0, 0)` when not usable.
-    globals: Vec<(usize, usize)>,
-    /// Puts to each node-local rank.
-    puts_to: Vec<Vec<NodePut>>,
-    /// Gets from each node-local rank.
-    gets_from: Vec<Vec<NodeGet>>,
-    /// Requests to ranks of other nodes (round A segments).
-    remote_out: Vec<remote::Out>,
-}
-
-/// The node-pair messages a rank received and the get replies it made, shared with its node.
-#[derive(Default)]
-struct Exchange {
-    /// Round A messages received: (sending rank, message).
-    inbox_a: Vec<(usize, Arc<spillway_transport::AlignedBuf>)>,
-    /// Replies to the gets of other nodes' ranks (round B segments).
-    replies: Vec<remote::Out>,
-    /// Round B messages received: (sending rank, message).
-    inbox_b: Vec<(usize, Arc<spillway_transport::AlignedBuf>)>,
-}
-
-/// The node object of a BSP context: where its ranks on this node publish their requests.
-pub(crate) struct NodeState {
-    members: Box<[Mutex<Option<Arc<Published>>>]>,
-    exchanges: Box<[Mutex<Exchange>]>,
-    /// Arrivals of the members in each remote round, counted over the whole context: the
-    /// member whose arrival completes a multiple of the member count arrives last.
-    arrivals: [AtomicU64; 2],
-}
-
-impl NodeState {
-    pub(crate) fn new(local: usize) -> NodeState {
-        NodeState {
-            members: (0..local).map(|_| Mutex::new(None)).collect(),
-            exchanges: (0..local).map(|_| Mutex::default()).collect(),
-            arrivals: [AtomicU64::new(0), AtomicU64::new(0)],
-        }
-    }
-
-    /// Counts this member's arrival in remote round `round`; true for the last of the node.
-    /// Every member arrives once per round of a sync, and the node barriers keep the syncs
-    /// apart, so the multiples of the member count separate the syncs.
-    fn arrive(&self, round: usize) -> bool {
-        let n = self.members.len() as u64;
-        (self.arrivals[round].fetch_add(1, Ordering::AcqRel) + 1).is_multiple_of(n)
-    }
-
-    /// Runs `f` on node member `i`'s exchange.
-    fn exchange<R>(&self, i: usize, f: impl FnOnce(&mut Exchange) -> R) -> R {
-        f(&mut self.exchanges[i].lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    fn get(&self, i: usize) -> Arc<Published> {
-        self.members[i]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .expect("every node member published before the barrier")
-    }
-
-    fn set(&self, i: usize, p: Option<Arc<Published>>) {
-        *self.members[i].lock().unwrap_or_else(|e| e.into_inner()) = p;
-    }
-}
 
 /// A write into this rank's memory found in the checks, applied in the data phase.
 struct Copy {
@@ -157,16 +65,6 @@ struct Copy {
     len: usize,
     /// Whether the source is another rank's memory that may be storage-backed.
     foreign: bool,
-}
-
-/// A memory range touched in a superstep, for the conflict check.
-#[derive(Clone, Copy)]
-struct Touch {
-    start: usize,
-    end: usize,
-    what: &'static str,
-    by: usize,
-    loc: Option<&'static Location<'static>>,
 }
 
 impl<'r> Bsp<'r> {

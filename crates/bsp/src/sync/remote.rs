@@ -25,7 +25,8 @@ use std::sync::Arc;
 use spillway_comm::{Collectives, Source};
 use spillway_transport::AlignedBuf;
 
-use super::{Published, Touch};
+use super::conflict::Touch;
+use super::published::{Out, Published};
 use crate::context::Bsp;
 use crate::error::{Error, Misuse, Result};
 
@@ -49,19 +50,6 @@ pub(super) const DIRECT_MIN: usize = 64 << 10;
 /// Flags of a segment header.
 const DIRECT: u64 = 1;
 const ASKS: u64 = 2;
-
-/// A segment this rank sends to a rank of another node (requests in round A, get replies in
-/// round B).
-#[derive(Debug)]
-pub(super) struct Out {
-    pub(super) dst: usize,
-    /// The segment, or nothing when it travels on its own.
-    pub(super) bytes: AlignedBuf,
-    /// Whether it travels on its own.
-    pub(super) direct: bool,
-    /// Whether it holds gets (round A).
-    pub(super) asks: bool,
-}
 
 impl Out {
     fn flags(&self) -> u64 {

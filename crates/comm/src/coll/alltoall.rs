@@ -19,10 +19,13 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use bytemuck::Pod;
+
 use spillway_runtime::{NodeBuf, WaitKind};
 use spillway_transport::{AlignedBuf, Payload};
 
 use super::node::{lock, Entered};
+use crate::codec::view;
 use crate::comm::Comm;
 use crate::{Error, Result};
 
@@ -91,6 +94,30 @@ impl Comm<'_> {
         sink: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
     ) -> Result<()> {
         self.alltoall_core(blocks, "alltoallv_stream", &mut |_| {}, sink)
+    }
+
+    /// The exchange of `blocks` (bytes of whole `T`s), concatenating what arrives as `T`s in
+    /// source order; `count` learns each source's element count.
+    pub(crate) fn exchange_into<T: Pod>(
+        &self,
+        blocks: &[(usize, &[u8])],
+        name: &'static str,
+        count: &mut dyn FnMut(usize, usize),
+    ) -> Result<Vec<T>> {
+        let size = std::mem::size_of::<T>();
+        let out: std::cell::RefCell<Vec<T>> = std::cell::RefCell::new(Vec::new());
+        self.alltoall_core(
+            blocks,
+            name,
+            &mut |total| out.borrow_mut().reserve_exact(total / size),
+            &mut |src, bytes| {
+                let v = view::<T>(bytes)?;
+                count(src, v.len());
+                out.borrow_mut().extend_from_slice(v);
+                Ok(())
+            },
+        )?;
+        Ok(out.into_inner())
     }
 
     /// The exchange: `blocks` lists (destination, bytes) for every non-empty block this member

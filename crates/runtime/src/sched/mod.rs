@@ -9,12 +9,13 @@ mod fiber;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
 
 use crate::config::ResumePolicy;
 use crate::error::Error;
 use crate::memory::NodeMem;
+use crate::node::lock;
 
 pub(crate) use fiber::{Fiber, FiberYielder};
 
@@ -195,12 +196,6 @@ pub(crate) struct Sched {
     first_rank: u32,
 }
 
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    // A poisoned lock means a rank panicked while holding it; the state is only changed by
-    // short, non-panicking sections, so it is still consistent.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Sched {
     pub(crate) fn new(
         size: usize,
@@ -241,7 +236,10 @@ impl Sched {
             first_rank: 0,
         };
         // Every rank starts queued on its worker, in rank order.
-        let st = sched.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let st = sched
+            .state
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
         for local in 0..size {
             let w = local % workers;
             st.seq += 1;

@@ -1,0 +1,457 @@
+//! The memory of one node: its budget, the accounting of loaded allocations and messages,
+//! the ranks' regions, and the eviction, prefetch and deferred page-cache drops that keep the
+//! node within its budget (see the policies in the module doc of [`super`]).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use super::{lock, Counters, MemoryStats, Owner, Policy, Region, SpillStore};
+
+struct NodeMemState {
+    /// Bytes of loaded allocations (ranks' and the node's own).
+    resident: u64,
+    per_rank: Vec<u64>,
+    allocated: Vec<u64>,
+}
+
+/// The memory of one node: budget, accounting, the ranks' allocations.
+pub(crate) struct NodeMem {
+    budget: Option<u64>,
+    pub(crate) policy: Policy,
+    spill: Arc<SpillStore>,
+    state: Mutex<NodeMemState>,
+    evictable: Vec<AtomicBool>,
+    /// When each rank last blocked (a node-wide count of blocking calls).
+    blocked_at: Vec<AtomicU64>,
+    blocks: AtomicU64,
+    ranks: Vec<Mutex<Vec<Weak<Region>>>>,
+    /// Per rank: the spill files of the messages waiting in its mailbox (and their lengths),
+    /// read ahead with its memory before it resumes.
+    spilled: Vec<Mutex<Vec<SpilledMessage>>>,
+    /// Regions unloaded while pages of theirs were being written back: their page cache is
+    /// dropped a few blocking calls later, when the write-back has most likely finished.
+    pending_drops: Mutex<VecDeque<PendingDrop>>,
+    pub(crate) counters: Counters,
+    /// Bytes of message payloads and collective buffers held in memory by this node.
+    pub(crate) message_bytes: AtomicU64,
+    /// Messages and node buffers at least this long spill when the budget is full.
+    message_spill_threshold: usize,
+    first_error: Mutex<Option<io::Error>>,
+    /// The ranks' regions by start address (to recognise storage-backed memory that another
+    /// rank read in place).
+    by_addr: Mutex<BTreeMap<usize, Weak<Region>>>,
+    /// The node's index and first rank (for trace events).
+    pub(crate) node_id: u32,
+    pub(crate) first_rank: u32,
+}
+
+/// A message waiting on disk: its spill file (while the message lives) and its length.
+type SpilledMessage = (Weak<File>, u64);
+
+/// A region whose page cache is to be dropped once its write-back is done.
+struct PendingDrop {
+    region: Weak<Region>,
+    /// The region's generation at the unload (see [`Region::drop_written`]).
+    gen: u64,
+    /// The node's count of blocking calls at the unload.
+    at: u64,
+}
+
+impl PendingDrop {
+    /// Drops the region's page cache, if the region still exists.
+    fn run(self) {
+        if let Some(r) = self.region.upgrade() {
+            r.drop_written(self.gen);
+        }
+    }
+}
+
+/// Blocking calls on a node after an unload before the pages it handed to write-back are
+/// dropped from the page cache (a rank's turn usually outlasts writing its modified pages).
+const DROP_AFTER_BLOCKS: u64 = 2;
+
+/// Most regions waiting for their page cache to be dropped.
+const MAX_PENDING_DROPS: usize = 1024;
+
+impl NodeMem {
+    pub(crate) fn new(
+        budget: Option<u64>,
+        policy: Policy,
+        spill: Arc<SpillStore>,
+        ranks: usize,
+        message_spill_threshold: usize,
+    ) -> NodeMem {
+        NodeMem {
+            budget,
+            policy,
+            spill,
+            state: Mutex::new(NodeMemState {
+                resident: 0,
+                per_rank: vec![0; ranks],
+                allocated: vec![0; ranks],
+            }),
+            evictable: (0..ranks).map(|_| AtomicBool::new(false)).collect(),
+            blocked_at: (0..ranks).map(|_| AtomicU64::new(0)).collect(),
+            blocks: AtomicU64::new(0),
+            ranks: (0..ranks).map(|_| Mutex::new(Vec::new())).collect(),
+            spilled: (0..ranks).map(|_| Mutex::new(Vec::new())).collect(),
+            pending_drops: Mutex::new(VecDeque::new()),
+            counters: Counters::default(),
+            message_bytes: AtomicU64::new(0),
+            message_spill_threshold,
+            first_error: Mutex::new(None),
+            by_addr: Mutex::new(BTreeMap::new()),
+            node_id: 0,
+            first_rank: 0,
+        }
+    }
+
+    /// Names the node (index and first rank) for trace events.
+    pub(crate) fn ids(mut self, node: u32, first_rank: u32) -> NodeMem {
+        self.node_id = node;
+        self.first_rank = first_rank;
+        self
+    }
+
+    /// Records where `region` is mapped (again after it moved from `old`).
+    pub(crate) fn map_address(&self, region: &Arc<Region>, old: Option<usize>) {
+        let mut map = lock(&self.by_addr);
+        if let Some(old) = old {
+            map.remove(&old);
+        }
+        map.insert(region.ptr() as usize, Arc::downgrade(region));
+    }
+
+    /// Forgets the mapping of a region at `addr`.
+    pub(crate) fn unmap_address(&self, addr: usize) {
+        lock(&self.by_addr).remove(&addr);
+    }
+
+    /// Another rank has read `[addr, addr + len)` in place (inside a collective). If it lies in
+    /// a rank's storage-backed allocation that is not loaded (its owner is blocked and holds it
+    /// in storage), the pages just faulted in are dropped again, so that reading other ranks'
+    /// data does not keep it resident. Anything else is left alone.
+    pub(crate) fn release_read(&self, addr: usize, len: usize) {
+        if len == 0 || self.budget.is_none() {
+            return;
+        }
+        let region = {
+            let map = lock(&self.by_addr);
+            map.range(..=addr)
+                .next_back()
+                .and_then(|(_, w)| w.upgrade())
+        };
+        if let Some(region) = region {
+            region.drop_pages_if_unloaded(addr, len);
+        }
+    }
+
+    /// Whether `addr` lies in a storage-backed allocation of this node.
+    pub(crate) fn is_storage_backed(&self, addr: usize) -> bool {
+        let map = lock(&self.by_addr);
+        map.range(..=addr)
+            .next_back()
+            .and_then(|(_, w)| w.upgrade())
+            .is_some_and(|r| r.contains(addr))
+    }
+
+    pub(crate) fn spill(&self) -> &SpillStore {
+        &self.spill
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        self.spill.dir()
+    }
+
+    pub(crate) fn budget(&self) -> Option<u64> {
+        self.budget
+    }
+
+    pub(crate) fn resident_of(&self, local: usize) -> u64 {
+        lock(&self.state).per_rank[local]
+    }
+
+    pub(crate) fn stats(&self) -> MemoryStats {
+        let c = &self.counters;
+        MemoryStats {
+            bytes_written: c.bytes_written.load(Ordering::Relaxed),
+            bytes_read: c.bytes_read.load(Ordering::Relaxed),
+            loads: c.loads.load(Ordering::Relaxed),
+            unloads: c.unloads.load(Ordering::Relaxed),
+            overcommits: c.overcommits.load(Ordering::Relaxed),
+            messages_spilled: c.messages_spilled.load(Ordering::Relaxed),
+            message_bytes_spilled: c.message_bytes_spilled.load(Ordering::Relaxed),
+            peak_resident: c.peak_resident.load(Ordering::Relaxed),
+            peak_allocated: c.peak_allocated.load(Ordering::Relaxed),
+            prefetched_bytes: c.prefetched_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether the budget has room for all storage-backed data of the running ranks and of rank
+    /// `local` together, plus queued messages (the admission test of dynamic running: what the
+    /// running ranks may still load counts, not only what is resident now).
+    pub(crate) fn has_room_for(&self, local: usize, running: &[u32]) -> bool {
+        let Some(budget) = self.budget else {
+            return true;
+        };
+        let st = lock(&self.state);
+        let needed: u64 = running
+            .iter()
+            .map(|&r| st.allocated[r as usize])
+            .sum::<u64>()
+            + st.allocated[local];
+        let messages = self.message_bytes.load(Ordering::Relaxed);
+        needed + messages <= budget
+    }
+
+    pub(crate) fn allocated(&self, owner: Owner, bytes: u64) {
+        let now = self.counters.allocated.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.counters
+            .peak_allocated
+            .fetch_max(now, Ordering::Relaxed);
+        if let Owner::Rank(local) = owner {
+            lock(&self.state).allocated[local] += bytes;
+        }
+    }
+
+    pub(crate) fn freed(&self, owner: Owner, bytes: u64) {
+        self.counters.allocated.fetch_sub(bytes, Ordering::Relaxed);
+        if let Owner::Rank(local) = owner {
+            lock(&self.state).allocated[local] -= bytes;
+        }
+    }
+
+    /// Counts a message of `bytes` for rank `local` spilled to `file`, and keeps the file (as
+    /// long as the message waits) for [`prefetch_rank`](Self::prefetch_rank).
+    pub(crate) fn spilled_message(&self, local: usize, file: &Arc<File>, bytes: u64) {
+        {
+            let mut files = lock(&self.spilled[local]);
+            files.retain(|(f, _)| f.strong_count() > 0);
+            files.push((Arc::downgrade(file), bytes));
+        }
+        self.count_spilled_message(bytes);
+    }
+
+    /// Counts a message or node buffer of `bytes` that went to storage.
+    pub(crate) fn count_spilled_message(&self, bytes: u64) {
+        self.counters
+            .messages_spilled
+            .fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .message_bytes_spilled
+            .fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Whether `bytes` of message data should go to a spill file instead of memory: it is
+    /// large and the budget has no room for it beside the resident allocations and the other
+    /// messages.
+    pub(crate) fn should_spill(&self, bytes: usize) -> bool {
+        let Some(budget) = self.budget else {
+            return false;
+        };
+        if bytes < self.message_spill_threshold {
+            return false;
+        }
+        let resident = lock(&self.state).resident;
+        resident + self.message_bytes.load(Ordering::Relaxed) + bytes as u64 > budget
+    }
+
+    /// Takes the first storage error of this node, if any.
+    pub(crate) fn take_error(&self) -> Option<io::Error> {
+        lock(&self.first_error).take()
+    }
+
+    pub(crate) fn record_error(&self, e: io::Error) {
+        let mut f = lock(&self.first_error);
+        if f.is_none() {
+            *f = Some(e);
+        }
+    }
+
+    /// Reserves room for `bytes` of `owner`, evicting blocked ranks' allocations if the budget
+    /// needs it (ARLW, LRLW; under ARAW blocked ranks hold nothing).
+    pub(crate) fn reserve(&self, owner: Owner, bytes: u64) {
+        let me = match owner {
+            Owner::Rank(l) => Some(l),
+            Owner::Node => None,
+        };
+        loop {
+            let mut st = lock(&self.state);
+            let messages = self.message_bytes.load(Ordering::Relaxed);
+            let fits = self
+                .budget
+                .is_none_or(|b| st.resident + messages + bytes <= b);
+            let victim = if fits {
+                None
+            } else {
+                (0..st.per_rank.len())
+                    .filter(|&r| {
+                        Some(r) != me
+                            && st.per_rank[r] > 0
+                            && self.evictable[r].load(Ordering::Acquire)
+                    })
+                    // The rank that blocked last: when the ranks take turns (every rank
+                    // in a collective, resumed in order), it runs again last, so this is
+                    // Belady's choice for a cyclic scan.
+                    .max_by_key(|&r| self.blocked_at[r].load(Ordering::Relaxed))
+            };
+            match victim {
+                None => {
+                    if !fits {
+                        self.counters.overcommits.fetch_add(1, Ordering::Relaxed);
+                    }
+                    st.resident += bytes;
+                    if let Some(l) = me {
+                        st.per_rank[l] += bytes;
+                    }
+                    self.counters
+                        .peak_resident
+                        .fetch_max(st.resident, Ordering::Relaxed);
+                    return;
+                }
+                Some(v) => {
+                    drop(st);
+                    self.unload_rank(v);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn release(&self, owner: Owner, bytes: u64) {
+        let mut st = lock(&self.state);
+        st.resident -= bytes;
+        if let Owner::Rank(l) = owner {
+            st.per_rank[l] -= bytes;
+        }
+    }
+
+    pub(crate) fn register(&self, local: usize, region: &Arc<Region>) {
+        let mut regions = lock(&self.ranks[local]);
+        regions.retain(|w| w.strong_count() > 0);
+        regions.push(Arc::downgrade(region));
+    }
+
+    /// The live allocations of rank `local` (taken out of the lock, so that unloading or
+    /// prefetching them does not hold it).
+    fn regions_of(&self, local: usize) -> Vec<Arc<Region>> {
+        lock(&self.ranks[local])
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    /// Unloads every allocation of rank `local`.
+    pub(crate) fn unload_rank(&self, local: usize) {
+        let regions = self.regions_of(local);
+        for r in regions {
+            r.unload();
+        }
+    }
+
+    /// Starts reading `local`'s unloaded storage-backed memory in the background (the kernel's
+    /// readahead into the page cache), because the scheduler will resume it next: its loads
+    /// then find the pages in memory instead of waiting for the disk (OpenOOC's overlap of
+    /// page-in with computation). Nothing is reserved under the budget until the rank loads.
+    /// Only under the aggressive-read policies (which load whole allocations anyway: LRLW
+    /// reads only what the rank touches), and not when `SPILLWAY_NO_PREFETCH=1` (for
+    /// measuring what prefetching gains).
+    pub(crate) fn prefetch_rank(&self, local: usize) {
+        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let off =
+            *OFF.get_or_init(|| std::env::var_os("SPILLWAY_NO_PREFETCH").is_some_and(|v| v == "1"));
+        if self.budget.is_none() || self.policy == Policy::Lrlw || off {
+            return;
+        }
+        let regions = self.regions_of(local);
+        for r in regions {
+            r.prefetch();
+        }
+        // The messages waiting for it on disk: it reads them when it receives them.
+        let files: Vec<(Arc<File>, u64)> = {
+            let mut files = lock(&self.spilled[local]);
+            files.retain(|(f, _)| f.strong_count() > 0);
+            files
+                .iter()
+                .filter_map(|(f, len)| Some((f.upgrade()?, *len)))
+                .collect()
+        };
+        for (file, len) in files {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a valid open descriptor (the Arc keeps the file open); the advice only
+            // starts readahead into the page cache and changes no data.
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_WILLNEED) };
+            self.counters
+                .prefetched_bytes
+                .fetch_add(len, Ordering::Relaxed);
+        }
+    }
+
+    /// The rank blocks: under ARAW (with a budget) it unloads; under the lazy-write policies it
+    /// becomes a candidate for eviction.
+    pub(crate) fn on_block(&self, local: usize) {
+        // Without a budget memory is not constrained: nothing is released.
+        if self.budget.is_none() {
+            return;
+        }
+        for r in self.regions_of(local) {
+            r.note_block();
+            if self.policy == Policy::Araw {
+                r.unload();
+            }
+        }
+        self.drop_written();
+    }
+
+    /// Remembers to drop `region`'s page cache after its write-back (see
+    /// [`Region::unload`]).
+    pub(crate) fn defer_drop(&self, region: Weak<Region>, gen: u64) {
+        let at = self.blocks.load(Ordering::Relaxed);
+        let oldest = {
+            let mut q = lock(&self.pending_drops);
+            q.push_back(PendingDrop { region, gen, at });
+            // Unloads without blocking calls in between (explicit ones in a loop) must not
+            // grow the queue without bound: the oldest is dropped now (pages still being
+            // written stay for the kernel).
+            (q.len() > MAX_PENDING_DROPS)
+                .then(|| q.pop_front())
+                .flatten()
+        };
+        if let Some(d) = oldest {
+            d.run();
+        }
+    }
+
+    /// Drops the page cache of regions unloaded at least [`DROP_AFTER_BLOCKS`] blocking calls
+    /// ago, unless they were loaded or prefetched since.
+    fn drop_written(&self) {
+        let now = self.blocks.load(Ordering::Relaxed);
+        let due: Vec<PendingDrop> = {
+            let mut q = lock(&self.pending_drops);
+            let n = q
+                .iter()
+                .take_while(|d| now.saturating_sub(d.at) >= DROP_AFTER_BLOCKS)
+                .count();
+            q.drain(..n).collect()
+        };
+        for d in due {
+            d.run();
+        }
+    }
+
+    /// The rank is about to give up its slot: from now on other ranks may evict its memory.
+    /// Called before the slot is handed on, so a rank started in its place finds it evictable.
+    pub(crate) fn mark_blocked(&self, local: usize) {
+        let t = self.blocks.fetch_add(1, Ordering::Relaxed) + 1;
+        self.blocked_at[local].store(t, Ordering::Relaxed);
+        self.evictable[local].store(true, Ordering::Release);
+    }
+
+    /// The rank runs again: its allocations may no longer be evicted by others.
+    pub(crate) fn on_resume(&self, local: usize) {
+        self.evictable[local].store(false, Ordering::Release);
+    }
+}
