@@ -15,7 +15,7 @@ use spillway::algorithms::io::write_ordered;
 use spillway::algorithms::io::InputError;
 use spillway::algorithms::AlgoError;
 use spillway::bsp::{self, Memory, Options, ProbeOptions, ProbeReport};
-use spillway::{run_with_stats, Collectives, Comm, Config, Max, SbVec, Sum};
+use spillway::{run_with_stats, Collectives, Comm, Max, SbVec, Sum};
 
 use crate::report::Report;
 use crate::{check_output, config_of, Failure, RuntimeArgs};
@@ -273,7 +273,9 @@ pub(crate) fn run_sort(args: SortArgs) -> Result<Report, Failure> {
 }
 
 fn size_arg(name: &str, text: &str) -> Result<usize, Failure> {
-    Config::parse_size(text)
+    text.parse::<spillway::ByteSize>()
+        .ok()
+        .map(spillway::ByteSize::bytes)
         .and_then(|b| usize::try_from(b).ok())
         .filter(|&b| b > 0)
         .ok_or_else(|| {

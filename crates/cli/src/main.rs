@@ -493,18 +493,26 @@ fn config_of(rt: &RuntimeArgs) -> Result<Config, Failure> {
         .policy(policy)
         .resume_policy(resume);
     if let Some(text) = &rt.mem_budget {
-        let bytes = Config::parse_size(text).filter(|&b| b > 0).ok_or_else(|| {
-            Failure::usage(format!(
-                "invalid --mem-budget '{text}' (expected e.g. 256M or 2G)"
-            ))
-        })?;
+        let bytes = text
+            .parse::<spillway::ByteSize>()
+            .ok()
+            .map(spillway::ByteSize::bytes)
+            .filter(|&b| b > 0)
+            .ok_or_else(|| {
+                Failure::usage(format!(
+                    "invalid --mem-budget '{text}' (expected e.g. 256M or 2G)"
+                ))
+            })?;
         config = config.mem_budget(bytes);
     }
     if let Some(path) = &rt.trace {
         config = config.trace(path);
     }
     if let Some(text) = &rt.stack_size {
-        let bytes = Config::parse_size(text)
+        let bytes = text
+            .parse::<spillway::ByteSize>()
+            .ok()
+            .map(spillway::ByteSize::bytes)
             .and_then(|b| usize::try_from(b).ok())
             .ok_or_else(|| {
                 Failure::usage(format!(

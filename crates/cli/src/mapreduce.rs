@@ -213,7 +213,9 @@ impl CcArgs {
 }
 
 fn size_arg(name: &str, text: &str) -> Result<usize, Failure> {
-    Config::parse_size(text)
+    text.parse::<spillway::ByteSize>()
+        .ok()
+        .map(spillway::ByteSize::bytes)
         .and_then(|b| usize::try_from(b).ok())
         .filter(|&b| b > 0)
         .ok_or_else(|| Failure::usage(format!("invalid {name} '{text}' (expected e.g. 4M)")))

@@ -253,24 +253,6 @@ impl Config {
         self.spill_dir.as_deref()
     }
 
-    /// Parses a size such as `256M`, `2G`, `512K` or `1048576` (binary units).
-    pub fn parse_size(text: &str) -> Option<u64> {
-        let t = text.trim();
-        let (num, mult) = match t.char_indices().last()? {
-            (i, 'k' | 'K') => (&t[..i], 1u64 << 10),
-            (i, 'm' | 'M') => (&t[..i], 1 << 20),
-            (i, 'g' | 'G') => (&t[..i], 1 << 30),
-            (i, 't' | 'T') => (&t[..i], 1 << 40),
-            _ => (t, 1),
-        };
-        let num = num.trim().trim_end_matches(['i', 'B', 'b']);
-        if let Ok(v) = num.parse::<u64>() {
-            return v.checked_mul(mult);
-        }
-        let v: f64 = num.parse().ok()?;
-        (v.is_finite() && v >= 0.0).then_some((v * mult as f64) as u64)
-    }
-
     /// Checks the configuration and returns the rank layout.
     ///
     /// # Errors

@@ -26,6 +26,7 @@
 //! ```
 #![deny(missing_docs, unreachable_pub)]
 
+mod bytesize;
 mod config;
 mod deadlock;
 mod error;
@@ -44,6 +45,7 @@ mod route;
 mod sched;
 mod trace;
 
+pub use bytesize::{ByteSize, ParseSizeError};
 pub use config::{available_memory, Config, ResumePolicy};
 pub use error::{DeadlockReport, Error, JobError, WaitState};
 pub use interrupt::interrupt;
