@@ -307,9 +307,18 @@ pub(crate) fn machine_memory() -> Option<u64> {
     Some(field("MemTotal:")? + field("SwapTotal:").unwrap_or(0))
 }
 
-/// Memory available for new allocations without swapping, from /proc/meminfo.
+/// Memory available for new allocations without swapping: `MemAvailable` of /proc/meminfo,
+/// or less when this process's control group has a memory limit (a container, a batch job):
+/// then at most that limit less what the group uses.
 pub fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    let cgroup = crate::cgroup::cgroup_memory().map(|m| m.limit.saturating_sub(m.usage));
+    let info = std::fs::read_to_string("/proc/meminfo").ok();
+    let machine = info.as_deref().and_then(|info| {
+        let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    });
+    match (machine, cgroup) {
+        (Some(m), Some(c)) => Some(m.min(c)),
+        (m, c) => m.or(c),
+    }
 }
