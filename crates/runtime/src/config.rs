@@ -20,6 +20,9 @@ pub enum ResumePolicy {
 }
 
 impl ResumePolicy {
+    /// Every policy, in the order of the command line's help.
+    pub const ALL: [ResumePolicy; 2] = [ResumePolicy::MostResident, ResumePolicy::Fifo];
+
     /// Parses a policy name (`fifo`, `most-resident`).
     pub fn from_name(name: &str) -> Option<ResumePolicy> {
         match name {
