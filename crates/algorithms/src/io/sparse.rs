@@ -300,9 +300,9 @@ pub fn read_entries(comm: &Comm, source: &SparseSource) -> Result<ReadEntries, A
 
 /// Bytes of state per row (row offsets, an assignment) and per column (a dense column of
 /// every centroid or factor, at least two copies) that the consumers of a sparse matrix keep.
-pub const ROW_STATE_BYTES: u64 = 12;
+pub(crate) const ROW_STATE_BYTES: u64 = 12;
 /// See [`ROW_STATE_BYTES`].
-pub const COLUMN_STATE_BYTES: u64 = 16;
+pub(crate) const COLUMN_STATE_BYTES: u64 = 16;
 
 /// Refuses a matrix whose dimensions imply state that does not fit or is out of proportion
 /// with the file, before anything that large is allocated.
