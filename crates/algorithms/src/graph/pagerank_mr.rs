@@ -19,6 +19,7 @@ use crate::error::AlgoError;
 use crate::graph::pagerank::PageRankOptions;
 use crate::graph::{agree_on_error, heap_allowance, read_chunks, GraphSource};
 use crate::io::{parse_mtx_chunk, parse_mtx_header, parse_snap_chunk, InputError};
+use crate::state::{check_state, Origin};
 use crate::Progress;
 
 /// A vertex's state between operations: its rank and its out-edges.
@@ -105,6 +106,23 @@ fn iteration(
     Ok((next, totals[DELTA], totals[DANGLING]))
 }
 
+/// Bytes a vertex's record takes in the iterations (its rank, its adjacency list's header,
+/// buffering), for the memory check before the vertices exist.
+const VERTEX_RECORD_BYTES: u64 = 48;
+
+/// Refuses `n` vertex records that do not fit or are out of proportion with the file.
+fn check_vertex_records(
+    comm: &Comm,
+    n: u64,
+    path: &std::path::Path,
+    line: Option<u64>,
+    what: &str,
+) -> Result<(), AlgoError> {
+    let units = format!("{n} vertices at {VERTEX_RECORD_BYTES} bytes each");
+    let bytes = n.saturating_mul(VERTEX_RECORD_BYTES);
+    check_state(comm, bytes, &units, Origin::Line { path, line, what })
+}
+
 /// Reads or generates the edges of `source` as a dataset (each rank its part) and the
 /// number of vertices.
 ///
@@ -134,6 +152,8 @@ pub fn load_edge_dataset(
             if m == 0 {
                 return Err(InputError::new(path, None, "no edges").into());
             }
+            let what = format!("the largest vertex id, {},", m - 1);
+            check_vertex_records(comm, m, path, None, &what)?;
             m
         }
         GraphSource::MatrixMarket(path) => {
@@ -164,6 +184,8 @@ pub fn load_edge_dataset(
             if n == 0 {
                 return Err(InputError::new(path, None, "the matrix has no rows").into());
             }
+            let what = format!("the size line's {} x {} matrix", header.rows, header.cols);
+            check_vertex_records(comm, n, path, Some(header.header_lines), &what)?;
             n
         }
         GraphSource::Rmat(spec) => {
