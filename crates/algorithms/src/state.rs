@@ -73,14 +73,29 @@ pub fn check_state(
     origin: Origin<'_>,
 ) -> Result<(), AlgoError> {
     let rt = comm.runtime();
+    let spill = rt.mem_budget().map(|_| rt.spill_dir());
+    check_state_in(bytes, units, origin, spill)
+}
+
+/// [`check_state`] outside a job: `spill` is the spill directory of storage-backed state
+/// (a memory budget), `None` for state on the heap.
+///
+/// # Errors
+/// As [`check_state`].
+pub fn check_state_in(
+    bytes: u64,
+    units: &str,
+    origin: Origin<'_>,
+    spill: Option<&Path>,
+) -> Result<(), AlgoError> {
     let need = human_bytes(bytes);
-    let mut problem = match rt.mem_budget() {
-        Some(_) => match free_space(rt.spill_dir()) {
+    let mut problem = match spill {
+        Some(dir) => match free_space(dir) {
             Some(free) if bytes > free => Some(format!(
                 "{units} need {need} of storage-backed memory, more than the {} free in the \
                  spill directory {}",
                 human_bytes(free),
-                rt.spill_dir().display()
+                dir.display()
             )),
             _ => None,
         },
