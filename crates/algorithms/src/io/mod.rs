@@ -10,7 +10,7 @@ pub use input::{
     remove_temporary_outputs, resolve_output, AtomicFile, EdgeChunk, InputError, MtxChunk,
     MtxHeader, PointChunk, MAX_VERTEX_ID,
 };
-pub use ordered::write_ordered;
+pub use ordered::{in_rank_order, write_ordered};
 pub use sparse::{
     distribute_entries, entry, entry_col, entry_row, entry_value, load_rows, read_entries,
     DistRows, Entry, ReadEntries, SparseSource,
