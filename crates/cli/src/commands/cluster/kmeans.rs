@@ -6,11 +6,11 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use spillway::algorithms::generate::BlobsSpec;
 use spillway::algorithms::cluster::harp::{kmeans_regroup, prefer_regroup};
-use spillway::algorithms::io::InputError;
 use spillway::algorithms::cluster::kmeans::{kmeans_surviving, Init, KMeansOptions};
 use spillway::algorithms::cluster::points::{load_points, PointSource};
+use spillway::algorithms::generate::BlobsSpec;
+use spillway::algorithms::io::InputError;
 use spillway::algorithms::{AlgoError, Progress};
 use spillway::{Collectives, Comm, Sum};
 
@@ -245,41 +245,41 @@ impl Command for KMeans {
             restore(&world, ck.as_mut())?;
             let (centroids, assignment, iterations, converged, times, phases, world, points) =
                 if regroup {
-                let r = kmeans_regroup(&world, &points, &options, &mut on_progress)?;
-                // Each phase's time averaged over the ranks (a rank's reduce includes waiting
-                // for the slowest rank's compute).
-                let mut totals = [0.0f64; 3];
-                for t in &r.phases {
-                    totals[0] += t.bcast.as_secs_f64();
-                    totals[1] += t.compute.as_secs_f64();
-                    totals[2] += t.reduce.as_secs_f64();
-                }
-                let sums = world.allreduce(&totals, Sum)?;
-                let per = (world.size() * r.phases.len().max(1)) as f64;
-                let phases: Vec<f64> = sums.iter().map(|s| s / per).collect();
-                // Only rank 0 writes the centroids: the others need no copy of their own.
-                let centroids = if world.rank() == 0 {
-                    r.centroids.to_vec()
+                    let r = kmeans_regroup(&world, &points, &options, &mut on_progress)?;
+                    // Each phase's time averaged over the ranks (a rank's reduce includes waiting
+                    // for the slowest rank's compute).
+                    let mut totals = [0.0f64; 3];
+                    for t in &r.phases {
+                        totals[0] += t.bcast.as_secs_f64();
+                        totals[1] += t.compute.as_secs_f64();
+                        totals[2] += t.reduce.as_secs_f64();
+                    }
+                    let sums = world.allreduce(&totals, Sum)?;
+                    let per = (world.size() * r.phases.len().max(1)) as f64;
+                    let phases: Vec<f64> = sums.iter().map(|s| s / per).collect();
+                    // Only rank 0 writes the centroids: the others need no copy of their own.
+                    let centroids = if world.rank() == 0 {
+                        r.centroids.to_vec()
+                    } else {
+                        Vec::new()
+                    };
+                    let (a, i, c, t) = (r.assignment, r.iterations, r.converged, r.iteration_times);
+                    (centroids, a, i, c, t, phases, world.clone(), points)
                 } else {
-                    Vec::new()
+                    // Survives lost processes under MPI with ULFM: the survivors go on (with the
+                    // points read again over them), write the outputs and report.
+                    let s = kmeans_surviving(
+                        &world,
+                        &source,
+                        points,
+                        &options,
+                        &mut on_progress,
+                        ck.as_mut(),
+                    )?;
+                    let r = s.result;
+                    let (a, i, c, t) = (r.assignment, r.iterations, r.converged, r.iteration_times);
+                    (r.centroids, a, i, c, t, Vec::new(), s.comm, s.points)
                 };
-                let (a, i, c, t) = (r.assignment, r.iterations, r.converged, r.iteration_times);
-                (centroids, a, i, c, t, phases, world.clone(), points)
-            } else {
-                // Survives lost processes under MPI with ULFM: the survivors go on (with the
-                // points read again over them), write the outputs and report.
-                let s = kmeans_surviving(
-                    &world,
-                    &source,
-                    points,
-                    &options,
-                    &mut on_progress,
-                    ck.as_mut(),
-                )?;
-                let r = s.result;
-                let (a, i, c, t) = (r.assignment, r.iterations, r.converged, r.iteration_times);
-                (r.centroids, a, i, c, t, Vec::new(), s.comm, s.points)
-            };
             let compute = t1.elapsed();
             let checkpoint = checkpoint_facts(&world, ck.as_ref())?;
             if let Some(path) = &self.out {

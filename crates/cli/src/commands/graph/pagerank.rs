@@ -7,9 +7,9 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use spillway::algorithms::generate::RmatSpec;
-use spillway::algorithms::graph::{load_graph, GraphSource, VERTEX_STATE_BYTES};
 use spillway::algorithms::graph::pagerank::PageRankOptions;
 use spillway::algorithms::graph::pagerank_survive::pagerank_surviving;
+use spillway::algorithms::graph::{load_graph, GraphSource, VERTEX_STATE_BYTES};
 use spillway::algorithms::Progress;
 use spillway::{ByteSize, Collectives, Comm, Max, Sum};
 
