@@ -52,8 +52,9 @@ pub(crate) struct Compress {
     /// Unstructured grid: a SNAP edge list of point pairs (points are 0..values).
     #[arg(long)]
     graph: Option<PathBuf>,
-    /// Decomposition.
-    #[arg(long, default_value = "sbd1", value_parser = named::<Method>())]
+    /// Method: predict (prediction + quantisation, the default; keeps NaN and infinities bit
+    /// for bit), or a decomposition: sbd1, sbd2, rbd1, rbd2 or rbd3 (finite values only).
+    #[arg(long, default_value = "predict", value_parser = named::<Method>())]
     method: Method,
     /// Value type of the input file.
     #[arg(long, default_value = "f64", value_parser = named::<Dtype>())]
@@ -61,8 +62,10 @@ pub(crate) struct Compress {
     /// Set id storage for sbd1/sbd2.
     #[arg(long, default_value = "sqe", value_parser = named::<Encoding>())]
     encoding: Encoding,
-    /// SQE id prediction (interp and lorenzo: structured grids only), or auto: try several
-    /// predictors (with and without --relaxed) at a fast zstd level and keep the smallest.
+    /// predict: interp or lorenzo, or auto (chosen on a sample of the grid). sbd1/sbd2: SQE
+    /// id prediction, raw, delta, interp or lorenzo (structured grids only for the last two),
+    /// or auto: try several predictors (with and without --relaxed) at a fast zstd level and
+    /// keep the smallest.
     #[arg(long, default_value = "auto", value_parser = predictor())]
     predictor: Predictor,
     /// Which values may share a set: ball (within epsilon of one value) or range (the
@@ -82,8 +85,12 @@ pub(crate) struct Compress {
     /// Store the set values as raw floats instead of on a lattice of step <= epsilon/16.
     #[arg(long)]
     raw_values: bool,
-    /// Skip decompressing the result and checking the bound at every point.
+    /// Decompress the result and check the bound at every point again (the encoder already
+    /// checks every value exactly as it codes it).
     #[arg(long)]
+    verify: bool,
+    /// Accepted for old scripts: verification is off unless --verify is given.
+    #[arg(long, hide = true, conflicts_with = "verify")]
     no_verify: bool,
     /// Input file of raw values (`-`: standard input).
     input: PathBuf,
@@ -134,6 +141,19 @@ impl Command for Compress {
             .input("INPUT", Some(&self.input))
             .input("--graph", self.graph.as_deref())
             .output("OUTPUT", Some(&self.output))
+    }
+
+    fn check(&self) -> Result<(), Failure> {
+        if let (Method::Predict, Some(p)) = (self.method, self.predictor.0) {
+            if !matches!(p, IdPredictor::Lorenzo | IdPredictor::Interpolation) {
+                return Err(Failure::option(
+                    "--predictor",
+                    p.name(),
+                    "is not a predictor of --method predict (interp, lorenzo or auto)",
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
@@ -236,7 +256,7 @@ impl Command for Compress {
         let compress_seconds = t0.elapsed().as_secs_f64();
         let mut verify_seconds = None;
         let mut max_error = None;
-        if !self.no_verify {
+        if self.verify {
             let t1 = Instant::now();
             let graph = match &grid {
                 Grid::Unstructured(g) => Some(g.as_ref()),

@@ -5,10 +5,10 @@ use std::time::Instant;
 
 use clap::Args;
 use serde::Serialize;
-use spillway::algorithms::state::{check_state_in, Origin};
 use spillway_structures::compress::{self, HeaderGrid};
 
 use super::{from_compress, read_file, read_graph};
+use crate::driver::plan::check_memory;
 use crate::driver::{Command, CommonArgs, Declared, Failure, Job};
 
 /// `decompress`.
@@ -55,19 +55,21 @@ impl Command for Decompress {
         let path = job.input(&self.input);
         let bytes = read_file(&path)?;
         let header = compress::read_header(&bytes).map_err(|e| from_compress(&path, e))?;
-        // The header fixes the size of what comes out: check it before anything that large.
+        // The header fixes the size of what comes out: check it before anything that large
+        // (the decoded values and their bytes for the output, beside the file read).
         let size = header.dtype.size() as u64;
         let points = header.points;
-        check_state_in(
-            points.saturating_mul(size * 3),
-            &format!("{points} {} values", header.dtype.name()),
-            Origin::Parameter {
-                name: "INPUT",
-                what: "the values the header announces",
-            },
-            None,
-        )
-        .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
+        check_memory(
+            points
+                .saturating_mul(size)
+                .saturating_mul(2)
+                .saturating_add(bytes.len() as u64),
+            &format!(
+                "INPUT {}: the header announces {points} {} values",
+                self.input.display(),
+                header.dtype.name()
+            ),
+        )?;
         job.ensure_space(&self.output, points.saturating_mul(size))?;
         let graph = match (&self.graph, &header.grid) {
             (Some(g), HeaderGrid::Unstructured { .. }) => {
