@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use spillway::algorithms::io::AtomicFile;
 use spillway::algorithms::io::in_rank_order;
+use spillway::algorithms::io::AtomicFile;
 use spillway::algorithms::AlgoError;
 use spillway::{run_with_stats, Collectives, Comm, Config, Rank};
 

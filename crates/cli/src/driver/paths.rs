@@ -170,13 +170,10 @@ pub(crate) fn check_output(arg: &'static str, path: &Path) -> Result<CheckedOutp
     }
     let dir = parent(&target);
     match std::fs::metadata(&dir) {
-        Ok(m) if m.is_dir() => rustix::fs::access(&dir, Access::WRITE_OK).map_err(|e| {
-            bad(format!(
-                "directory {}: {}",
-                dir.display(),
-                std::io::Error::from(e)
-            ))
-        })?,
+        Ok(m) if m.is_dir() => rustix::fs::access(&dir, Access::WRITE_OK)
+            .map_err(std::io::Error::from)
+            .and_then(|()| try_create_in(&dir))
+            .map_err(|e| bad(format!("directory {}: {e}", dir.display())))?,
         Ok(_) => return Err(bad(format!("{} is not a directory", dir.display()))),
         Err(e) => return Err(bad(format!("directory {}: {e}", dir.display()))),
     }
@@ -186,6 +183,25 @@ pub(crate) fn check_output(arg: &'static str, path: &Path) -> Result<CheckedOutp
         sink: Sink::Replace,
         dir: Some(dir),
     })
+}
+
+/// Creates and removes a file in `dir`: whether files can be made there is only known by
+/// trying (permission bits do not bind a privileged user; a read-only or pseudo file system
+/// refuses anyway).
+fn try_create_in(dir: &Path) -> std::io::Result<()> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let name = format!(
+        ".spillway-check-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let probe = dir.join(name);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    std::fs::remove_file(&probe)
 }
 
 /// Checks a directory the job writes into; with `create`, makes it (and its parents) first.
@@ -199,7 +215,8 @@ pub(crate) fn check_dir(arg: &str, dir: &Path, create: bool) -> Result<(), Failu
         return Err(bad("not a directory".into()));
     }
     rustix::fs::access(dir, Access::WRITE_OK | Access::EXEC_OK)
-        .map_err(|e| bad(std::io::Error::from(e).to_string()))
+        .map_err(|e| bad(std::io::Error::from(e).to_string()))?;
+    try_create_in(dir).map_err(|e| bad(format!("cannot create files in it: {e}")))
 }
 
 /// Refuses an output that is the same file as an input or as another output (same device and

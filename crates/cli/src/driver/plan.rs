@@ -229,6 +229,29 @@ fn spool(input: &CheckedInput, dir: &Path, limit: u64) -> Result<ReadInput, Fail
     })
 }
 
+/// The note on the control group's memory limit, if there is one.
+fn limit_note() -> String {
+    match spillway::cgroup_memory() {
+        Some(c) => format!(" (the control group's limit is {})", human_bytes(c.limit)),
+        None => String::new(),
+    }
+}
+
+/// Refuses (exit 2) `bytes` of memory that this process does not have available (the
+/// control group's limit counts): for a command that learns what it needs from a header.
+/// `what` says who asks, e.g. "INPUT f.spz: the header announces 10 f64 values".
+pub(crate) fn check_memory(bytes: u64, what: &str) -> Result<(), Failure> {
+    match spillway::available_memory() {
+        Some(avail) if bytes > avail => Err(Failure::usage(format!(
+            "{what}: they need {} ({bytes} bytes) of memory, more than the {} available{}",
+            human_bytes(bytes),
+            human_bytes(avail),
+            limit_note()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Refuses a job whose memory, storage, ranks or outputs do not fit.
 pub(crate) fn check_resources(
     estimate: &Estimate,
@@ -238,10 +261,6 @@ pub(crate) fn check_resources(
     spill: &Path,
 ) -> Result<(), Failure> {
     let available = spillway::available_memory();
-    let limit_note = || match spillway::cgroup_memory() {
-        Some(c) => format!(" (the control group's limit is {})", human_bytes(c.limit)),
-        None => String::new(),
-    };
     let (ranks, budget, local_nodes) = match config {
         Some(c) => {
             let local = match c.backend_kind() {
@@ -271,6 +290,23 @@ pub(crate) fn check_resources(
                 String::new()
             }
         )));
+    }
+    // Each rank's stack is two memory mappings (the stack and its guard page) in the process
+    // that runs it: more than the system maps cannot start.
+    let local_ranks =
+        ranks.div_ceil(config.map_or(1, |c| u64::from(c.nodes_total()))) * local_nodes;
+    if let Some(max_maps) = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+    {
+        let needed = local_ranks * 2 + 1024;
+        if needed > max_maps {
+            return Err(Failure::usage(format!(
+                "--ranks {ranks}: this process's {local_ranks} ranks need about {needed} memory \
+                 mappings for their stacks but the system allows {max_maps} (vm.max_map_count): \
+                 use fewer ranks per node (more --nodes with the MPI backend) or raise the limit"
+            )));
+        }
     }
     let rank_bytes = ranks * RANK_RESIDENT_BYTES;
     let resident = match budget {
