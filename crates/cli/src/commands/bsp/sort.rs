@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::Serialize;
-use spillway::algorithms::io::InputError;
 use spillway::algorithms::bsp::sort::{random_u64, sample_sort};
+use spillway::algorithms::io::InputError;
 use spillway::algorithms::AlgoError;
 use spillway::bsp;
 use spillway::{Collectives, Comm, Max, Sum};

@@ -6,8 +6,8 @@ use std::time::Instant;
 use clap::Args;
 use serde::Serialize;
 use spillway::algorithms::cluster::kmeans::Init;
-use spillway::algorithms::io::{load_rows, SparseSource};
 use spillway::algorithms::cluster::spkmeans::{normalize_rows, spkmeans, SpKMeansOptions};
+use spillway::algorithms::io::{load_rows, SparseSource};
 use spillway::algorithms::{AlgoError, Progress};
 use spillway::{Collectives, Comm, Max};
 
