@@ -7,6 +7,8 @@ mod commands;
 mod driver;
 mod iostat;
 mod options;
+#[cfg(test)]
+mod parse_tests;
 
 use std::process::ExitCode;
 
