@@ -454,3 +454,60 @@ fn dyngraph_bad_input_exits_2() {
     assert_eq!(o.code, Some(2));
     assert!(o.stderr.contains("nope.txt"));
 }
+
+#[test]
+fn the_default_method_keeps_nan_and_infinities_bit_for_bit_and_verify_passes() {
+    let dir = TempDir::new().unwrap();
+    let mut data = field(20, 10);
+    data[3] = f64::NAN;
+    data[77] = f64::INFINITY;
+    data[150] = f64::NEG_INFINITY;
+    let input = dir.path().join("holes.f64");
+    write_f64(&input, &data);
+    let packed = dir.path().join("holes.spz");
+    let out = dir.path().join("holes.out");
+    let eps = 1e-3;
+    let o = spillway(&[
+        "compress",
+        "--epsilon",
+        &eps.to_string(),
+        "--grid",
+        "20x10",
+        "--verify",
+        "--json",
+        p(&input),
+        p(&packed),
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(json_field(&o.stdout, "compress_seconds") >= 0.0);
+    let o = spillway(&["decompress", "--json", p(&packed), p(&out)]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(json_field(&o.stdout, "decompress_seconds") >= 0.0);
+    let back: Vec<f64> = std::fs::read(&out)
+        .unwrap()
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(back.len(), data.len());
+    for (i, (x, y)) in data.iter().zip(&back).enumerate() {
+        if x.is_finite() {
+            assert!((x - y).abs() <= eps, "point {i}: {x} vs {y}");
+        } else {
+            assert_eq!(x.to_bits(), y.to_bits(), "point {i}: {x} vs {y}");
+        }
+    }
+    // raw and delta predict set ids, not values: refused for the default method.
+    let o = spillway(&[
+        "compress",
+        "--epsilon",
+        "1e-3",
+        "--grid",
+        "20x10",
+        "--predictor",
+        "delta",
+        p(&input),
+        p(&packed),
+    ]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("--predictor delta"), "{}", o.stderr);
+}
