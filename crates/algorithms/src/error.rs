@@ -37,6 +37,15 @@ pub enum AlgoError {
     /// Processes were lost for real (MPI with ULFM) in a way the engine cannot recover from:
     /// what was lost and how to resume.
     Unrecoverable(String),
+    /// An iterative method's model became non-finite (NaN or infinite): it diverged.
+    Diverged {
+        /// The iteration (from 1) after which the model was non-finite.
+        iteration: usize,
+        /// What became non-finite.
+        what: String,
+        /// Which parameter to change.
+        hint: &'static str,
+    },
 }
 
 impl AlgoError {
@@ -72,6 +81,11 @@ impl fmt::Display for AlgoError {
             AlgoError::MapReduce(e) => write!(f, "{e}"),
             AlgoError::Checkpoint(e) => write!(f, "{e}"),
             AlgoError::Unrecoverable(why) => write!(f, "{why}"),
+            AlgoError::Diverged {
+                iteration,
+                what,
+                hint,
+            } => write!(f, "diverged at iteration {iteration}: {what}; {hint}"),
         }
     }
 }
@@ -85,7 +99,9 @@ impl std::error::Error for AlgoError {
             AlgoError::Bsp(e) => Some(e),
             AlgoError::MapReduce(e) => Some(e),
             AlgoError::Checkpoint(e) => Some(e),
-            AlgoError::BadParameter { .. } | AlgoError::Unrecoverable(_) => None,
+            AlgoError::BadParameter { .. }
+            | AlgoError::Unrecoverable(_)
+            | AlgoError::Diverged { .. } => None,
         }
     }
 }

@@ -20,6 +20,8 @@
 //! * [`bsp`]: algorithms on the BSP primitives: the FFT of Inda and Bisseling ([`bsp::fft`])
 //!   and sample sort by regular sampling ([`bsp::sort`]).
 //! * [`text`]: word count as MapReduce ([`text::wordcount`]).
+//! * [`state`]: the memory a size read from the input implies, checked before it is
+//!   allocated.
 //! * [`generate`]: R-MAT graphs (Graph500 parameters) and Gaussian blobs, as pure functions of
 //!   a seed and a global index, so any split over ranks generates the same data.
 //!
@@ -35,6 +37,7 @@ pub mod generate;
 pub mod graph;
 pub mod io;
 mod radix;
+pub mod state;
 mod survive;
 pub mod text;
 

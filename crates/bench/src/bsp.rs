@@ -28,11 +28,9 @@ use rustfft::FftPlanner;
 use spillway::algorithms::bsp::fft::{fft, input_index, output_index, random_value};
 use spillway::algorithms::bsp::sort::{random_u64, sample_sort};
 use spillway::bsp::{self, Memory, Options, ProbeOptions};
-use spillway::{run, Collectives, Comm, Config, Max};
+use spillway::{run, ByteSize, Collectives, Comm, Config, Max};
 
-use crate::harness::{
-    format_duration, format_size, gb_per_s, memcpy_stats, parse_size, BoxError, Stats,
-};
+use crate::harness::{format_duration, format_size, gb_per_s, memcpy_stats, BoxError, Stats};
 
 /// Arguments of `spillway-bench bsp`.
 #[derive(clap::Args, Debug)]
@@ -48,7 +46,7 @@ pub struct Args {
     nodes: u32,
     /// Bytes per rank of the total exchange.
     #[arg(long, default_value = "64M")]
-    exchange_bytes: String,
+    exchange_bytes: ByteSize,
     /// log2 of the FFT length.
     #[arg(long, default_value_t = 24)]
     fft_log: u32,
@@ -57,7 +55,7 @@ pub struct Args {
     sort_log: u32,
     /// Largest h-relation per rank of `model`.
     #[arg(long, default_value = "256M")]
-    model_max: String,
+    model_max: ByteSize,
     /// Repetitions per figure.
     #[arg(long, default_value_t = 5)]
     reps: usize,
@@ -79,7 +77,10 @@ fn config(a: &Args) -> Config {
 
 /// The total exchange: one sync per repetition, timed on the slowest rank.
 fn exchange(a: &Args) -> Result<(), BoxError> {
-    let bytes = parse_size(&a.exchange_bytes)?;
+    let bytes = a
+        .exchange_bytes
+        .to_usize()
+        .ok_or("--exchange-bytes too large")?;
     let reps = a.reps;
     let times = bsp::exec(&config(a), Options::checked(false), |ctx| {
         let p = ctx.nprocs();
@@ -351,7 +352,7 @@ fn sort_bench(a: &Args) -> Result<(), BoxError> {
 fn model(a: &Args) -> Result<(), BoxError> {
     let options = ProbeOptions {
         min_bytes: 1 << 10,
-        max_bytes: parse_size(&a.model_max)?,
+        max_bytes: a.model_max.to_usize().ok_or("--model-max too large")?,
         reps: a.reps,
         seed: 3,
         ..ProbeOptions::default()

@@ -32,10 +32,10 @@
 
 use std::time::{Duration, Instant};
 
-use spillway::{run_with_stats, Backend, Collectives, Comm, Config, Error, Sum};
+use spillway::{run_with_stats, Backend, ByteSize, Collectives, Comm, Config, Error, Sum};
 
 use crate::harness::{
-    filled, format_duration, format_size, gb_per_s, memcpy_stats, parse_size, BoxError, Stats,
+    filled, format_duration, format_size, gb_per_s, memcpy_stats, BoxError, Stats,
 };
 
 /// The (ranks, nodes) configurations measured when neither `--ranks` nor `--nodes` is given.
@@ -195,7 +195,14 @@ pub fn main(args: Args) -> Result<(), BoxError> {
     let sizes = args
         .sizes
         .split(',')
-        .map(parse_size)
+        .map(|s| {
+            s.parse::<ByteSize>()
+                .map_err(|e| e.to_string())
+                .and_then(|b| {
+                    b.to_usize()
+                        .ok_or_else(|| format!("--sizes {b}: too large"))
+                })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let ops = match &args.ops {
         Some(list) => Op::parse_list(list)?,

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use spillway::algorithms::text::wordcount::{for_each_word, word_count, WordCountOptions};
 use spillway::mapreduce::{NodeAggregation, OpStats};
-use spillway::{run, Collectives, Comm, Config};
+use spillway::{run, ByteSize, Collectives, Comm, Config};
 
-use crate::harness::{format_duration, format_size, parse_size, BoxError, Stats};
+use crate::harness::{format_duration, format_size, BoxError, Stats};
 
 /// Arguments of `spillway-bench mapreduce`.
 #[derive(clap::Args, Debug)]
@@ -35,7 +35,7 @@ pub struct Args {
     generate_only: bool,
     /// Size of the generated text (Zipf-like words "w<id>" over a 1M-word vocabulary).
     #[arg(long, default_value = "256M")]
-    generate: String,
+    generate: ByteSize,
     /// Rank counts of the spillway runs (one node; running = min(ranks, cores)).
     #[arg(long, default_value = "1,2", value_delimiter = ',')]
     ranks: Vec<u32>,
@@ -148,7 +148,7 @@ pub fn main(args: Args) -> Result<(), BoxError> {
         .clone()
         .unwrap_or_else(|| dir.path().join("text.txt"));
     if !path.exists() {
-        let bytes = parse_size(&args.generate)?;
+        let bytes = args.generate.to_usize().ok_or("--generate too large")?;
         eprintln!("generating {} of text", format_size(bytes));
         generate(&path, bytes)?;
     }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use spillway::algorithms::graph::pagerank::{pagerank, PageRankOptions};
 use spillway::algorithms::graph::{load_graph, GraphSource};
-use spillway::{run_with_stats, Collectives, Comm, Config, Sum};
+use spillway::{run_with_stats, ByteSize, Collectives, Comm, Config, Sum};
 
 use crate::harness::{format_duration, BoxError, Stats};
 
@@ -42,7 +42,7 @@ pub struct Args {
     barrier_ranks: u32,
     /// Stack size of each rank's thread (e.g. 256K; default: the runtime's).
     #[arg(long)]
-    stack_size: Option<String>,
+    stack_size: Option<ByteSize>,
 }
 
 /// Which job `scale-run` runs.
@@ -75,7 +75,7 @@ pub struct RunArgs {
     rounds: usize,
     /// Stack size of each rank's thread.
     #[arg(long)]
-    stack_size: Option<String>,
+    stack_size: Option<ByteSize>,
 }
 
 /// One point's results, as `scale-run` prints them.
@@ -96,8 +96,8 @@ struct Point {
 fn config_for(args: &RunArgs) -> Result<Config, BoxError> {
     let mut config = Config::new(args.ranks).running(args.running);
     if let Some(s) = &args.stack_size {
-        let bytes = Config::parse_size(s).ok_or_else(|| format!("invalid --stack-size {s}"))?;
-        config = config.stack_size(bytes as usize);
+        let bytes = s.to_usize().ok_or("--stack-size too large")?;
+        config = config.stack_size(bytes);
     }
     Ok(config)
 }
@@ -207,7 +207,7 @@ fn run_child(job: Job, ranks: u32, args: &Args) -> Result<Point, BoxError> {
         &args.rounds.to_string(),
     ]);
     if let Some(s) = &args.stack_size {
-        cmd.args(["--stack-size", s]);
+        cmd.args(["--stack-size", &s.to_string()]);
     }
     let out = cmd.output()?;
     if !out.status.success() {

@@ -7,62 +7,17 @@
 //! `SPILLWAY_SKIP_PYTHON=1` skips it.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::path::Path;
+use std::time::SystemTime;
 
-/// Limit for any one spawned command.
-const TIMEOUT: Duration = Duration::from_secs(120);
+mod common;
+use common::{python, reference_script as reference, spillway, Cmd, Ran};
 
-/// Runs a command with a time limit; panics if it cannot start or runs too long.
-fn run(program: impl AsRef<std::ffi::OsStr>, args: &[&str], env: &[(&str, &Path)]) -> Output {
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("the command starts");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            panic!("{args:?} ran longer than {TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn spillway(args: &[&str]) -> Output {
-    run(env!("CARGO_BIN_EXE_spillway"), args, &[])
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn python() -> Option<String> {
-    if std::env::var_os("SPILLWAY_SKIP_PYTHON").is_some_and(|v| v == "1") {
-        eprintln!("SKIPPED: the numpy reference (SPILLWAY_SKIP_PYTHON=1)");
-        return None;
-    }
-    Some(std::env::var("SPILLWAY_PYTHON").unwrap_or_else(|_| "python3".into()))
-}
-
-fn reference(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/reference")
-        .join(name)
+/// Runs `program` with `args` and the environment variables `env`.
+fn run(program: &str, args: &[&str], env: &[(&str, &Path)]) -> Ran {
+    env.iter()
+        .fold(Cmd::new(program).args(args), |cmd, (k, v)| cmd.env(k, v))
+        .run()
 }
 
 /// A seed no earlier run has used (printed with every failure, to reproduce it).
@@ -135,11 +90,7 @@ fn fft_matches_numpy_on_fresh_inputs_at_every_layout() {
             args.extend(["--mem-budget", b]);
         }
         let ran = spillway(&args);
-        assert!(
-            ran.status.success(),
-            "seed {seed}: {args:?}\n{}",
-            text(&ran)
-        );
+        assert!(ran.code == Some(0), "seed {seed}: {args:?}\n{}", ran);
         let check = run(
             &py,
             &[
@@ -150,9 +101,9 @@ fn fft_matches_numpy_on_fresh_inputs_at_every_layout() {
             &[],
         );
         assert!(
-            check.status.success(),
+            check.code == Some(0),
             "seed {seed}, {ranks} ranks on {nodes} nodes (budget {budget:?}): numpy disagrees\n{}",
-            text(&check)
+            check
         );
     }
 }
@@ -178,7 +129,7 @@ fn fft_of_a_generated_input_is_the_same_on_every_layout() {
             nodes,
             flag,
         ]);
-        assert!(ran.status.success(), "{}", text(&ran));
+        assert!(ran.code == Some(0), "{}", ran);
         let got = std::fs::read(&out).unwrap();
         assert_eq!(got.iter().filter(|&&b| b == b'\n').count(), 1024);
         // Bit-identical output is not promised across layouts; equal to 1e-12 is.
@@ -222,9 +173,9 @@ fn rejected_fft(content: &str, ranks: &str) -> String {
         "--ranks",
         ranks,
     ]);
-    assert_eq!(ran.status.code(), Some(2), "{}", text(&ran));
+    assert_eq!(ran.code, Some(2), "{}", ran);
     assert!(!out.exists(), "no output on bad input");
-    let err = String::from_utf8_lossy(&ran.stderr).into_owned();
+    let err = ran.stderr.clone();
     assert!(err.contains("bad.txt"), "{err}");
     err
 }
@@ -294,7 +245,7 @@ fn sort_matches_the_standard_sort() {
             "--nodes",
             nodes,
         ]);
-        assert!(ran.status.success(), "seed {seed}: {}", text(&ran));
+        assert!(ran.code == Some(0), "seed {seed}: {}", ran);
         assert!(
             read_u64s(&out) == want,
             "seed {seed}: {ranks} ranks on {nodes} nodes"
@@ -316,7 +267,7 @@ fn sort_of_a_generated_input_and_bad_input() {
         "--ranks",
         "3",
     ]);
-    assert!(ran.status.success(), "{}", text(&ran));
+    assert!(ran.code == Some(0), "{}", ran);
     let got = read_u64s(&out);
     assert_eq!(got.len(), 1 << 14);
     assert!(got.windows(2).all(|w| w[0] <= w[1]));
@@ -331,8 +282,8 @@ fn sort_of_a_generated_input_and_bad_input() {
         "--ranks",
         "2",
     ]);
-    assert_eq!(ran.status.code(), Some(2), "{}", text(&ran));
-    let err = String::from_utf8_lossy(&ran.stderr);
+    assert_eq!(ran.code, Some(2), "{}", ran);
+    let err = ran.stderr.clone();
     assert!(
         err.contains("bad.bin: 12 bytes is not a whole number"),
         "{err}"
@@ -356,8 +307,8 @@ fn probe_measures_once_then_reads_its_cache() {
         "--json",
     ];
     let first = run(env!("CARGO_BIN_EXE_spillway"), &args, &env);
-    assert!(first.status.success(), "{}", text(&first));
-    let a: serde_json::Value = serde_json::from_slice(&first.stdout).expect("JSON");
+    assert!(first.code == Some(0), "{}", first);
+    let a: serde_json::Value = serde_json::from_str(&first.stdout).expect("JSON");
     assert_eq!(a["cached"], false);
     assert_eq!(a["machine"]["p"], 2);
     assert!(a["machine"]["g"].as_f64().unwrap() >= 0.0);
@@ -365,8 +316,8 @@ fn probe_measures_once_then_reads_its_cache() {
     // 1K..64K doubling: 7 sizes, two patterns.
     assert_eq!(a["samples"].as_array().unwrap().len(), 14);
     let second = run(env!("CARGO_BIN_EXE_spillway"), &args, &env);
-    assert!(second.status.success(), "{}", text(&second));
-    let b: serde_json::Value = serde_json::from_slice(&second.stdout).expect("JSON");
+    assert!(second.code == Some(0), "{}", second);
+    let b: serde_json::Value = serde_json::from_str(&second.stdout).expect("JSON");
     assert_eq!(b["cached"], true);
     // Equal up to the JSON round trip of the cache.
     for key in ["g", "l"] {
@@ -386,5 +337,5 @@ fn probe_measures_once_then_reads_its_cache() {
         &args[..args.len() - 1],
         &env,
     );
-    assert!(String::from_utf8_lossy(&text_out.stdout).contains("(cached:"));
+    assert!(text_out.stdout.clone().contains("(cached:"));
 }

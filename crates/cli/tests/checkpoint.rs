@@ -5,10 +5,11 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_spillway");
+mod common;
+use common::{Cmd, Ran};
 
 /// How long one run of the CLI may take before the test fails.
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -16,52 +17,31 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long to wait for a checkpoint to appear before the test fails.
 const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Starts the CLI, with checkpoints slowed down by `pause_ms` if given.
 fn spawn(args: &[String], pause_ms: Option<u64>) -> Child {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let cmd = Cmd::spillway().args(args);
     match pause_ms {
         Some(ms) => cmd.env("SPILLWAY_CHECKPOINT_PAUSE_MS", ms.to_string()),
         None => cmd.env_remove("SPILLWAY_CHECKPOINT_PAUSE_MS"),
-    };
-    cmd.spawn().expect("start spillway")
+    }
+    .spawn()
+    .expect("start spillway")
 }
 
-/// Waits for `child` with a timeout (killing it and failing the test on expiry).
-fn finish(mut child: Child, what: &str) -> Output {
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("collect output");
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("collect output");
-            panic!(
-                "{what}: no exit within {RUN_TIMEOUT:?}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// Waits for `child` with a time limit.
+fn finish(child: Child, what: &str) -> Ran {
+    common::finish(child, RUN_TIMEOUT, what)
+}
+
+fn json(stdout: &str) -> serde_json::Value {
+    serde_json::from_str(stdout.trim()).expect("one JSON object")
 }
 
 /// Runs the CLI to its end and requires success; returns stdout.
 fn run_ok(args: &[String], what: &str) -> String {
     let out = finish(spawn(args, None), what);
-    assert!(
-        out.status.success(),
-        "{what}: {:?}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn json(stdout: &str) -> serde_json::Value {
-    serde_json::from_str(stdout.trim()).expect("one JSON object")
+    assert!(out.code == Some(0), "{what}: {out}");
+    out.stdout
 }
 
 /// Checkpoint directories in `dir`: (complete sequence numbers, torn `.tmp` directories that
@@ -230,13 +210,13 @@ fn kill_and_resume(job: &Job, moments: &[Moment], every: u64, pause_ms: u64) -> 
     }
     let before = checkpoints(&ck).0;
     let out = finish(spawn(&args, None), "resume");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "resume failed: {stderr}");
-    let report = json(&String::from_utf8(out.stdout).unwrap());
+    let stderr = &out.stderr;
+    assert!(out.code == Some(0), "resume failed: {stderr}");
+    let report = json(&out.stdout);
     let newest = before.last().copied();
     assert_eq!(
         report["resumed_from_iteration"].as_f64(),
-        Some(newest.map_or(-1.0, |s| s as f64)),
+        newest.map(|s| s as f64),
         "{}: resumed from the wrong checkpoint (complete before: {before:?}); {stderr}",
         job.name
     );
@@ -365,7 +345,7 @@ fn kmeans_that_converges_resumes_from_its_last_checkpoint() {
     ]);
     let (ref_args, ref_files) = job.with_outputs(dir.path(), "ref");
     let reference = json(&run_ok(&ref_args, "uninterrupted"));
-    assert_eq!(reference["converged"].as_f64(), Some(1.0));
+    assert_eq!(reference["converged"].as_bool(), Some(true));
     let (mut args, files) = job.with_outputs(dir.path(), "ck");
     args.extend(strings(&["--checkpoint-dir", ck.to_str().unwrap()]));
     run_ok(&args, "checkpointing run");
@@ -377,7 +357,7 @@ fn kmeans_that_converges_resumes_from_its_last_checkpoint() {
         "{report}"
     );
     assert_eq!(report["iteration_seconds"].as_array().unwrap().len(), 0);
-    assert_eq!(report["converged"].as_f64(), Some(1.0));
+    assert_eq!(report["converged"].as_bool(), Some(true));
     for (a, b) in ref_files.iter().zip(&files) {
         assert!(std::fs::read(a).unwrap() == std::fs::read(b).unwrap());
     }
@@ -439,10 +419,7 @@ fn pagerank_that_stops_at_its_tolerance_resumes_without_another_iteration() {
 /// Runs to the end and returns (exit code, stderr).
 fn run_code(args: &[String]) -> (i32, String) {
     let out = finish(spawn(args, None), "run");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.code.unwrap_or(-1), out.stderr)
 }
 
 #[test]
@@ -482,7 +459,7 @@ fn resuming_with_other_arguments_is_refused() {
         let (code, stderr) = run_code(&base(extra));
         assert_eq!(code, 2, "{extra:?}: {stderr}");
         assert!(
-            stderr.contains("was written by `pagerank input=rmat:10:4 iterations=4")
+            stderr.contains("was written by `pagerank input=rmat:10:4:1 iterations=4")
                 && stderr.contains("this run is `pagerank")
                 && stderr.contains(expect),
             "{extra:?}: {stderr}"
@@ -585,14 +562,14 @@ fn a_resume_with_no_checkpoint_starts_from_the_beginning_and_says_so() {
         ),
         "resume without checkpoints",
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = &out.stderr;
+    assert!(out.code == Some(0), "{stderr}");
     assert!(
         stderr.contains("no complete checkpoint") && stderr.contains("starting from the beginning"),
         "{stderr}"
     );
-    let report = json(&String::from_utf8(out.stdout).unwrap());
-    assert_eq!(report["resumed_from_iteration"].as_f64(), Some(-1.0));
+    let report = json(&out.stdout);
+    assert!(report["resumed_from_iteration"].is_null(), "{report}");
     assert!(report["checkpoints_written"].as_f64().unwrap() >= 1.0);
 }
 
@@ -615,13 +592,13 @@ fn a_damaged_newest_checkpoint_is_skipped_for_the_one_before() {
     std::fs::remove_file(&files[0]).unwrap();
     args.push("--resume".into());
     let out = finish(spawn(&args, None), "resume");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = &out.stderr;
+    assert!(out.code == Some(0), "{stderr}");
     assert!(
         stderr.contains("checkpoint 30 in") && stderr.contains("is damaged; skipped"),
         "{stderr}"
     );
-    let report = json(&String::from_utf8(out.stdout).unwrap());
+    let report = json(&out.stdout);
     assert_eq!(report["resumed_from_iteration"].as_f64(), Some(29.0));
     assert_eq!(report["iteration_seconds"].as_array().unwrap().len(), 1);
     assert!(std::fs::read(&ref_files[0]).unwrap() == std::fs::read(&files[0]).unwrap());

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 mod common;
-use common::{json_field, run_measured_in as run_measured};
+use common::{json_bool, run_measured_in as run_measured};
 
 const MIB: u64 = 1 << 20;
 
@@ -57,8 +57,8 @@ fn regroup_and_allreduce_agree_at_several_layouts() {
             args.extend(["--mem-budget", b]);
         }
         let (stdout, _) = run_ok(&args, d);
-        let regroup = json_field(&stdout, "regroup");
-        assert_eq!(regroup == 1.0, collective == "regroup", "{stdout}");
+        let regroup = json_bool(&stdout, "regroup");
+        assert_eq!(regroup, collective == "regroup", "{stdout}");
         let text = std::fs::read_to_string(&assign).unwrap();
         assert_eq!(text.lines().count(), 6000);
         match &first {
@@ -105,7 +105,7 @@ fn harp_scale_kmeans_stays_within_the_budget_and_matches_the_in_memory_run() {
     ]);
     let (stdout, rss) = run_ok(&args, d);
     println!("regroup under 64 MiB: peak RSS {} MiB; {stdout}", rss / MIB);
-    assert_eq!(json_field(&stdout, "regroup"), 1.0, "auto chose regroup");
+    assert!(json_bool(&stdout, "regroup"), "auto chose regroup");
     assert!(
         rss <= budget + 64 * MIB,
         "peak RSS {} MiB exceeds the budget of 64 MiB + 64 MiB",
@@ -122,7 +122,7 @@ fn harp_scale_kmeans_stays_within_the_budget_and_matches_the_in_memory_run() {
     ]);
     let (stdout, rss_memory) = run_ok(&args, d);
     println!("allreduce in memory: peak RSS {} MiB", rss_memory / MIB);
-    assert_eq!(json_field(&stdout, "regroup"), 0.0);
+    assert!(!json_bool(&stdout, "regroup"));
     let (a, b) = (
         std::fs::read_to_string(&a_budget).unwrap(),
         std::fs::read_to_string(&a_memory).unwrap(),

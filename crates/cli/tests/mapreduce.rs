@@ -7,125 +7,15 @@
 //! them, unless `SPILLWAY_SKIP_PYTHON=1`.
 
 use std::ffi::{OsStr, OsString};
-use std::io::{Read, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-/// Limit for any one spawned command.
-const TIMEOUT: Duration = Duration::from_secs(180);
+mod common;
+use common::{check_with_python, layout_args, ok, python, spillway, write, Ran};
 
 /// `(ranks, nodes, running per node)`.
 const LAYOUTS: [(u32, u32, u32); 4] = [(1, 1, 1), (3, 1, 2), (3, 2, 1), (7, 2, 2)];
-
-struct Ran {
-    line: String,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Display for Ran {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "command: {}\nexit code: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.line, self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-/// Runs a command with a time limit; panics if it cannot start or runs too long.
-fn run<S: AsRef<OsStr>>(program: impl AsRef<OsStr>, args: &[S]) -> Ran {
-    let args: Vec<OsString> = args.iter().map(|a| a.as_ref().to_owned()).collect();
-    let mut line = program.as_ref().to_string_lossy().into_owned();
-    for a in &args {
-        line.push(' ');
-        line.push_str(&a.to_string_lossy());
-    }
-    let mut child = Command::new(program.as_ref())
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start `{line}`: {e}"));
-    let drain = |mut r: Box<dyn Read + Send>| {
-        thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = r.read_to_end(&mut buf);
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().expect("piped")));
-    let err = drain(Box::new(child.stderr.take().expect("piped")));
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("`{line}` ran longer than {TIMEOUT:?} and was killed");
-        }
-        thread::sleep(Duration::from_millis(5));
-    };
-    Ran {
-        line,
-        code: status.code(),
-        stdout: out.join().expect("stdout"),
-        stderr: err.join().expect("stderr"),
-    }
-}
-
-fn spillway<S: AsRef<OsStr>>(args: &[S]) -> Ran {
-    run(env!("CARGO_BIN_EXE_spillway"), args)
-}
-
-fn ok(ran: Ran) -> Ran {
-    assert_eq!(ran.code, Some(0), "command failed\n{ran}");
-    assert!(!ran.stderr.contains("panicked"), "panic\n{ran}");
-    ran
-}
-
-fn layout_args((ranks, nodes, running): (u32, u32, u32)) -> Vec<String> {
-    vec![
-        "--ranks".into(),
-        ranks.to_string(),
-        "--nodes".into(),
-        nodes.to_string(),
-        "--running".into(),
-        running.to_string(),
-    ]
-}
-
-/// The Python interpreter, or `None` when `SPILLWAY_SKIP_PYTHON=1`.
-fn python() -> Option<String> {
-    if std::env::var_os("SPILLWAY_SKIP_PYTHON").is_some_and(|v| v == "1") {
-        let test = thread::current().name().unwrap_or("test").to_string();
-        let note = format!("{test}: SKIPPED (SPILLWAY_SKIP_PYTHON=1: Python reference not run)\n");
-        let _ = std::io::stderr().write_all(note.as_bytes());
-        return None;
-    }
-    Some(std::env::var("SPILLWAY_PYTHON").unwrap_or_else(|_| "python3".into()))
-}
-
-/// Runs a reference script and asserts that it accepted the result.
-fn check_with_python<S: AsRef<OsStr>>(python: &str, script: &str, args: &[S]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/reference")
-        .join(script);
-    assert!(script.is_file(), "missing {}", script.display());
-    let mut all: Vec<OsString> = vec![script.into_os_string()];
-    all.extend(args.iter().map(|a| a.as_ref().to_owned()));
-    let ran = run(python, &all);
-    assert_eq!(ran.code, Some(0), "reference check failed\n{ran}");
-    println!("{}", ran.stdout);
-}
 
 /// A 64-bit linear congruential generator (Knuth's MMIX constants).
 struct Lcg(u64);
@@ -166,18 +56,12 @@ fn text(seed: u64, words: usize) -> Vec<u8> {
     out
 }
 
-fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, bytes).unwrap();
-    p
-}
-
 #[test]
 fn wordcount_equals_python_counter_at_several_layouts() {
     let Some(py) = python() else { return };
     let dir = TempDir::new().unwrap();
-    let a = write(dir.path(), "a.txt", &text(11, 40_000));
-    let b = write(dir.path(), "b.txt", &text(12, 7_000));
+    let a = write(dir.path(), "a.txt", text(11, 40_000));
+    let b = write(dir.path(), "b.txt", text(12, 7_000));
     let empty = write(dir.path(), "empty.txt", b"");
     // A file that ends inside a word, and one word that starts the next file.
     let c = write(dir.path(), "c.txt", b"tail");
@@ -210,14 +94,10 @@ fn wordcount_equals_python_counter_at_several_layouts() {
     }
 }
 
-fn json_of(ran: &Ran) -> serde_json::Value {
-    serde_json::from_str(ran.stdout.trim()).unwrap_or_else(|e| panic!("bad JSON ({e})\n{ran}"))
-}
-
 #[test]
 fn wordcount_out_of_core_equals_the_in_memory_run() {
     let dir = TempDir::new().unwrap();
-    let a = write(dir.path(), "a.txt", &text(21, 150_000));
+    let a = write(dir.path(), "a.txt", text(21, 150_000));
     let mem = dir.path().join("mem.txt");
     let small = dir.path().join("small.txt");
     for (out, extra) in [
@@ -238,7 +118,7 @@ fn wordcount_out_of_core_equals_the_in_memory_run() {
                 args.push("--no-combine".into());
             }
             let ran = ok(spillway(&args));
-            let op = &json_of(&ran)["operations"][0];
+            let op = &ran.json()["operations"][0];
             let spilled = op["bytes_spilled"].as_u64().unwrap();
             let rounds = op["rounds"].as_u64().unwrap();
             if extra.is_empty() {
@@ -330,7 +210,7 @@ fn cc_out_of_core_equals_the_in_memory_run() {
         args.extend(layout_args((3, 2, 1)).into_iter().map(OsString::from));
         args.extend(extra.iter().map(OsString::from));
         let ran = ok(spillway(&args));
-        let spilled: u64 = json_of(&ran)["operations"]
+        let spilled: u64 = ran.json()["operations"]
             .as_array()
             .unwrap()
             .iter()
@@ -483,7 +363,7 @@ fn mapreduce_pagerank_equals_the_direct_engine_and_the_references() {
 
 /// Peak RSS (bytes) and the first operation's spilled bytes from a `--json` report.
 fn rss_and_spill(ran: &Ran) -> (u64, u64) {
-    let v = json_of(ran);
+    let v = ran.json();
     let spilled = v["operations"]
         .as_array()
         .unwrap()
@@ -602,7 +482,7 @@ fn run_ft(
     args.extend(layout_args(layout).into_iter().map(OsString::from));
     args.extend(extra.iter().map(OsString::from));
     let ran = ok(spillway(&args));
-    (json_of(&ran), std::fs::read(out).unwrap())
+    (ran.json(), std::fs::read(out).unwrap())
 }
 
 fn sorted_lines(text: &[u8]) -> Vec<&[u8]> {
@@ -614,7 +494,7 @@ fn sorted_lines(text: &[u8]) -> Vec<&[u8]> {
 #[test]
 fn lost_nodes_and_ranks_leave_the_mapreduce_outputs_unchanged() {
     let dir = TempDir::new().unwrap();
-    let text_file = write(dir.path(), "a.txt", &text(31, 60_000));
+    let text_file = write(dir.path(), "a.txt", text(31, 60_000));
     let g = write_graph(dir.path(), "g.txt", &graph(5, 4000));
     let out = dir.path().join("out.txt");
     let os = |v: &[&str]| -> Vec<OsString> { v.iter().map(OsString::from).collect() };

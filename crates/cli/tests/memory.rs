@@ -2,12 +2,9 @@
 //! results with and without a memory budget under every policy, spill-directory errors.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_spillway");
 
 mod common;
-use common::{json_field, run_measured_in};
+use common::{json_field, ok, run_measured_in, spillway, Cmd};
 
 /// Runs the CLI (output in a fresh directory) and returns (exit code, stdout, stderr, peak RSS
 /// of the child in bytes).
@@ -82,7 +79,7 @@ fn peak_rss_stays_within_the_budget_plus_64_mib_at_16m_and_64m_generated_and_fro
     let dir = tempfile::tempdir().unwrap();
     for (budget, scale) in [(16u64, 19u32), (64, 20)] {
         let file = dir.path().join(format!("rmat{scale}.txt"));
-        let gen = Command::new(BIN)
+        Cmd::spillway()
             .args([
                 "gen",
                 "rmat",
@@ -93,9 +90,7 @@ fn peak_rss_stays_within_the_budget_plus_64_mib_at_16m_and_64m_generated_and_fro
             ])
             .arg("--out")
             .arg(&file)
-            .status()
-            .unwrap();
-        assert!(gen.success());
+            .ok();
         let spec = format!("rmat:{scale}:16");
         let b = format!("{budget}M");
         let sources: [(&str, &str); 2] = [
@@ -133,17 +128,7 @@ fn peak_rss_stays_within_the_budget_plus_64_mib_at_16m_and_64m_generated_and_fro
 }
 
 fn run_ok(args: &[&str]) -> String {
-    let out = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run spillway");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    ok(spillway(args)).stdout
 }
 
 fn read(p: &Path) -> String {
@@ -232,7 +217,7 @@ fn a_bad_spill_directory_is_reported_with_path_and_cause_and_leaves_no_output() 
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ranks.txt");
     let missing = dir.path().join("no/such/dir");
-    let result = Command::new(BIN)
+    let result = Cmd::spillway()
         .args([
             "run",
             "pagerank",
@@ -247,10 +232,9 @@ fn a_bad_spill_directory_is_reported_with_path_and_cause_and_leaves_no_output() 
             "--spill-dir",
             missing.to_str().unwrap(),
         ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&result.stderr);
-    assert!(!result.status.success());
+        .run();
+    let stderr = &result.stderr;
+    assert_eq!(result.code, Some(2), "{stderr}");
     assert!(
         stderr.contains(missing.to_str().unwrap()) && stderr.contains("No such file"),
         "{stderr}"
@@ -268,15 +252,11 @@ fn bad_memory_options_are_usage_errors() {
         ["--policy", "never"],
         ["--resume-policy", "random"],
     ] {
-        let result = Command::new(BIN)
+        let result = Cmd::spillway()
             .args(["run", "pagerank", "--generate", "rmat:6:4"])
             .args(args)
-            .output()
-            .unwrap();
-        assert_eq!(result.status.code(), Some(2), "{args:?}");
-        assert!(
-            String::from_utf8_lossy(&result.stderr).contains(args[1]),
-            "{args:?}"
-        );
+            .run();
+        assert_eq!(result.code, Some(2), "{args:?}");
+        assert!(result.stderr.contains(args[1]), "{args:?}");
     }
 }

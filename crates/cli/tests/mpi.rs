@@ -11,37 +11,13 @@
 #![cfg(feature = "mpi")]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-struct Ran {
-    line: String,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
+mod common;
+use common::{check_with_python, python, Cmd, Ran};
 
-impl std::fmt::Display for Ran {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "$ {}\nexit: {:?}\n--- stdout\n{}\n--- stderr\n{}",
-            self.line, self.code, self.stdout, self.stderr
-        )
-    }
-}
-
+/// Runs `program` with `args`.
 fn run_cmd(program: &str, args: &[String]) -> Ran {
-    let line = format!("{program} {}", args.join(" "));
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run `{line}`: {e}"));
-    Ran {
-        line,
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Cmd::new(program).args(args).run()
 }
 
 /// `timeout SECONDS mpirun [extra] -np N program args...`
@@ -66,23 +42,9 @@ fn local(args: &[&str]) -> Ran {
     ran
 }
 
-fn python() -> Option<String> {
-    if std::env::var_os("SPILLWAY_SKIP_PYTHON").is_some_and(|v| v == "1") {
-        eprintln!("SKIPPED: Python reference (SPILLWAY_SKIP_PYTHON=1)");
-        return None;
-    }
-    Some(std::env::var("SPILLWAY_PYTHON").unwrap_or_else(|_| "python3".into()))
-}
-
 fn reference(script: &str, args: &[&Path]) {
     let Some(py) = python() else { return };
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/reference")
-        .join(script);
-    let mut all = vec![script.display().to_string()];
-    all.extend(args.iter().map(|p| p.display().to_string()));
-    let ran = run_cmd(&py, &all);
-    assert_eq!(ran.code, Some(0), "reference check failed\n{ran}");
+    check_with_python(&py, script, args);
 }
 
 /// A small deterministic generator, independent of spillway's.

@@ -4,33 +4,16 @@
 use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_spillway");
+mod common;
+use common::{names as listing, spillway as run, Cmd};
 
 /// A 3-cycle: every vertex ends with rank 1/3.
 fn write_cycle(dir: &Path) -> std::path::PathBuf {
     let g = dir.join("cycle.txt");
     std::fs::write(&g, "0 1\n1 2\n2 0\n").unwrap();
     g
-}
-
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("start spillway")
-}
-
-fn listing(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]
@@ -40,13 +23,16 @@ fn outputs_to_a_device_a_fifo_and_a_symlink_write_through_and_stay_what_they_wer
     let g = g.to_str().unwrap();
 
     let out = run(&["run", "pagerank", "--input", g, "--out", "/dev/null"]);
-    assert!(out.status.success(), "{out:?}");
+    assert!(out.code == Some(0), "{out}");
     let meta = std::fs::metadata("/dev/null").unwrap();
     assert!(meta.file_type().is_char_device(), "/dev/null was replaced");
 
     // A FIFO with a reader: the ranks are written through it, the FIFO stays.
     let fifo = dir.path().join("ranks.fifo");
-    let rc = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    let rc = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
     assert!(rc.success());
     let reader_path = fifo.clone();
     let reader = std::thread::spawn(move || {
@@ -65,7 +51,7 @@ fn outputs_to_a_device_a_fifo_and_a_symlink_write_through_and_stay_what_they_wer
         "--out",
         fifo.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{out:?}");
+    assert!(out.code == Some(0), "{out}");
     let text = reader.join().unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
@@ -90,7 +76,7 @@ fn outputs_to_a_device_a_fifo_and_a_symlink_write_through_and_stay_what_they_wer
         "--out",
         link.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{out:?}");
+    assert!(out.code == Some(0), "{out}");
     assert!(std::fs::symlink_metadata(&link)
         .unwrap()
         .file_type()
@@ -109,7 +95,7 @@ fn interrupt_with(signal: i32, name: &str) {
     let spill = tempfile::tempdir().unwrap();
     let outdir = tempfile::tempdir().unwrap();
     let out = outdir.path().join("ranks.txt");
-    let mut child = Command::new(BIN)
+    let mut child = Cmd::spillway()
         .args([
             "run",
             "pagerank",
@@ -126,11 +112,9 @@ fn interrupt_with(signal: i32, name: &str) {
             "--out",
             out.to_str().unwrap(),
         ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    drop(child.stdout.take());
     std::thread::sleep(Duration::from_millis(2500));
     // SAFETY: sending a signal to our own child process.
     unsafe { libc::kill(child.id() as libc::pid_t, signal) };
@@ -169,58 +153,21 @@ fn sigint_and_sigterm_end_a_job_cleanly_with_130_and_143() {
 fn a_closed_stdout_ends_the_program_without_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let g = write_cycle(dir.path());
-    let mut child = Command::new(BIN)
-        .args(["run", "pagerank", "--input", g.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Close the reading end before the report is written.
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    // A full device is an error with a message, not a panic.
-    let full = Command::new(BIN)
+    let out = Cmd::spillway()
         .args(["run", "pagerank", "--input", g.to_str().unwrap()])
-        .stdout(
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open("/dev/full")
-                .unwrap(),
-        )
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&full.stderr);
-    assert_eq!(full.status.code(), Some(1), "{err}");
-    assert!(err.contains("No space left"), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
-}
-
-/// Peak RSS of a child that ran `args`, with its exit code and stderr.
-fn run_rss(args: &[&str]) -> (Option<i32>, String, u64) {
-    let child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let out = child.wait_with_output().unwrap();
-    // The RSS of the last reaped child, from the kernel's accounting.
-    // SAFETY: an all-zero rusage is a valid value for getrusage to fill in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage with a valid pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
-    let _ = pid;
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        usage.ru_maxrss as u64 * 1024,
-    )
+        .stdout_closed()
+        .run();
+    assert!(!out.stderr.contains("panicked"), "{out}");
+    assert_eq!(out.code, Some(1), "{out}");
+    // A full device is an error with a message, not a panic.
+    let full = Cmd::spillway()
+        .args(["run", "pagerank", "--input", g.to_str().unwrap()])
+        .stdout_file("/dev/full")
+        .run();
+    assert_eq!(full.code, Some(1), "{full}");
+    assert!(full.stderr.contains("No space left"), "{full}");
+    assert!(!full.stderr.contains("panicked"), "{full}");
 }
 
 #[test]
@@ -233,8 +180,9 @@ fn a_huge_vertex_id_is_refused_before_anything_that_large_is_allocated() {
         if let Some(b) = budget {
             args.extend(["--mem-budget", b]);
         }
-        let (code, err, rss) = run_rss(&args);
-        assert_eq!(code, Some(2), "{err}");
+        let ran = run(&args);
+        let (err, rss) = (&ran.stderr, ran.peak_rss);
+        assert_eq!(ran.code, Some(2), "{ran}");
         let at = format!("{}:2:", g.display());
         assert!(err.contains(&at), "{err}");
         assert!(err.contains("vertex id 4000000000"), "{err}");
@@ -242,7 +190,6 @@ fn a_huge_vertex_id_is_refused_before_anything_that_large_is_allocated() {
             err.contains("GiB"),
             "says how much memory it would need: {err}"
         );
-        // Children's peak so far (this test's children only ran small jobs).
         assert!(rss < 512 << 20, "peak RSS {} MiB", rss >> 20);
     }
     assert_eq!(listing(dir.path()), ["huge.txt"]);
@@ -262,7 +209,7 @@ fn absurd_arguments_and_unusable_paths_are_usage_errors() {
             vec!["--mem-budget", "5T"],
             "more than this machine's memory",
         ),
-        (vec!["--mem-budget", "lots"], "invalid --mem-budget"),
+        (vec!["--mem-budget", "lots"], "--mem-budget"),
         (vec!["--stack-size", "4K"], "stack size"),
         (vec!["--spill-dir", missing], "--spill-dir"),
         (vec!["--spill-dir", file_not_dir], "not a directory"),
@@ -276,8 +223,8 @@ fn absurd_arguments_and_unusable_paths_are_usage_errors() {
         let mut args = vec!["run", "pagerank", "--input", g];
         args.extend(extra.iter().copied());
         let out = run(&args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        let err = &out.stderr;
+        assert_eq!(out.code, Some(2), "{extra:?}: {err}");
         assert!(err.contains(reason), "{extra:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
@@ -289,5 +236,5 @@ fn absurd_arguments_and_unusable_paths_are_usage_errors() {
         "--out",
         &format!("{missing}/ranks.txt"),
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.code, Some(2));
 }

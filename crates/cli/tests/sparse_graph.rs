@@ -8,187 +8,16 @@
 //! scikit-learn; `SPILLWAY_SKIP_PYTHON=1` skips them.
 
 use std::collections::BTreeSet;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fmt::Write as _;
-use std::io::{Read, Write as _};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::path::Path;
 
-use tempfile::TempDir;
-
-/// Limit for any one spawned command.
-const TIMEOUT: Duration = Duration::from_secs(300);
-
-/// A command to run with a time limit, capturing its output.
-struct Cmd {
-    program: OsString,
-    args: Vec<OsString>,
-}
-
-/// What a finished command left.
-struct Ran {
-    line: String,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Cmd {
-    fn new(program: impl AsRef<OsStr>) -> Cmd {
-        Cmd {
-            program: program.as_ref().to_owned(),
-            args: Vec::new(),
-        }
-    }
-
-    /// The `spillway` binary under test.
-    fn spillway() -> Cmd {
-        Cmd::new(env!("CARGO_BIN_EXE_spillway"))
-    }
-
-    fn arg(mut self, arg: impl AsRef<OsStr>) -> Cmd {
-        self.args.push(arg.as_ref().to_owned());
-        self
-    }
-
-    fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, args: I) -> Cmd {
-        self.args
-            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
-        self
-    }
-
-    /// `--ranks R --nodes K --running X`.
-    fn layout(self, (ranks, nodes, running): (u32, u32, u32)) -> Cmd {
-        self.args([
-            "--ranks".to_string(),
-            ranks.to_string(),
-            "--nodes".to_string(),
-            nodes.to_string(),
-            "--running".to_string(),
-            running.to_string(),
-        ])
-    }
-
-    fn line(&self) -> String {
-        let mut line = self.program.to_string_lossy().into_owned();
-        for a in &self.args {
-            line.push(' ');
-            line.push_str(&a.to_string_lossy());
-        }
-        line
-    }
-
-    /// Runs the command; `Err` only if it cannot be started. Panics if it runs past
-    /// [`TIMEOUT`].
-    fn try_run(self) -> std::io::Result<Ran> {
-        let line = self.line();
-        let mut child = Command::new(&self.program)
-            .args(&self.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        let drain = |mut r: Box<dyn Read + Send>| {
-            thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = r.read_to_end(&mut buf);
-                String::from_utf8_lossy(&buf).into_owned()
-            })
-        };
-        let out = drain(Box::new(child.stdout.take().expect("stdout is piped")));
-        let err = drain(Box::new(child.stderr.take().expect("stderr is piped")));
-        let deadline = Instant::now() + TIMEOUT;
-        let status = loop {
-            if let Some(status) = child.try_wait()? {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("`{line}` ran longer than {TIMEOUT:?} and was killed");
-            }
-            thread::sleep(Duration::from_millis(5));
-        };
-        Ok(Ran {
-            line,
-            code: status.code(),
-            stdout: out.join().expect("stdout reader"),
-            stderr: err.join().expect("stderr reader"),
-        })
-    }
-
-    fn run(self) -> Ran {
-        let line = self.line();
-        self.try_run()
-            .unwrap_or_else(|e| panic!("cannot start `{line}`: {e}"))
-    }
-
-    /// Runs the command and asserts that it succeeded.
-    fn ok(self) -> Ran {
-        let ran = self.run();
-        assert_eq!(ran.code, Some(0), "command failed\n{ran}");
-        assert!(!ran.stderr.contains("panicked"), "panic\n{ran}");
-        ran
-    }
-}
-
-impl std::fmt::Display for Ran {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "command: {}\nexit code: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.line, self.code, self.stdout, self.stderr
-        )
-    }
-}
+mod common;
+use common::{assert_rejected, check_with_python, python, tempdir, write, Cmd};
 
 // ---------------------------------------------------------------------------------------------
 // Python references
 // ---------------------------------------------------------------------------------------------
-
-/// The Python interpreter for the reference scripts, or `None` (after saying so on the real
-/// stderr, past the test harness's capture) when `SPILLWAY_SKIP_PYTHON=1`.
-fn python() -> Option<String> {
-    if std::env::var_os("SPILLWAY_SKIP_PYTHON").is_some_and(|v| v == "1") {
-        let test = thread::current().name().unwrap_or("test").to_string();
-        let note = format!("{test}: SKIPPED (SPILLWAY_SKIP_PYTHON=1: Python reference not run)\n");
-        let _ = std::io::stderr().write_all(note.as_bytes());
-        return None;
-    }
-    Some(std::env::var("SPILLWAY_PYTHON").unwrap_or_else(|_| "python3".into()))
-}
-
-fn reference_script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/reference")
-        .join(name)
-}
-
-/// Runs a reference script and asserts that it accepted the result; returns its stdout.
-fn check_with_python<S: AsRef<OsStr>>(python: &str, script: &str, args: &[S]) -> String {
-    let script = reference_script(script);
-    assert!(script.is_file(), "missing {}", script.display());
-    let cmd = Cmd::new(python).arg(&script).args(args);
-    let line = cmd.line();
-    let ran = cmd.try_run().unwrap_or_else(|e| {
-        panic!(
-            "cannot run the Python interpreter '{python}' for `{line}`: {e}\n\
-             Set SPILLWAY_PYTHON to a Python with numpy, scipy, networkx and scikit-learn, \
-             or SPILLWAY_SKIP_PYTHON=1 to skip these checks."
-        )
-    });
-    let hint = if ran.code == Some(3) {
-        "\n(a Python module is missing: set SPILLWAY_PYTHON to a Python with numpy, scipy, \
-         networkx and scikit-learn, or SPILLWAY_SKIP_PYTHON=1 to skip these checks)"
-    } else {
-        ""
-    };
-    assert_eq!(ran.code, Some(0), "reference check failed\n{ran}{hint}");
-    println!("{}", ran.stdout);
-    ran.stdout
-}
 
 // Test data
 
@@ -222,53 +51,6 @@ impl Lcg {
     }
 }
 
-fn listing(dir: &Path) -> BTreeSet<OsString> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect()
-}
-
-/// Runs `cmd` (whose outputs go to `dir`) and asserts a clean rejection: exit code 2, no
-/// panic, stderr naming `file` (and `file:LINE:` when `line` is given) and containing
-/// `reason`, and no new file in `dir` (neither the output nor a temporary file).
-fn assert_rejected(dir: &Path, cmd: Cmd, file: Option<&Path>, line: Option<u64>, reason: &str) {
-    let before = listing(dir);
-    let ran = cmd.run();
-    assert_eq!(ran.code, Some(2), "expected exit code 2\n{ran}");
-    assert!(!ran.stderr.contains("panicked"), "panic\n{ran}");
-    assert!(ran.stderr.contains("error"), "no error message\n{ran}");
-    if let Some(file) = file {
-        let name = file.display().to_string();
-        assert!(
-            ran.stderr.contains(&name),
-            "stderr does not name {name}\n{ran}"
-        );
-        if let Some(line) = line {
-            let at = format!("{name}:{line}:");
-            assert!(ran.stderr.contains(&at), "stderr does not say {at}\n{ran}");
-        }
-    }
-    assert!(
-        ran.stderr.to_lowercase().contains(&reason.to_lowercase()),
-        "stderr does not give the reason {reason:?}\n{ran}"
-    );
-    let after = listing(dir);
-    let new: Vec<_> = after.difference(&before).collect();
-    assert!(new.is_empty(), "files left behind: {new:?}\n{ran}");
-}
-
-/// Writes `text` to `dir/name` and returns the path.
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn tempdir() -> TempDir {
-    tempfile::tempdir().expect("temporary directory")
-}
-
 /// The base seed of the generated inputs (`SPILLWAY_TEST_SEED` or a fixed one), printed so that
 /// a failure can be reproduced.
 fn base_seed() -> u64 {
@@ -282,15 +64,6 @@ fn base_seed() -> u64 {
 
 fn layout_name((r, k, x): (u32, u32, u32)) -> String {
     format!("r{r}n{k}x{x}")
-}
-
-/// A JSON report's numeric field.
-fn json_number(ran: &Ran, key: &str) -> f64 {
-    let v: serde_json::Value =
-        serde_json::from_str(ran.stdout.trim()).unwrap_or_else(|e| panic!("not JSON: {e}\n{ran}"));
-    v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("no number {key}\n{ran}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -329,7 +102,7 @@ fn colour_graph(seed: u64, n: usize, m: usize) -> String {
 fn colour_is_valid_within_max_degree_plus_one_and_independent_of_the_layout() {
     let dir = tempdir();
     let seed = base_seed();
-    let input = write(dir.path(), "graph.txt", &colour_graph(seed, 3000, 12_000));
+    let input = write(dir.path(), "graph.txt", colour_graph(seed, 3000, 12_000));
     let mut first: Option<String> = None;
     for (layout, budget) in [
         ((1, 1, 1), None),
@@ -350,8 +123,8 @@ fn colour_is_valid_within_max_degree_plus_one_and_independent_of_the_layout() {
             cmd = cmd.args(["--mem-budget", b]);
         }
         let ran = cmd.ok();
-        let colours = json_number(&ran, "colours");
-        let max_degree = json_number(&ran, "max_degree");
+        let colours = ran.number("colours");
+        let max_degree = ran.number("max_degree");
         assert!(colours <= max_degree + 1.0, "{ran}");
         if let Some(py) = python() {
             let said =
@@ -766,9 +539,13 @@ fn sgd_test_rmse_decreases_below_the_global_mean() {
         .args(["--iterations", &iterations.to_string(), "--json"])
         .layout((4, 2, 2))
         .ok();
-    let rmse: Vec<f64> = (1..=iterations)
-        .map(|i| json_number(&ran, &format!("test_rmse_{i}")))
+    let rmse: Vec<f64> = ran.json()["test_rmse"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no test_rmse list\n{ran}"))
+        .iter()
+        .map(|v| v.as_f64().expect("a number"))
         .collect();
+    assert_eq!(rmse.len(), iterations, "{ran}");
     println!("global mean RMSE {baseline:.4}; test RMSE {rmse:.4?}");
     // Decreasing while it learns (iterations 1, 5, 10), then settled near its minimum (the
     // noise of the data is the floor), and well below the baseline.

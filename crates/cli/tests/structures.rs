@@ -4,24 +4,11 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+mod common;
+use common::{json_field, spillway};
 
 use tempfile::TempDir;
-
-fn spillway(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_spillway"))
-        .args(args)
-        .output()
-        .expect("run spillway")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn p(path: &Path) -> &str {
     path.to_str().expect("utf-8 temp path")
@@ -53,13 +40,6 @@ fn read_f64(path: &Path) -> Vec<f64> {
         .collect()
 }
 
-fn json_field(text: &str, key: &str) -> f64 {
-    let v: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON object");
-    v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("field {key} in {text}"))
-}
-
 #[test]
 fn round_trip_through_the_binary_keeps_the_bound() {
     let dir = TempDir::new().unwrap();
@@ -88,18 +68,18 @@ fn round_trip_through_the_binary_keeps_the_bound() {
                 p(&input),
                 p(&packed),
             ]);
-            assert!(o.status.success(), "{method}: {}", stderr(&o));
-            let eps = json_field(&stdout(&o), "epsilon");
+            assert!(o.code == Some(0), "{method}: {}", o.stderr);
+            let eps = json_field(&o.stdout, "epsilon");
             assert!(
                 (eps - rel * (hi - lo)).abs() <= 1e-12 * eps,
                 "relative epsilon"
             );
-            let ratio = json_field(&stdout(&o), "ratio");
+            let ratio = json_field(&o.stdout, "ratio");
             let size = std::fs::metadata(&packed).unwrap().len() as f64;
             assert!((ratio - size / (8 * nx * ny) as f64).abs() < 1e-12);
             let o = spillway(&["decompress", p(&packed), p(&out)]);
-            assert!(o.status.success(), "{method}: {}", stderr(&o));
-            assert!(stdout(&o).contains("ratio"));
+            assert!(o.code == Some(0), "{method}: {}", o.stderr);
+            assert!(o.stdout.contains("ratio"));
             let back = read_f64(&out);
             assert_eq!(back.len(), data.len());
             for (i, (&x, &y)) in data.iter().zip(&back).enumerate() {
@@ -142,9 +122,9 @@ fn f32_files_stay_f32() {
         p(&input),
         p(&packed),
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.code == Some(0), "{}", o.stderr);
     let o = spillway(&["decompress", p(&packed), p(&out)]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.code == Some(0), "{}", o.stderr);
     let back: Vec<f32> = std::fs::read(&out)
         .unwrap()
         .chunks_exact(4)
@@ -179,13 +159,13 @@ fn unstructured_grid_through_the_binary() {
         p(&input),
         p(&packed),
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.code == Some(0), "{}", o.stderr);
     let o = spillway(&["decompress", p(&packed), p(&out)]);
-    assert_eq!(o.status.code(), Some(2), "the graph is required");
-    assert!(stderr(&o).contains("graph"), "{}", stderr(&o));
+    assert_eq!(o.code, Some(2), "the graph is required");
+    assert!(o.stderr.contains("graph"), "{}", o.stderr);
     assert!(!out.exists());
     let o = spillway(&["decompress", "--graph", p(&edges), p(&packed), p(&out)]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.code == Some(0), "{}", o.stderr);
     for (&x, &y) in data.iter().zip(&read_f64(&out)) {
         assert!((x - y).abs() <= 0.25);
     }
@@ -195,8 +175,8 @@ fn unstructured_grid_through_the_binary() {
 /// `output` was not created.
 fn fails_cleanly(args: &[&str], names: &str, output: &Path, what: &str) {
     let o = spillway(args);
-    assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
-    let err = stderr(&o);
+    assert_eq!(o.code, Some(2), "{what}: {}", o.stderr);
+    let err = o.stderr;
     assert!(
         err.contains(names),
         "{what}: message {err:?} does not name {names}"
@@ -288,8 +268,8 @@ fn bad_input_exits_2_and_leaves_no_output() {
         p(&good),
         p(&nowhere),
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("out.spz"));
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("out.spz"));
 
     // Decompression of damaged files.
     let packed = dir.path().join("packed.spz");
@@ -302,7 +282,7 @@ fn bad_input_exits_2_and_leaves_no_output() {
         p(&good),
         p(&packed),
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.code == Some(0), "{}", o.stderr);
     let bytes = std::fs::read(&packed).unwrap();
     let dout = dir.path().join("restored.f64");
     let damaged = dir.path().join("damaged.spz");
@@ -335,7 +315,7 @@ fn bad_input_exits_2_and_leaves_no_output() {
     std::fs::write(&dout, b"keep me").unwrap();
     std::fs::write(&damaged, &bytes[..10]).unwrap();
     let o = spillway(&["decompress", p(&damaged), p(&dout)]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.code, Some(2));
     assert_eq!(std::fs::read(&dout).unwrap(), b"keep me");
 }
 
@@ -403,8 +383,8 @@ fn dyngraph_replays_and_verifies() {
                 args.push("--undirected");
             }
             let o = spillway(&args);
-            assert!(o.status.success(), "{s}: {}", stderr(&o));
-            let out = stdout(&o);
+            assert!(o.code == Some(0), "{s}: {}", o.stderr);
+            let out = o.stdout;
             assert_eq!(json_field(&out, "arcs") as usize, arcs, "{s}");
             assert_eq!(json_field(&out, "vertices") as usize, 5001, "{s}");
             assert!(json_field(&out, "inserts_per_second") > 0.0);
@@ -427,9 +407,9 @@ fn dyngraph_replays_and_verifies() {
         "3",
         "--verify",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("deletes/s"));
-    assert!(stdout(&o).contains("bytes/edge"));
+    assert!(o.code == Some(0), "{}", o.stderr);
+    assert!(o.stdout.contains("deletes/s"));
+    assert!(o.stdout.contains("bytes/edge"));
 }
 
 #[test]
@@ -445,8 +425,8 @@ fn dyngraph_bad_input_exits_2() {
         "--structure",
         "daa",
     ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("bad.txt:2"), "{}", stderr(&o));
+    assert_eq!(o.code, Some(2));
+    assert!(o.stderr.contains("bad.txt:2"), "{}", o.stderr);
     std::fs::write(&input, "1 2\n").unwrap();
     for (args, names) in [
         (vec!["--structure", "tree"], "tree"),
@@ -459,8 +439,8 @@ fn dyngraph_bad_input_exits_2() {
         let mut a = vec!["run", "dyngraph", "--input", p(&input)];
         a.extend(args);
         let o = spillway(&a);
-        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-        assert!(stderr(&o).contains(names), "{}", stderr(&o));
+        assert_eq!(o.code, Some(2), "{}", o.stderr);
+        assert!(o.stderr.contains(names), "{}", o.stderr);
     }
     let missing = dir.path().join("nope.txt");
     let o = spillway(&[
@@ -471,6 +451,63 @@ fn dyngraph_bad_input_exits_2() {
         "--structure",
         "ll",
     ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("nope.txt"));
+    assert_eq!(o.code, Some(2));
+    assert!(o.stderr.contains("nope.txt"));
+}
+
+#[test]
+fn the_default_method_keeps_nan_and_infinities_bit_for_bit_and_verify_passes() {
+    let dir = TempDir::new().unwrap();
+    let mut data = field(20, 10);
+    data[3] = f64::NAN;
+    data[77] = f64::INFINITY;
+    data[150] = f64::NEG_INFINITY;
+    let input = dir.path().join("holes.f64");
+    write_f64(&input, &data);
+    let packed = dir.path().join("holes.spz");
+    let out = dir.path().join("holes.out");
+    let eps = 1e-3;
+    let o = spillway(&[
+        "compress",
+        "--epsilon",
+        &eps.to_string(),
+        "--grid",
+        "20x10",
+        "--verify",
+        "--json",
+        p(&input),
+        p(&packed),
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(json_field(&o.stdout, "compress_seconds") >= 0.0);
+    let o = spillway(&["decompress", "--json", p(&packed), p(&out)]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(json_field(&o.stdout, "decompress_seconds") >= 0.0);
+    let back: Vec<f64> = std::fs::read(&out)
+        .unwrap()
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(back.len(), data.len());
+    for (i, (x, y)) in data.iter().zip(&back).enumerate() {
+        if x.is_finite() {
+            assert!((x - y).abs() <= eps, "point {i}: {x} vs {y}");
+        } else {
+            assert_eq!(x.to_bits(), y.to_bits(), "point {i}: {x} vs {y}");
+        }
+    }
+    // raw and delta predict set ids, not values: refused for the default method.
+    let o = spillway(&[
+        "compress",
+        "--epsilon",
+        "1e-3",
+        "--grid",
+        "20x10",
+        "--predictor",
+        "delta",
+        p(&input),
+        p(&packed),
+    ]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("--predictor delta"), "{}", o.stderr);
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use spillway_runtime::{Config, Policy};
+use spillway_runtime::{ByteSize, Config, Policy};
 
 /// The settings of a top-level `lpf_exec`.
 #[derive(Debug, Clone)]
@@ -38,9 +38,10 @@ fn count(name: &str) -> Result<Option<u32>, String> {
 fn size(name: &str) -> Result<Option<u64>, String> {
     match var(name) {
         None => Ok(None),
-        Some(v) => Config::parse_size(&v)
-            .map(Some)
-            .ok_or_else(|| format!("{name}={v}: expected a size such as 512M or 2G")),
+        Some(v) => v
+            .parse::<ByteSize>()
+            .map(|b| Some(b.bytes()))
+            .map_err(|e| format!("{name}={v}: {e}")),
     }
 }
 

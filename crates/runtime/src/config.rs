@@ -20,6 +20,9 @@ pub enum ResumePolicy {
 }
 
 impl ResumePolicy {
+    /// Every policy, in the order of the command line's help.
+    pub const ALL: [ResumePolicy; 2] = [ResumePolicy::MostResident, ResumePolicy::Fifo];
+
     /// Parses a policy name (`fifo`, `most-resident`).
     pub fn from_name(name: &str) -> Option<ResumePolicy> {
         match name {
@@ -253,24 +256,6 @@ impl Config {
         self.spill_dir.as_deref()
     }
 
-    /// Parses a size such as `256M`, `2G`, `512K` or `1048576` (binary units).
-    pub fn parse_size(text: &str) -> Option<u64> {
-        let t = text.trim();
-        let (num, mult) = match t.char_indices().last()? {
-            (i, 'k' | 'K') => (&t[..i], 1u64 << 10),
-            (i, 'm' | 'M') => (&t[..i], 1 << 20),
-            (i, 'g' | 'G') => (&t[..i], 1 << 30),
-            (i, 't' | 'T') => (&t[..i], 1 << 40),
-            _ => (t, 1),
-        };
-        let num = num.trim().trim_end_matches(['i', 'B', 'b']);
-        if let Ok(v) = num.parse::<u64>() {
-            return v.checked_mul(mult);
-        }
-        let v: f64 = num.parse().ok()?;
-        (v.is_finite() && v >= 0.0).then_some((v * mult as f64) as u64)
-    }
-
     /// Checks the configuration and returns the rank layout.
     ///
     /// # Errors
@@ -325,9 +310,18 @@ pub(crate) fn machine_memory() -> Option<u64> {
     Some(field("MemTotal:")? + field("SwapTotal:").unwrap_or(0))
 }
 
-/// Memory available for new allocations without swapping, from /proc/meminfo.
+/// Memory available for new allocations without swapping: `MemAvailable` of /proc/meminfo,
+/// or less when this process's control group has a memory limit (a container, a batch job):
+/// then at most that limit less what the group uses.
 pub fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    let cgroup = crate::cgroup::cgroup_memory().map(|m| m.limit.saturating_sub(m.usage));
+    let info = std::fs::read_to_string("/proc/meminfo").ok();
+    let machine = info.as_deref().and_then(|info| {
+        let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    });
+    match (machine, cgroup) {
+        (Some(m), Some(c)) => Some(m.min(c)),
+        (m, c) => m.or(c),
+    }
 }

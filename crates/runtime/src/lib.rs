@@ -26,6 +26,8 @@
 //! ```
 #![deny(missing_docs, unreachable_pub)]
 
+mod bytesize;
+mod cgroup;
 mod config;
 mod deadlock;
 mod error;
@@ -44,6 +46,8 @@ mod route;
 mod sched;
 mod trace;
 
+pub use bytesize::{ByteSize, ParseSizeError};
+pub use cgroup::{cgroup_memory, CgroupMemory};
 pub use config::{available_memory, Config, ResumePolicy};
 pub use error::{DeadlockReport, Error, JobError, WaitState};
 pub use interrupt::interrupt;

@@ -46,6 +46,9 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Every backend.
+    pub const ALL: [Backend; 2] = [Backend::Local, Backend::Mpi];
+
     /// Parses a backend name as written on the command line (`local`).
     pub fn from_name(name: &str) -> Option<Backend> {
         match name {

@@ -235,6 +235,19 @@ pub fn kmeans_regroup(
             buf.copy_from_slice(&mine);
         })?;
         let moved = gathered[k * dim];
+        // Every rank gathered the same centroids: all stop together.
+        if let Some(bad) = gathered[..k * dim].iter().position(|v| !v.is_finite()) {
+            return Err(AlgoError::Diverged {
+                iteration: iterations,
+                what: format!(
+                    "centroid {} has the non-finite coordinate {} (the sums of its points \
+                     overflow)",
+                    bad / dim.max(1),
+                    gathered[bad]
+                ),
+                hint: "scale the input values down",
+            });
+        }
         let end = Instant::now();
         phases.push(PhaseTimes {
             bcast: end - reduced,

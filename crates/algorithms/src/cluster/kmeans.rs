@@ -69,6 +69,24 @@ impl Init {
     }
 }
 
+impl std::str::FromStr for Init {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Init, String> {
+        Init::parse(s)
+    }
+}
+
+impl std::fmt::Display for Init {
+    /// The text [`Init::parse`] reads back: `first`, `random:SEED` or `file:PATH`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Init::First => f.write_str("first"),
+            Init::Random(seed) => write!(f, "random:{seed}"),
+            Init::File(path) => write!(f, "file:{}", path.display()),
+        }
+    }
+}
+
 /// K-means parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KMeansOptions {
@@ -426,6 +444,19 @@ fn run_kmeans(
                         centroids[c * dim + j] = total[c * dim + j] / count;
                     }
                 }
+            }
+            // The sums are the same on every rank: all stop together.
+            if let Some(bad) = centroids.iter().position(|v| !v.is_finite()) {
+                return Err(AlgoError::Diverged {
+                    iteration: iterations,
+                    what: format!(
+                        "centroid {} has the non-finite coordinate {} (the sums of its \
+                         points overflow)",
+                        bad / dim.max(1),
+                        centroids[bad]
+                    ),
+                    hint: "scale the input values down",
+                });
             }
         }
         times.push(start.elapsed());

@@ -28,6 +28,7 @@ use spillway_runtime::SbVec;
 use crate::cluster::kmeans::{sample_distinct, Init};
 use crate::error::AlgoError;
 use crate::io::DistRows;
+use crate::state::{check_state, Origin};
 use crate::Progress;
 
 /// Spherical K-means parameters.
@@ -163,6 +164,20 @@ pub fn spkmeans(
     let k = options.k;
     let d = rows.cols as usize;
     let root = comm.rank() == 0;
+    // Every rank keeps the transposed centroids and its partial sums, dense.
+    let dense = (d as u64).saturating_mul(k as u64).saturating_mul(8);
+    check_state(
+        comm,
+        dense.saturating_mul(2 * comm.size() as u64 + 1),
+        &format!(
+            "{k} dense centroids of {d} columns on {} ranks",
+            comm.size()
+        ),
+        Origin::Parameter {
+            name: "k",
+            what: "the centroids",
+        },
+    )?;
     let ct0 = initial(comm, rows, options)?;
     // [stop (0 go, 1 converged, 2 limit), rows moved in the last iteration, centroids^T...]
     let mut msg: SbVec<f64> = SbVec::zeroed(comm.runtime(), 2 + d * k)?;

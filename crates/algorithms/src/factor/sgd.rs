@@ -37,6 +37,7 @@ use crate::io::InputError;
 use crate::io::{
     distribute_entries, entry_col, entry_row, entry_value, read_entries, Entry, SparseSource,
 };
+use crate::state::{check_state, Origin};
 use crate::Progress;
 
 /// The random stream that orders the updates of one block in one iteration.
@@ -258,7 +259,8 @@ const TAG_V: i32 = 0x5344_0002;
 /// Runs SGD; `progress` is called on every rank after each iteration with the training RMSE.
 ///
 /// # Errors
-/// A factor count of 0; communication errors.
+/// A factor count of 0; [`AlgoError::Diverged`] when the training error becomes non-finite
+/// (the learning rate is too large for the data); communication errors.
 pub fn sgd(
     comm: &Comm,
     block: &RatingBlock,
@@ -272,6 +274,19 @@ pub fn sgd(
             reason: "at least 1".into(),
         });
     }
+    // U and V, and a copy of each for the errors.
+    let factors = (block.users + block.items)
+        .saturating_mul(k as u64)
+        .saturating_mul(16);
+    check_state(
+        comm,
+        factors,
+        &format!("{} x {k} and {} x {k} factors", block.users, block.items),
+        Origin::Parameter {
+            name: "factors",
+            what: "the factor matrices",
+        },
+    )?;
     let (q, bi, bj) = (block.q, block.bi, block.bj);
     let at = |i: usize, j: usize| (i % q) * q + (j % q);
     let diagonal = bi == bj;
@@ -334,6 +349,14 @@ pub fn sgd(
         let sse_test = squared_error(block.test.as_slice(), &ub, u_lo, &vb, v_lo, k);
         let sums = comm.allreduce(&[sse_train, sse_test], Sum)?;
         let rmse = (sums[0] / block.train_total.max(1) as f64).sqrt();
+        // The sums are the same on every rank: all stop together.
+        if !rmse.is_finite() {
+            return Err(AlgoError::Diverged {
+                iteration: it + 1,
+                what: format!("the training RMSE is {rmse}"),
+                hint: "lower the learning rate (or raise the regularisation)",
+            });
+        }
         train_rmse.push(rmse);
         if block.test_total > 0 {
             test_rmse.push((sums[1] / block.test_total as f64).sqrt());

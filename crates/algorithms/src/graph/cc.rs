@@ -34,6 +34,19 @@ pub enum Variant {
     TwoPhase,
 }
 
+impl Variant {
+    /// Both variants.
+    pub const ALL: [Variant; 2] = [Variant::Alternating, Variant::TwoPhase];
+
+    /// The variant's name on a command line: `alternating` or `two-phase`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Alternating => "alternating",
+            Variant::TwoPhase => "two-phase",
+        }
+    }
+}
+
 /// What a run did.
 #[derive(Debug)]
 pub struct CcResult<'r> {

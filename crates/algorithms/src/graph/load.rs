@@ -20,7 +20,8 @@ use crate::error::AlgoError;
 use crate::generate::RmatSpec;
 use crate::io::chunks::{agree_on_error, heap_allowance, read_chunks};
 use crate::io::mtx::read_mtx_edges;
-use crate::io::{count_lines, parse_snap_chunk_into, InputError};
+use crate::io::{count_lines, parse_mtx_header, parse_snap_chunk_into, InputError};
+use crate::state::{check_state, Origin};
 
 /// Where a graph comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,69 +93,36 @@ impl DistGraph {
 /// against the memory before allocating anything proportional to the vertex count.
 pub const VERTEX_STATE_BYTES: u64 = 48;
 
-fn gib(bytes: u64) -> String {
-    let b = bytes as f64;
-    if bytes >= 1 << 30 {
-        format!("{:.1} GiB", b / (1u64 << 30) as f64)
-    } else {
-        format!("{:.1} MiB", b / (1u64 << 20) as f64)
-    }
-}
-
-/// Free bytes of the file system holding `dir` (where storage-backed data goes).
-fn free_space(dir: &Path) -> Option<u64> {
-    let st = rustix::fs::statvfs(dir).ok()?;
-    Some(st.f_bavail.saturating_mul(st.f_frsize))
-}
-
-/// Refuses a graph of `n` vertices whose state would not fit: with a memory budget the state is
-/// storage-backed, so all of it must fit the spill directory's file system; without one it must
-/// fit the available memory. `origin` names the id and line that made `n` (read input).
+/// Refuses a graph of `n` vertices whose state would not fit or is out of proportion with the
+/// file (see [`check_state`]). `origin` names the file, the id and the line that made `n`.
 fn check_vertex_memory(
     comm: &Comm,
     n: u64,
-    origin: Option<(&Path, u64, u64)>,
+    origin: Option<(&Path, Option<u64>, String)>,
 ) -> Result<(), AlgoError> {
-    let rt = comm.runtime();
-    let total = n.saturating_mul(VERTEX_STATE_BYTES);
-    let problem = match rt.mem_budget() {
-        Some(_) => match free_space(rt.spill_dir()) {
-            Some(free) if total > free => Some(format!(
-                "its state needs {} of storage-backed memory, more than the {} free in the \
-                 spill directory {}",
-                gib(total),
-                gib(free),
-                rt.spill_dir().display()
-            )),
-            _ => None,
-        },
-        None => match spillway_runtime::available_memory() {
-            Some(avail) if total > avail => Some(format!(
-                "its state needs {}, more than the {} of memory available (give a \
-                 --mem-budget to keep it in storage-backed memory)",
-                gib(total),
-                gib(avail)
-            )),
-            _ => None,
-        },
-    };
-    let Some(problem) = problem else {
-        return Ok(());
-    };
-    let reason =
-        format!("the graph has {n} vertices at {VERTEX_STATE_BYTES} bytes each: {problem}");
-    Err(match origin {
-        Some((path, id, line)) => InputError::new(
-            path,
-            Some(line),
-            format!("vertex id {id} is too large: {reason}"),
-        )
-        .into(),
-        None => AlgoError::BadParameter {
-            name: "graph",
-            reason,
-        },
-    })
+    let bytes = n.saturating_mul(VERTEX_STATE_BYTES);
+    let units = format!("{n} vertices at {VERTEX_STATE_BYTES} bytes each");
+    match &origin {
+        Some((path, line, what)) => check_state(
+            comm,
+            bytes,
+            &units,
+            Origin::Line {
+                path,
+                line: *line,
+                what,
+            },
+        ),
+        None => check_state(
+            comm,
+            bytes,
+            &units,
+            Origin::Parameter {
+                name: "graph",
+                what: "the generated graph",
+            },
+        ),
+    }
 }
 
 /// The largest vertex id of every rank's edges, and the first line that holds it.
@@ -211,12 +179,19 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
             let Some((id, line)) = max else {
                 return Err(InputError::new(path, None, "no edges").into());
             };
-            (stored, id + 1, Some((path.as_path(), id, line)))
+            let what = format!("vertex id {id}");
+            (stored, id + 1, Some((path.as_path(), Some(line), what)))
         }
         GraphSource::MatrixMarket(path) => {
             let mut stored: SbVec<[u32; 2]> = SbVec::with_capacity(comm.runtime(), 0)?;
             let n = read_mtx_edges(comm, path, |edges| append_pairs(&mut stored, edges))?;
-            (stored, n, None)
+            let header = parse_mtx_header(path)?;
+            let what = format!("the size line's {} x {} matrix", header.rows, header.cols);
+            (
+                stored,
+                n,
+                Some((path.as_path(), Some(header.header_lines), what)),
+            )
         }
         GraphSource::Rmat(spec) => {
             let e = spec.num_edges();
@@ -289,7 +264,7 @@ fn distribute(
     comm: &Comm,
     edges: SbVec<[u32; 2]>,
     n: u64,
-    origin: Option<(&Path, u64, u64)>,
+    origin: Option<(&Path, Option<u64>, String)>,
 ) -> Result<DistGraph, AlgoError> {
     let p = comm.size();
     // At most 2^18 buckets (2 MiB per node, 64 per rank even at 4096 ranks): the same with

@@ -20,7 +20,8 @@ use crate::graph::pagerank::PageRankOptions;
 use crate::graph::GraphSource;
 use crate::io::chunks::{agree_on_error, heap_allowance, read_chunks};
 use crate::io::mtx::read_mtx_edges;
-use crate::io::{parse_snap_chunk, InputError};
+use crate::io::{parse_mtx_header, parse_snap_chunk, InputError};
+use crate::state::{check_state, Origin};
 use crate::Progress;
 
 /// A vertex's state between operations: its rank and its out-edges.
@@ -107,6 +108,23 @@ fn iteration(
     Ok((next, totals[DELTA], totals[DANGLING]))
 }
 
+/// Bytes a vertex's record takes in the iterations (its rank, its adjacency list's header,
+/// buffering), for the memory check before the vertices exist.
+const VERTEX_RECORD_BYTES: u64 = 48;
+
+/// Refuses `n` vertex records that do not fit or are out of proportion with the file.
+fn check_vertex_records(
+    comm: &Comm,
+    n: u64,
+    path: &std::path::Path,
+    line: Option<u64>,
+    what: &str,
+) -> Result<(), AlgoError> {
+    let units = format!("{n} vertices at {VERTEX_RECORD_BYTES} bytes each");
+    let bytes = n.saturating_mul(VERTEX_RECORD_BYTES);
+    check_state(comm, bytes, &units, Origin::Line { path, line, what })
+}
+
 /// Reads or generates the edges of `source` as a dataset (each rank its part) and the
 /// number of vertices.
 ///
@@ -136,14 +154,22 @@ pub fn load_edge_dataset(
             if m == 0 {
                 return Err(InputError::new(path, None, "no edges").into());
             }
+            let what = format!("the largest vertex id, {},", m - 1);
+            check_vertex_records(comm, m, path, None, &what)?;
             m
         }
-        GraphSource::MatrixMarket(path) => read_mtx_edges(comm, path, |parsed| {
-            for &(u, v) in parsed {
-                edges.push(&u, &v)?;
-            }
-            Ok(())
-        })?,
+        GraphSource::MatrixMarket(path) => {
+            let n = read_mtx_edges(comm, path, |parsed| {
+                for &(u, v) in parsed {
+                    edges.push(&u, &v)?;
+                }
+                Ok(())
+            })?;
+            let header = parse_mtx_header(path)?;
+            let what = format!("the size line's {} x {} matrix", header.rows, header.cols);
+            check_vertex_records(comm, n, path, Some(header.header_lines), &what)?;
+            n
+        }
         GraphSource::Rmat(spec) => {
             let e = spec.num_edges();
             let (p, r) = (comm.size() as u64, comm.rank() as u64);

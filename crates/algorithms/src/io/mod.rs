@@ -40,7 +40,7 @@ pub use atomic::{remove_temporary_outputs, resolve_output, AtomicFile};
 pub use csv::{csv_dimension, parse_csv_chunk, PointChunk};
 pub use error::InputError;
 pub use mtx::{parse_mtx_chunk, parse_mtx_entries, parse_mtx_header, MtxChunk, MtxHeader};
-pub use ordered::write_ordered;
+pub use ordered::{in_rank_order, write_ordered};
 pub use snap::{parse_snap_chunk, parse_snap_chunk_into, EdgeChunk, MAX_VERTEX_ID};
 pub use sparse::{
     distribute_entries, entry, entry_col, entry_row, entry_value, load_rows, read_entries,

@@ -24,6 +24,7 @@ use super::error::InputError;
 use super::mtx::{parse_mtx_entries, parse_mtx_header, read_mtx};
 use super::svmlight::parse_svmlight_chunk;
 use crate::error::AlgoError;
+use crate::state::{check_state, Origin};
 
 /// A sparse-matrix file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +123,15 @@ pub fn read_entries(comm: &Comm, source: &SparseSource) -> Result<ReadEntries, A
                 )
                 .into());
             }
+            let what = format!("the size line's {} x {} matrix", header.rows, header.cols);
+            check_dimensions(
+                comm,
+                path,
+                Some(header.header_lines),
+                &what,
+                header.rows,
+                header.cols,
+            )?;
             read_mtx(comm, path, &header, |bytes| {
                 let parsed = parse_mtx_entries(bytes, &header, true, |i, j, v| buf.push((i, j, v)));
                 push(&mut stored, &mut buf)?;
@@ -157,6 +167,8 @@ pub fn read_entries(comm: &Comm, source: &SparseSource) -> Result<ReadEntries, A
             if rows > u64::from(u32::MAX) {
                 return Err(InputError::new(path, None, "more than 2^32 - 1 rows").into());
             }
+            let what = format!("the largest column index, {cols},");
+            check_dimensions(comm, path, None, &what, rows, cols)?;
             (rows, cols.max(1), base as u32)
         }
     };
@@ -174,6 +186,29 @@ pub fn read_entries(comm: &Comm, source: &SparseSource) -> Result<ReadEntries, A
         total,
         entries: stored,
     })
+}
+
+/// Bytes of state per row (row offsets, an assignment) and per column (a dense column of
+/// every centroid or factor, at least two copies) that the consumers of a sparse matrix keep.
+pub(crate) const ROW_STATE_BYTES: u64 = 12;
+/// See [`ROW_STATE_BYTES`].
+pub(crate) const COLUMN_STATE_BYTES: u64 = 16;
+
+/// Refuses a matrix whose dimensions imply state that does not fit or is out of proportion
+/// with the file, before anything that large is allocated.
+fn check_dimensions(
+    comm: &Comm,
+    path: &Path,
+    line: Option<u64>,
+    what: &str,
+    rows: u64,
+    cols: u64,
+) -> Result<(), AlgoError> {
+    let bytes = rows
+        .saturating_mul(ROW_STATE_BYTES)
+        .saturating_add(cols.saturating_mul(COLUMN_STATE_BYTES));
+    let units = format!("{rows} rows and {cols} columns");
+    check_state(comm, bytes, &units, Origin::Line { path, line, what })
 }
 
 /// Moves every entry to the rank `owner(entry)` in rounds whose size follows the memory

@@ -145,15 +145,48 @@ pub fn write_counts(
     counts: &Dataset<Vec<u8>, u64>,
     path: &Path,
 ) -> Result<(), AlgoError> {
+    let out = |e| AlgoError::Output {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    let mut file = match comm.rank() {
+        0 => Some(AtomicFile::create(path).map_err(out)?),
+        _ => None,
+    };
+    merge_counts(
+        comm,
+        counts,
+        path,
+        file.as_mut().map(|f| f.writer() as &mut dyn Write),
+    )?;
+    if let Some(file) = file {
+        file.commit().map_err(out)?;
+    }
+    // The others wait for rank 0, so nobody reports success before the file exists.
+    spillway_comm::Collectives::barrier(comm)?;
+    Ok(())
+}
+
+/// Writes the `word count` lines of [`write_counts`] to `out` on rank 0 (`None` on the other
+/// ranks), in the same order; a collective that leaves committing the output to the caller.
+///
+/// # Errors
+/// [`AlgoError::Output`] naming `path` when writing `out` fails; communication errors.
+pub fn merge_counts(
+    comm: &Comm,
+    counts: &Dataset<Vec<u8>, u64>,
+    path: &Path,
+    out: Option<&mut dyn Write>,
+) -> Result<(), AlgoError> {
     let comm = comm.dup();
     let part = sorted_part(&comm, counts)?;
+    let write_error = |e| AlgoError::Output {
+        path: path.to_path_buf(),
+        source: e,
+    };
     let (p, me) = (comm.size(), comm.rank());
     if me == 0 {
-        let out = |e| AlgoError::Output {
-            path: path.to_path_buf(),
-            source: e,
-        };
-        let mut file = AtomicFile::create(path).map_err(out)?;
+        let w = out.expect("rank 0 writes the counts");
         let mut own_pos = 0;
         let mut fetch = |r: usize| -> Result<Vec<u8>, AlgoError> {
             if r == 0 {
@@ -173,10 +206,9 @@ pub fn write_counts(
             }
             cursors.push((chunk, 0));
         }
-        let w = file.writer();
         while let Some((count, Reverse(word), Reverse(r))) = heap.pop() {
-            w.write_all(&word).map_err(out)?;
-            writeln!(w, " {count}").map_err(out)?;
+            w.write_all(&word).map_err(write_error)?;
+            writeln!(w, " {count}").map_err(write_error)?;
             let (chunk, pos) = &mut cursors[r];
             let (_, _, next) = record(chunk, *pos).expect("the record just taken");
             *pos = next;
@@ -188,7 +220,7 @@ pub fn write_counts(
                 heap.push((count, Reverse(word.to_vec()), Reverse(r)));
             }
         }
-        file.commit().map_err(out)?;
+        w.flush().map_err(write_error)?;
     } else {
         let mut pos = 0;
         loop {
@@ -200,8 +232,6 @@ pub fn write_counts(
             }
         }
     }
-    // The others wait for rank 0, so nobody reports success before the file exists.
-    spillway_comm::Collectives::barrier(&comm)?;
     Ok(())
 }
 

@@ -44,6 +44,24 @@ pub enum NodeAggregation {
     Off,
 }
 
+impl NodeAggregation {
+    /// Every setting.
+    pub const ALL: [NodeAggregation; 3] = [
+        NodeAggregation::Auto,
+        NodeAggregation::On,
+        NodeAggregation::Off,
+    ];
+
+    /// The setting's name on a command line: `auto`, `on` or `off`.
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeAggregation::Auto => "auto",
+            NodeAggregation::On => "on",
+            NodeAggregation::Off => "off",
+        }
+    }
+}
+
 /// Iterative MapReduce over the ranks of a communicator (the thesis's design):
 ///
 /// * A key's encoding is hashed with a seeded 64-bit xxHash (XXH3); rank `l` owns a

@@ -99,6 +99,9 @@ impl std::fmt::Display for Policy {
 }
 
 impl Policy {
+    /// Every policy.
+    pub const ALL: [Policy; 3] = [Policy::Araw, Policy::Arlw, Policy::Lrlw];
+
     /// Parses `araw`, `arlw` or `lrlw`.
     pub fn from_name(name: &str) -> Option<Policy> {
         match name {

@@ -19,6 +19,9 @@ pub enum Dtype {
 }
 
 impl Dtype {
+    /// Both types.
+    pub const ALL: [Dtype; 2] = [Dtype::F32, Dtype::F64];
+
     /// Bytes per value.
     pub fn size(self) -> usize {
         match self {
@@ -125,6 +128,9 @@ pub enum Encoding {
 }
 
 impl Encoding {
+    /// Both encodings.
+    pub const ALL: [Encoding; 2] = [Encoding::Sqe, Encoding::De];
+
     /// `sqe` or `de`.
     pub fn name(self) -> &'static str {
         match self {
@@ -155,6 +161,9 @@ pub enum SetRule {
 }
 
 impl SetRule {
+    /// Both rules.
+    pub const ALL: [SetRule; 2] = [SetRule::Ball, SetRule::Range];
+
     /// `ball` or `range`.
     pub fn name(self) -> &'static str {
         match self {

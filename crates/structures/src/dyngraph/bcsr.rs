@@ -24,6 +24,44 @@ impl Default for FoldPolicy {
     }
 }
 
+impl std::str::FromStr for FoldPolicy {
+    type Err = String;
+
+    /// Parses `fraction:F` (finite, F > 0), `every:N` (N >= 1) or `manual`.
+    fn from_str(text: &str) -> Result<FoldPolicy, String> {
+        let bad = || {
+            format!(
+                "'{text}' is not a fold policy (expected fraction:F with F > 0, every:N with \
+                 N >= 1, or manual)"
+            )
+        };
+        if text == "manual" {
+            return Ok(FoldPolicy::Manual);
+        }
+        if let Some(f) = text.strip_prefix("fraction:") {
+            let f: f64 = f.parse().map_err(|_| bad())?;
+            return (f.is_finite() && f > 0.0)
+                .then_some(FoldPolicy::Fraction(f))
+                .ok_or_else(bad);
+        }
+        if let Some(k) = text.strip_prefix("every:") {
+            let k: u64 = k.parse().map_err(|_| bad())?;
+            return (k >= 1).then_some(FoldPolicy::Every(k)).ok_or_else(bad);
+        }
+        Err(bad())
+    }
+}
+
+impl std::fmt::Display for FoldPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FoldPolicy::Fraction(x) => write!(f, "fraction:{x}"),
+            FoldPolicy::Every(k) => write!(f, "every:{k}"),
+            FoldPolicy::Manual => f.write_str("manual"),
+        }
+    }
+}
+
 /// Batch CSR: most arcs sit in a static CSR; new arcs go into per-vertex sorted linked
 /// lists (as [`LinkedLists`](super::LinkedLists)) until a fold merges them into a new CSR.
 ///

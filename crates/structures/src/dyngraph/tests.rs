@@ -230,3 +230,46 @@ fn csr_matches_reference() {
     assert_eq!(c.num_arcs(), 4);
     assert_eq!(c.neighbours(99), &[] as &[u32]);
 }
+
+proptest! {
+    /// A fold policy prints as text that parses back to it.
+    #[test]
+    fn fold_policy_display_parses_back(
+        f in prop_oneof![1e-300f64..1e300, Just(0.25)],
+        k in 1u64..,
+        which in 0..3u8,
+    ) {
+        let policy = match which {
+            0 => FoldPolicy::Fraction(f),
+            1 => FoldPolicy::Every(k),
+            _ => FoldPolicy::Manual,
+        };
+        prop_assert_eq!(policy.to_string().parse::<FoldPolicy>(), Ok(policy));
+    }
+
+    /// Parsing never panics, and what it accepts is valid.
+    #[test]
+    fn fold_policy_parse_refuses_invalid(text in "(fraction:|every:|manual|)[-0-9.eEinfNa]{0,12}") {
+        match text.parse::<FoldPolicy>() {
+            Ok(FoldPolicy::Fraction(f)) => prop_assert!(f.is_finite() && f > 0.0),
+            Ok(FoldPolicy::Every(k)) => prop_assert!(k >= 1),
+            Ok(FoldPolicy::Manual) => prop_assert_eq!(text.as_str(), "manual"),
+            Err(e) => prop_assert!(e.contains("fold policy")),
+        }
+    }
+}
+
+#[test]
+fn fold_policy_refuses_degenerate_values() {
+    for text in [
+        "fraction:0",
+        "fraction:-1",
+        "fraction:NaN",
+        "fraction:inf",
+        "every:0",
+        "sometimes",
+        "",
+    ] {
+        assert!(text.parse::<FoldPolicy>().is_err(), "{text}");
+    }
+}

@@ -37,6 +37,14 @@ pub enum IdPredictor {
 }
 
 impl IdPredictor {
+    /// Every predictor.
+    pub const ALL: [IdPredictor; 4] = [
+        IdPredictor::Raw,
+        IdPredictor::Delta,
+        IdPredictor::Lorenzo,
+        IdPredictor::Interpolation,
+    ];
+
     pub(crate) fn code(self) -> u8 {
         match self {
             IdPredictor::Raw => 0,

@@ -1,0 +1,142 @@
+//! `run sgd`: SGD matrix factorisation on a sqrt(p) x sqrt(p) grid of blocks, one diagonal
+//! per step.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use serde::Serialize;
+use spillway::algorithms::factor::sgd::{grid_side, load_ratings, sgd, SgdOptions};
+use spillway::algorithms::Progress;
+use spillway::{Collectives, Comm};
+
+use crate::commands::cluster::csv_line;
+use crate::driver::{Command, CommonArgs, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
+use crate::options::{non_negative, positive};
+
+/// `run sgd`.
+#[derive(Args, Debug)]
+pub(crate) struct Sgd {
+    /// Training ratings: Matrix Market coordinate "user item rating"; `-` reads standard
+    /// input.
+    #[arg(long)]
+    input: PathBuf,
+    /// Held-out ratings (same format): their RMSE is reported after every iteration.
+    #[arg(long)]
+    test: Option<PathBuf>,
+    /// Columns of the factors (at least 1).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    factors: u64,
+    /// Learning rate (above 0).
+    #[arg(long, default_value_t = 0.01, value_parser = positive)]
+    learning_rate: f64,
+    /// Regularisation (at least 0).
+    #[arg(long, default_value_t = 0.05, value_parser = non_negative)]
+    regularisation: f64,
+    /// Iterations: passes over the ratings (at least 1).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    iterations: u64,
+    /// Seed of the initial factors and of the update order inside each block.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output: U, CSV, one row per user.
+    #[arg(long)]
+    out_u: Option<PathBuf>,
+    /// Output: V, CSV, one row per item.
+    #[arg(long)]
+    out_v: Option<PathBuf>,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// What `run sgd` reports.
+#[derive(Debug, Serialize)]
+pub(crate) struct SgdFacts {
+    users: u64,
+    items: u64,
+    training_ratings: u64,
+    test_ratings: u64,
+    /// Training RMSE after each iteration.
+    train_rmse: Vec<f64>,
+    /// Test RMSE after each iteration (with `--test`).
+    test_rmse: Vec<f64>,
+}
+
+impl Command for Sgd {
+    const NAME: &'static str = "sgd";
+    type Facts = SgdFacts;
+
+    fn declare(&self) -> Declared<'_> {
+        Declared::new(&self.common)
+            .runtime(&self.runtime)
+            .input("--input", Some(&self.input))
+            .input("--test", self.test.as_deref())
+            .output("--out-u", self.out_u.as_deref())
+            .output("--out-v", self.out_v.as_deref())
+    }
+
+    fn check(&self) -> Result<(), Failure> {
+        grid_side(self.runtime.ranks as usize)
+            .map(drop)
+            .map_err(|e| Failure::option("--ranks", self.runtime.ranks, e))
+    }
+
+    fn run(&self, job: &Job<'_>) -> Result<Option<SgdFacts>, Failure> {
+        let (input, test) = (
+            job.input(&self.input),
+            self.test.as_ref().map(|t| job.input(t)),
+        );
+        let options = SgdOptions {
+            factors: self.factors as usize,
+            learning_rate: self.learning_rate,
+            regularisation: self.regularisation,
+            iterations: self.iterations as usize,
+            seed: self.seed,
+        };
+        job.spmd(options.iterations, "sgd", |rank, bar| {
+            let world = Comm::world(rank);
+            let t0 = Instant::now();
+            let block = load_ratings(&world, &input, test.as_deref())?;
+            world.barrier()?;
+            let load = t0.elapsed();
+            let mut on_progress = |p: &Progress| {
+                bar.tick(&world, p.iteration, format!("training RMSE {:.5}", p.delta));
+            };
+            let t1 = Instant::now();
+            let result = sgd(&world, &block, &options, &mut on_progress)?;
+            let compute = t1.elapsed();
+            // The diagonal ranks hold the blocks of U and V, in rank order.
+            let k = options.factors;
+            for (path, part) in [(&self.out_u, &result.u), (&self.out_v, &result.v)] {
+                if let Some(path) = path {
+                    job.write_ordered(&world, path, |w| {
+                        for row in part.chunks(k) {
+                            csv_line(w, row)?;
+                        }
+                        Ok(())
+                    })?;
+                }
+            }
+            Ok(Some(RankOut {
+                facts: SgdFacts {
+                    users: block.users,
+                    items: block.items,
+                    training_ratings: block.train_total,
+                    test_ratings: block.test_total,
+                    train_rmse: result.train_rmse,
+                    test_rmse: result.test_rmse,
+                },
+                timing: Timing {
+                    iterations: options.iterations,
+                    iteration_times: result.iteration_times,
+                    load,
+                    compute,
+                    ..Timing::default()
+                },
+                lead: world.rank() == 0,
+            }))
+        })
+    }
+}

@@ -1,0 +1,274 @@
+//! `gen rmat` and `gen blobs`: generated inputs written to a file, streamed in pieces (or,
+//! with `--dedup`, from a MapReduce job that removes duplicate edges).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde::Serialize;
+use spillway::algorithms::generate::{BlobsSpec, RmatSpec};
+use spillway::algorithms::graph::rmat::rmat_dedup;
+use spillway::Comm;
+
+use crate::driver::{
+    Command, CommonArgs, Declared, Estimate, Failure, Inputs, Job, RankOut, RuntimeArgs, Timing,
+};
+use crate::options::GenSpec;
+
+/// `gen rmat`: an R-MAT edge list with the Graph500 parameters (0.57, 0.19, 0.19, 0.05).
+#[derive(Args, Debug)]
+pub(crate) struct GenRmat {
+    /// log2 of the number of vertices (1-31).
+    #[arg(long)]
+    scale: u32,
+    /// Edges per vertex (at least 1).
+    #[arg(long)]
+    edge_factor: u32,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output file ("src dst" per line; `-`: standard output).
+    #[arg(long)]
+    out: PathBuf,
+    /// Remove duplicate edges with a MapReduce job (the edges of each rank in increasing
+    /// order, ranks one after the other) on --ranks ranks.
+    #[arg(long)]
+    dedup: bool,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// What `gen rmat` reports.
+#[derive(Debug, Serialize)]
+pub(crate) struct GenRmatFacts {
+    vertices: u64,
+    edges: u64,
+    dedup: bool,
+}
+
+impl GenRmat {
+    fn spec(&self) -> Result<RmatSpec, String> {
+        RmatSpec::parse(&format!(
+            "rmat:{}:{}:{}",
+            self.scale, self.edge_factor, self.seed
+        ))
+    }
+
+    fn header(&self, dedup: &str) -> String {
+        format!(
+            "# R-MAT scale={} edge_factor={} seed={} a=0.57 b=0.19 c=0.19 d=0.05{dedup}",
+            self.scale, self.edge_factor, self.seed
+        )
+    }
+}
+
+impl Command for GenRmat {
+    const NAME: &'static str = "gen rmat";
+    type Facts = GenRmatFacts;
+
+    fn declare(&self) -> Declared<'_> {
+        Declared::new(&self.common)
+            .runtime(&self.runtime)
+            .output("--out", Some(&self.out))
+            .generated(self.spec().ok().map(|s| GenSpec::Rmat(s).to_string()))
+    }
+
+    fn check(&self) -> Result<(), Failure> {
+        self.spec().map(drop).map_err(|e| {
+            Failure::usage(format!(
+                "--scale {} --edge-factor {}: {e}",
+                self.scale, self.edge_factor
+            ))
+        })
+    }
+
+    fn estimate(&self, _: Inputs<'_>) -> Result<Estimate, Failure> {
+        let Ok(spec) = self.spec() else {
+            return Ok(Estimate::default());
+        };
+        let m = spec.num_edges();
+        // Two ids of at most this many digits, a space and a newline per edge.
+        let digits = u64::from(self.scale) * 30103 / 100_000 + 1;
+        Ok(Estimate {
+            // With --dedup, the edges as generated, shuffled and kept.
+            data: if self.dedup { m.saturating_mul(24) } else { 0 },
+            because: format!("--scale {} --edge-factor {}", self.scale, self.edge_factor),
+            items: m,
+            outputs: vec![("--out", m.saturating_mul(2 * digits + 2))],
+        })
+    }
+
+    fn run(&self, job: &Job<'_>) -> Result<Option<GenRmatFacts>, Failure> {
+        let spec = self.spec().map_err(Failure::usage)?;
+        if self.dedup {
+            return self.run_dedup(job, &spec);
+        }
+        job.write(&self.out, |w| {
+            writeln!(w, "{}", self.header(""))?;
+            let total = spec.num_edges();
+            let mut buf = Vec::new();
+            let mut at = 0;
+            while at < total {
+                let end = (at + (1 << 20)).min(total);
+                buf.clear();
+                spec.edges(at..end, &mut buf);
+                for (s, d) in &buf {
+                    writeln!(w, "{s} {d}")?;
+                }
+                at = end;
+            }
+            Ok(())
+        })?;
+        Ok(Some(GenRmatFacts {
+            vertices: spec.num_vertices(),
+            edges: spec.num_edges(),
+            dedup: false,
+        }))
+    }
+}
+
+impl GenRmat {
+    /// `--dedup`: the edges without duplicates, from a MapReduce job.
+    fn run_dedup(&self, job: &Job<'_>, spec: &RmatSpec) -> Result<Option<GenRmatFacts>, Failure> {
+        let header = self.header(" dedup");
+        job.spmd(1, "gen rmat", |rank, _| {
+            let world = Comm::world(rank);
+            let (edges, _) = rmat_dedup(&world, spec)?;
+            let kept = edges.count(&world)?;
+            let mut local: Vec<(u32, u32)> =
+                edges.to_local_vec().into_iter().map(|(e, ())| e).collect();
+            local.sort_unstable();
+            let first = world.rank() == 0;
+            job.write_ordered(&world, &self.out, |w| {
+                if first {
+                    writeln!(w, "{header}")?;
+                }
+                for (s, d) in &local {
+                    writeln!(w, "{s} {d}")?;
+                }
+                Ok(())
+            })?;
+            Ok(Some(RankOut {
+                facts: GenRmatFacts {
+                    vertices: spec.num_vertices(),
+                    edges: kept,
+                    dedup: true,
+                },
+                timing: Timing::default(),
+                lead: first,
+            }))
+        })
+    }
+}
+
+/// `gen blobs`: points around Gaussian blobs, as `run kmeans --generate blobs:N:D:K[:SEED]`
+/// makes them.
+#[derive(Args, Debug)]
+pub(crate) struct GenBlobs {
+    /// Number of points (at least 1).
+    #[arg(long)]
+    points: u64,
+    /// Dimension (at least 1).
+    #[arg(long)]
+    dim: usize,
+    /// Number of blobs (at least 1).
+    #[arg(long)]
+    k: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output file (CSV, one point per line; each value printed so that it reads back
+    /// exactly; `-`: standard output).
+    #[arg(long)]
+    out: PathBuf,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// What `gen blobs` reports.
+#[derive(Debug, Serialize)]
+pub(crate) struct GenBlobsFacts {
+    points: u64,
+    dimensions: usize,
+    blobs: usize,
+}
+
+impl GenBlobs {
+    fn spec(&self) -> Result<BlobsSpec, String> {
+        BlobsSpec::parse(&format!(
+            "blobs:{}:{}:{}:{}",
+            self.points, self.dim, self.k, self.seed
+        ))
+    }
+}
+
+impl Command for GenBlobs {
+    const NAME: &'static str = "gen blobs";
+    type Facts = GenBlobsFacts;
+
+    fn declare(&self) -> Declared<'_> {
+        Declared::new(&self.common)
+            .output("--out", Some(&self.out))
+            .generated(self.spec().ok().map(|s| GenSpec::Blobs(s).to_string()))
+    }
+
+    fn check(&self) -> Result<(), Failure> {
+        self.spec().map(drop).map_err(|e| {
+            Failure::usage(format!(
+                "--points {} --dim {} --k {}: {e}",
+                self.points, self.dim, self.k
+            ))
+        })
+    }
+
+    fn estimate(&self, _: Inputs<'_>) -> Result<Estimate, Failure> {
+        let values = self.points.saturating_mul(self.dim as u64);
+        Ok(Estimate {
+            // The centres, and a piece of 2^16 points at a time.
+            data: (self.k as u64)
+                .saturating_mul(self.dim as u64)
+                .saturating_add((1 << 16) * self.dim as u64)
+                .saturating_mul(8),
+            because: format!("--k {} --dim {}", self.k, self.dim),
+            items: values,
+            // About 20 characters per value.
+            outputs: vec![("--out", values.saturating_mul(20))],
+        })
+    }
+
+    fn run(&self, job: &Job<'_>) -> Result<Option<GenBlobsFacts>, Failure> {
+        let spec = self.spec().map_err(Failure::usage)?;
+        job.write(&self.out, |w| {
+            let mut values = Vec::new();
+            let mut line = String::new();
+            let mut at = 0;
+            while at < spec.n {
+                let end = (at + (1 << 16)).min(spec.n);
+                values.clear();
+                spec.points(at..end, &mut values);
+                for point in values.chunks_exact(spec.d) {
+                    line.clear();
+                    for (j, v) in point.iter().enumerate() {
+                        if j > 0 {
+                            line.push(',');
+                        }
+                        // `Display` of f64 is the shortest text that parses back to the
+                        // same value.
+                        let _ = write!(line, "{v}");
+                    }
+                    line.push('\n');
+                    w.write_all(line.as_bytes())?;
+                }
+                at = end;
+            }
+            Ok(())
+        })?;
+        Ok(Some(GenBlobsFacts {
+            points: spec.n,
+            dimensions: spec.d,
+            blobs: spec.k,
+        }))
+    }
+}

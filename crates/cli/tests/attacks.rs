@@ -1,0 +1,917 @@
+//! Attacks on the driver, one class at a time, each against a command of every family it
+//! applies to (graph, clustering, MapReduce, BSP, compression, structures, probe): outputs that
+//! are inputs (same name, symbolic link, hard link), two outputs that are one file, sizes that
+//! imply more memory than there is, far too many ranks, endless inputs, directories that
+//! cannot be written, failed writes, and several outputs that appear together or not at all.
+//! Every refusal is exit 2 before work with a message naming the argument; inputs stay
+//! byte-identical and nothing is left behind.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{listing, Cmd, Ran};
+
+/// The input files of every family, in one directory.
+struct Files {
+    dir: tempfile::TempDir,
+}
+
+impl Files {
+    fn new() -> Files {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("g.txt"), "0 1\n1 2\n2 0\n2 3\n").unwrap();
+        std::fs::write(d.join("p.csv"), "0,0\n0,1\n5,5\n5,6\n9,0\n9,1\n").unwrap();
+        std::fs::write(d.join("r.svm"), "1 1:1.0 2:0.5\n2 2:1.0\n1 1:0.3 3:1\n").unwrap();
+        std::fs::write(
+            d.join("m.mtx"),
+            "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 5\n2 2 3\n3 1 1\n1 3 2\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("t.txt"), "a b a\nc b\n").unwrap();
+        let u64s: Vec<u8> = (0..512u64)
+            .flat_map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_le_bytes())
+            .collect();
+        std::fs::write(d.join("v.u64"), u64s).unwrap();
+        let fft: String = (0..8).map(|i| format!("{i} 0\n")).collect();
+        std::fs::write(d.join("f.txt"), fft).unwrap();
+        let f64s: Vec<u8> = (0..64)
+            .flat_map(|i| (f64::from(i) * 0.25).sin().to_le_bytes())
+            .collect();
+        std::fs::write(d.join("x.f64"), f64s).unwrap();
+        let files = Files { dir };
+        let packed = files.path("x.spz");
+        let ran = Cmd::spillway()
+            .args(["compress", "--epsilon", "1e-3", "--grid", "64"])
+            .arg(files.path("x.f64"))
+            .arg(&packed)
+            .run();
+        assert_eq!(ran.code, Some(0), "{ran}");
+        files
+    }
+
+    /// The inputs: graph, text, points, sparse rows, ratings, u64s, FFT values, f64 grid and
+    /// its compressed file.
+    #[allow(clippy::type_complexity)]
+    fn paths(
+        &self,
+    ) -> (
+        PathBuf,
+        PathBuf,
+        PathBuf,
+        PathBuf,
+        PathBuf,
+        PathBuf,
+        PathBuf,
+        PathBuf,
+        PathBuf,
+    ) {
+        let p = |n: &str| self.path(n);
+        (
+            p("g.txt"),
+            p("t.txt"),
+            p("p.csv"),
+            p("r.svm"),
+            p("m.mtx"),
+            p("v.u64"),
+            p("f.txt"),
+            p("x.f64"),
+            p("x.spz"),
+        )
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The bytes of every file in the directory.
+    fn contents(&self) -> BTreeMap<String, Vec<u8>> {
+        listing(self.dir.path())
+            .into_iter()
+            .filter_map(|name| {
+                let path = self.dir.path().join(&name);
+                let meta = std::fs::symlink_metadata(&path).ok()?;
+                meta.is_file().then(|| {
+                    (
+                        name.to_string_lossy().into_owned(),
+                        std::fs::read(&path).unwrap(),
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A command of one family whose first input is `input` and whose output `out_arg` is
+/// `out` (`None`: a positional output).
+struct Case {
+    family: &'static str,
+    args: Vec<String>,
+}
+
+impl Case {
+    fn new(family: &'static str, args: &[&str]) -> Case {
+        Case {
+            family,
+            args: args.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    fn cmd(&self) -> Cmd {
+        Cmd::spillway().args(&self.args)
+    }
+}
+
+/// Runs `case` and checks a refusal before work: exit 2, no panic, stderr containing every
+/// one of `says`, and every file of `files` as it was (and no file added).
+fn refused(files: &Files, case: &Case, says: &[&str]) -> Ran {
+    let before = files.contents();
+    let ran = case.cmd().run();
+    assert_eq!(
+        ran.code,
+        Some(2),
+        "[{}] expected exit 2\n{ran}",
+        case.family
+    );
+    assert!(!ran.stderr.contains("panicked"), "{ran}");
+    for say in says {
+        assert!(
+            ran.stderr.contains(say),
+            "[{}] stderr does not say {say:?}\n{ran}",
+            case.family
+        );
+    }
+    assert!(
+        files.contents() == before,
+        "[{}] the files changed\n{ran}",
+        case.family
+    );
+    ran
+}
+
+/// One command per family that reads `input` (a file of that family) and writes `out`.
+fn writers(f: &Files, out: &dyn Fn(&str) -> PathBuf) -> Vec<(Case, PathBuf)> {
+    let (g, t, p, r, m, v, ft, x, z) = f.paths();
+    let cases = [
+        (
+            "graph",
+            "g.txt",
+            vec!["run", "pagerank", "--input", s(&g)],
+            "--out",
+        ),
+        (
+            "graph",
+            "g.txt",
+            vec!["run", "colour", "--input", s(&g)],
+            "--out",
+        ),
+        (
+            "MapReduce",
+            "g.txt",
+            vec!["run", "cc", "--input", s(&g)],
+            "--out",
+        ),
+        (
+            "MapReduce",
+            "t.txt",
+            vec!["run", "wordcount", "--input", s(&t)],
+            "--out",
+        ),
+        (
+            "clustering",
+            "p.csv",
+            vec!["run", "kmeans", "--k", "2", "--input", s(&p)],
+            "--assign",
+        ),
+        (
+            "clustering",
+            "r.svm",
+            vec!["run", "spkmeans", "--k", "2", "--input", s(&r)],
+            "--out",
+        ),
+        (
+            "factorisation",
+            "m.mtx",
+            vec!["run", "sgd", "--input", s(&m)],
+            "--out-v",
+        ),
+        (
+            "BSP",
+            "v.u64",
+            vec!["run", "sort", "--input", s(&v)],
+            "--out",
+        ),
+        (
+            "BSP",
+            "f.txt",
+            vec!["run", "fft", "--input", s(&ft)],
+            "--out",
+        ),
+        (
+            "compression",
+            "x.f64",
+            vec!["compress", "--epsilon", "1e-3", "--grid", "64", s(&x)],
+            "",
+        ),
+        ("compression", "x.spz", vec!["decompress", s(&z)], ""),
+    ];
+    cases
+        .into_iter()
+        .map(|(family, input, args, out_arg)| {
+            let target = out(input);
+            let mut args: Vec<&str> = args;
+            if !out_arg.is_empty() {
+                args.push(out_arg);
+            }
+            args.push(s(&target));
+            (Case::new(family, &args), target)
+        })
+        .collect()
+}
+
+#[test]
+fn an_output_that_is_an_input_by_name_symlink_or_hard_link_is_refused() {
+    let f = Files::new();
+    #[allow(unused_variables)]
+    let (g, t, p, r, m, v, ft, x, z) = f.paths();
+    // The same name.
+    for (case, _) in writers(&f, &|input| f.path(input)) {
+        refused(
+            &f,
+            &case,
+            &["is the same file as", "an output never replaces an input"],
+        );
+    }
+    // A symbolic link and a hard link to the input.
+    let links = tempfile::tempdir().unwrap();
+    for (kind, link) in [("symlink", true), ("hard link", false)] {
+        let make = |input: &str| {
+            let at = links.path().join(format!("{kind}-{input}"));
+            if !at.exists() {
+                if link {
+                    std::os::unix::fs::symlink(f.path(input), &at).unwrap();
+                } else {
+                    std::fs::hard_link(f.path(input), &at).unwrap();
+                }
+            }
+            at
+        };
+        for (case, at) in writers(&f, &make) {
+            let ran = refused(&f, &case, &["is the same file as"]);
+            assert!(
+                ran.stderr.contains(s(&at)),
+                "{kind}: names the output\n{ran}"
+            );
+        }
+    }
+    // An input given twice to a MapReduce job is not an output: word count reads it twice.
+    let out = f.path("counts.txt");
+    let ran = Cmd::spillway()
+        .args([
+            "run",
+            "wordcount",
+            "--input",
+            s(&t),
+            "--input",
+            s(&t),
+            "--out",
+            s(&out),
+        ])
+        .run();
+    assert_eq!(ran.code, Some(0), "{ran}");
+    let counts = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        counts.lines().any(|l| l == "a 4" || l == "a\t4"),
+        "{counts}"
+    );
+}
+
+#[test]
+fn two_outputs_that_are_one_file_are_refused() {
+    let f = Files::new();
+    #[allow(unused_variables)]
+    let (g, t, p, r, m, v, ft, x, z) = f.paths();
+    let same = f.path("same.txt");
+    let link = f.path("same-link.txt");
+    let cases = [
+        Case::new(
+            "clustering",
+            &[
+                "run",
+                "kmeans",
+                "--k",
+                "2",
+                "--input",
+                s(&p),
+                "--out",
+                s(&same),
+                "--assign",
+                s(&same),
+            ],
+        ),
+        Case::new(
+            "clustering",
+            &[
+                "run",
+                "spkmeans",
+                "--k",
+                "2",
+                "--input",
+                s(&r),
+                "--out",
+                s(&same),
+                "--assign",
+                &format!("{}/./same.txt", f.dir.path().display()),
+            ],
+        ),
+        Case::new(
+            "factorisation",
+            &[
+                "run",
+                "sgd",
+                "--input",
+                s(&m),
+                "--out-u",
+                s(&same),
+                "--out-v",
+                s(&same),
+            ],
+        ),
+        Case::new(
+            "graph",
+            &[
+                "run",
+                "pagerank",
+                "--input",
+                s(&g),
+                "--out",
+                s(&same),
+                "--trace",
+                s(&same),
+            ],
+        ),
+        Case::new(
+            "BSP",
+            &[
+                "run",
+                "sort",
+                "--input",
+                s(&v),
+                "--out",
+                s(&same),
+                "--trace",
+                s(&same),
+            ],
+        ),
+    ];
+    for case in &cases {
+        refused(&f, case, &["are the same file"]);
+    }
+    // The second name is a symbolic link to an existing first output.
+    std::fs::write(&same, "old\n").unwrap();
+    std::os::unix::fs::symlink(&same, &link).unwrap();
+    let case = Case::new(
+        "MapReduce",
+        &[
+            "run",
+            "cc",
+            "--input",
+            s(&g),
+            "--out",
+            s(&same),
+            "--trace",
+            s(&link),
+        ],
+    );
+    refused(&f, &case, &["are the same file"]);
+    assert_eq!(std::fs::read_to_string(&same).unwrap(), "old\n");
+}
+
+#[test]
+fn sizes_that_imply_more_memory_than_there_is_are_refused_with_the_memory_needed() {
+    let f = Files::new();
+    #[allow(unused_variables)]
+    let (g, t, p, r, m, v, ft, x, z) = f.paths();
+    let huge = f.path("huge.txt");
+    std::fs::write(&huge, "0 1\n1 4294967294\n").unwrap();
+    let wide = f.path("wide.svm");
+    std::fs::write(&wide, "1 1:1 4294967295:2\n2 2:1\n").unwrap();
+    let out = f.path("out.txt");
+    // A header announcing 2^40 points: the point count and the grid's first dimension
+    // patched, the checksum (xxh3-64 of every byte before it) made right again.
+    let packed = std::fs::read(&z).unwrap();
+    let dims = 64u64.to_le_bytes();
+    let at = packed
+        .windows(16)
+        .position(|w| w[..8] == dims && w[8..] == dims)
+        .expect("the point count and the grid's size are in the header");
+    let mut forged = packed.clone();
+    let big = (1u64 << 40).to_le_bytes();
+    forged[at..at + 8].copy_from_slice(&big);
+    forged[at + 8..at + 16].copy_from_slice(&big);
+    let end = forged.len() - 8;
+    let sum = xxhash_rust::xxh3::xxh3_64(&forged[..end]).to_le_bytes();
+    forged[end..].copy_from_slice(&sum);
+    let forged_path = f.path("forged.spz");
+    std::fs::write(&forged_path, &forged).unwrap();
+    let cases: Vec<(Case, Vec<&str>)> = vec![
+        (
+            Case::new(
+                "graph",
+                &["run", "pagerank", "--input", s(&huge), "--out", s(&out)],
+            ),
+            vec![":2:", "4294967294", "GiB"],
+        ),
+        (
+            Case::new(
+                "graph",
+                &["run", "colour", "--input", s(&huge), "--out", s(&out)],
+            ),
+            vec![":2:", "GiB"],
+        ),
+        (
+            Case::new(
+                "MapReduce",
+                &[
+                    "run",
+                    "pagerank",
+                    "--engine",
+                    "mapreduce",
+                    "--input",
+                    s(&huge),
+                ],
+            ),
+            vec!["4294967294", "GiB"],
+        ),
+        (
+            Case::new(
+                "clustering",
+                &["run", "spkmeans", "--k", "1", "--input", s(&wide)],
+            ),
+            vec!["wide.svm", "4294967295", "GiB"],
+        ),
+        (
+            Case::new(
+                "structures",
+                &[
+                    "run",
+                    "dyngraph",
+                    "--structure",
+                    "bcsr",
+                    "--input",
+                    s(&huge),
+                ],
+            ),
+            vec!["4294967294", "GiB"],
+        ),
+        (
+            Case::new("graph", &["run", "pagerank", "--generate", "rmat:31:64"]),
+            vec!["--generate rmat:31:64", "memory available"],
+        ),
+        (
+            Case::new(
+                "clustering",
+                &["run", "kmeans", "--generate", "blobs:4000000000000:64:4"],
+            ),
+            vec!["--generate", "memory available"],
+        ),
+        (
+            Case::new("BSP", &["run", "sort", "--generate", "random:40"]),
+            vec!["--generate", "memory available"],
+        ),
+        (
+            Case::new("BSP", &["run", "fft", "--generate", "random:40"]),
+            vec!["--generate", "memory available"],
+        ),
+        (
+            Case::new("compression", &["decompress", s(&forged_path), s(&out)]),
+            vec![
+                "the header announces 1099511627776 f64 values",
+                "bytes) of memory",
+            ],
+        ),
+    ];
+    // MapReduce connected components keys its records by id: sparse ids cost nothing.
+    let ran = Cmd::spillway()
+        .args(["run", "cc", "--input", s(&huge), "--out", s(&out)])
+        .run();
+    assert_eq!(ran.code, Some(0), "{ran}");
+    let labels = std::fs::read_to_string(&out).unwrap();
+    let mut lines: Vec<&str> = labels.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["0 0", "1 0", "4294967294 0"], "{ran}");
+    assert!(ran.peak_rss < 512 << 20, "{ran}");
+    std::fs::remove_file(&out).unwrap();
+    for (case, says) in &cases {
+        let ran = refused(&f, case, says);
+        assert!(
+            ran.peak_rss < 512 << 20,
+            "[{}] peak RSS {} MiB\n{ran}",
+            case.family,
+            ran.peak_rss >> 20
+        );
+    }
+}
+
+#[test]
+fn ranks_far_above_the_data_are_refused() {
+    let f = Files::new();
+    #[allow(unused_variables)]
+    let (g, t, p, r, m, v, ft, x, z) = f.paths();
+    let cases = [
+        Case::new("graph", &["run", "pagerank", "--input", s(&g)]),
+        Case::new("MapReduce", &["run", "wordcount", "--input", s(&t)]),
+        Case::new(
+            "clustering",
+            &["run", "kmeans", "--k", "2", "--input", s(&p)],
+        ),
+        Case::new("BSP", &["run", "sort", "--input", s(&v)]),
+        Case::new("probe", &["probe", "--max-bytes", "1K"]),
+    ];
+    for case in cases {
+        let mut case = case;
+        case.args.extend(["--ranks".into(), "100000".into()]);
+        // The probe has no data: its ranks are refused by what the system can map.
+        let says = if case.family == "probe" {
+            "memory mappings"
+        } else {
+            "far more ranks than the data can use"
+        };
+        let ran = refused(&f, &case, &["--ranks 100000", says]);
+        assert!(ran.peak_rss < 512 << 20, "{ran}");
+    }
+}
+
+#[test]
+fn an_endless_input_stops_at_the_input_limit() {
+    let f = Files::new();
+    #[allow(unused_variables)]
+    let (g, t, p, r, m, v, ft, x, z) = f.paths();
+    let cases = [
+        Case::new("graph", &["run", "pagerank", "--input", "/dev/zero"]),
+        Case::new("MapReduce", &["run", "wordcount", "--input", "/dev/zero"]),
+        Case::new(
+            "clustering",
+            &["run", "kmeans", "--k", "2", "--input", "/dev/zero"],
+        ),
+        Case::new("BSP", &["run", "sort", "--input", "/dev/zero"]),
+        Case::new(
+            "structures",
+            &[
+                "run",
+                "dyngraph",
+                "--structure",
+                "ll",
+                "--input",
+                "/dev/zero",
+            ],
+        ),
+        Case::new(
+            "compression",
+            &[
+                "compress",
+                "--epsilon",
+                "1",
+                "--grid",
+                "8",
+                "/dev/zero",
+                "-",
+            ],
+        ),
+        Case::new("compression", &["decompress", "/dev/zero", "-"]),
+    ];
+    for case in cases {
+        let mut case = case;
+        case.args.extend(["--input-limit".into(), "4M".into()]);
+        let start = Instant::now();
+        let ran = refused(
+            &f,
+            &case,
+            &["/dev/zero", "more than 4.0 MiB", "--input-limit 4M"],
+        );
+        assert!(start.elapsed() < Duration::from_secs(20), "{ran}");
+        assert!(ran.peak_rss < 512 << 20, "{ran}");
+    }
+}
+
+#[test]
+fn directories_that_cannot_be_written_are_refused_before_work() {
+    let f = Files::new();
+    #[allow(unused_variables)]
+    let (g, t, p, r, m, v, ft, x, z) = f.paths();
+    // A pseudo file system: no file can be created there, whoever runs the test.
+    let unwritable = "/proc/sys";
+    let file_parent = f.path("g.txt");
+    // A long job: were it started, the test would notice the time.
+    let long = [
+        "run",
+        "pagerank",
+        "--generate",
+        "rmat:18:16",
+        "--iterations",
+        "1000",
+    ];
+    let with = |extra: &[&str]| {
+        let mut args: Vec<&str> = long.to_vec();
+        args.extend(extra);
+        Case::new("graph", &args)
+    };
+    let trace_in_file = format!("{}/trace.json", s(&file_parent));
+    let cases = [
+        (with(&["--spill-dir", unwritable]), "--spill-dir"),
+        (with(&["--checkpoint-dir", unwritable]), "--checkpoint-dir"),
+        (with(&["--trace", "/proc/sys/trace.json"]), "--trace"),
+        (with(&["--trace", &trace_in_file]), "--trace"),
+        (with(&["--out", "/proc/sys/ranks.txt"]), "--out"),
+        (
+            Case::new(
+                "MapReduce",
+                &[
+                    "run",
+                    "wordcount",
+                    "--input",
+                    s(&t),
+                    "--spill-dir",
+                    unwritable,
+                ],
+            ),
+            "--spill-dir",
+        ),
+        (
+            Case::new(
+                "clustering",
+                &[
+                    "run",
+                    "kmeans",
+                    "--generate",
+                    "blobs:200000:8:4",
+                    "--checkpoint-dir",
+                    unwritable,
+                ],
+            ),
+            "--checkpoint-dir",
+        ),
+        (
+            Case::new(
+                "BSP",
+                &[
+                    "run",
+                    "sort",
+                    "--generate",
+                    "random:24",
+                    "--trace",
+                    "/proc/sys/t.json",
+                ],
+            ),
+            "--trace",
+        ),
+        (
+            Case::new(
+                "compression",
+                &[
+                    "compress",
+                    "--epsilon",
+                    "1e-3",
+                    "--grid",
+                    "64",
+                    s(&x),
+                    "/proc/sys/x.spz",
+                ],
+            ),
+            "OUTPUT",
+        ),
+    ];
+    for (case, arg) in &cases {
+        let start = Instant::now();
+        refused(&f, case, &[arg]);
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "[{}] {arg}: refused only after {:?}",
+            case.family,
+            start.elapsed()
+        );
+    }
+    // The probe's cache.
+    let probe = Case::new("probe", &["probe", "--max-bytes", "1K"]);
+    let before = f.contents();
+    let ran = probe
+        .cmd()
+        .env("SPILLWAY_PROBE_CACHE", "/proc/sys/spillway-probe")
+        .run();
+    assert_eq!(ran.code, Some(2), "{ran}");
+    assert!(ran.stderr.contains("probe cache"), "{ran}");
+    assert!(f.contents() == before);
+}
+
+#[test]
+fn failed_writes_are_a_non_zero_exit_with_a_message() {
+    let f = Files::new();
+    #[allow(unused_variables)]
+    let (g, t, p, r, m, v, ft, x, z) = f.paths();
+    let cases = [
+        Case::new(
+            "graph",
+            &["run", "pagerank", "--input", s(&g), "--out", "/dev/full"],
+        ),
+        Case::new(
+            "MapReduce",
+            &["run", "wordcount", "--input", s(&t), "--out", "/dev/full"],
+        ),
+        Case::new(
+            "clustering",
+            &[
+                "run",
+                "kmeans",
+                "--k",
+                "2",
+                "--input",
+                s(&p),
+                "--assign",
+                "/dev/full",
+            ],
+        ),
+        Case::new(
+            "BSP",
+            &["run", "sort", "--input", s(&v), "--out", "/dev/full"],
+        ),
+        Case::new(
+            "compression",
+            &[
+                "compress",
+                "--epsilon",
+                "1e-3",
+                "--grid",
+                "64",
+                s(&x),
+                "/dev/full",
+            ],
+        ),
+        Case::new("compression", &["decompress", s(&z), "/dev/full"]),
+        Case::new(
+            "structures",
+            &["run", "dyngraph", "--structure", "ll", "--input", s(&g)],
+        ),
+        Case::new("probe", &["probe", "--max-bytes", "1K", "--ranks", "2"]),
+    ];
+    let cache = tempfile::tempdir().unwrap();
+    for case in &cases {
+        let before = f.contents();
+        // Written to /dev/full, then (standard output) to a pipe closed before the write.
+        let writes_to_full = case.args.iter().any(|a| a == "/dev/full");
+        let ran = if writes_to_full {
+            case.cmd().env("SPILLWAY_PROBE_CACHE", cache.path()).run()
+        } else {
+            case.cmd()
+                .env("SPILLWAY_PROBE_CACHE", cache.path())
+                .stdout_file("/dev/full")
+                .run()
+        };
+        assert_eq!(ran.code, Some(1), "[{}]\n{ran}", case.family);
+        assert!(
+            ran.stderr.contains("No space left"),
+            "[{}]\n{ran}",
+            case.family
+        );
+        assert!(!ran.stderr.contains("panicked"), "{ran}");
+        // Standard output a pipe whose reader is gone.
+        let mut to_stdout = case.args.clone();
+        if let Some(at) = to_stdout.iter().position(|a| a == "/dev/full") {
+            to_stdout[at] = "-".into();
+        }
+        let ran = Cmd::spillway()
+            .args(&to_stdout)
+            .env("SPILLWAY_PROBE_CACHE", cache.path())
+            .stdout_closed()
+            .run();
+        assert_eq!(ran.code, Some(1), "[{}] closed pipe\n{ran}", case.family);
+        assert!(!ran.stderr.contains("panicked"), "{ran}");
+        assert!(
+            f.contents() == before,
+            "[{}] the files changed",
+            case.family
+        );
+    }
+}
+
+#[test]
+fn several_outputs_are_committed_all_together_or_not_at_all() {
+    let f = Files::new();
+    #[allow(unused_variables)]
+    let (g, t, p, r, m, v, ft, x, z) = f.paths();
+    let a = f.path("a.txt");
+    let cases = [
+        Case::new(
+            "clustering",
+            &[
+                "run",
+                "kmeans",
+                "--k",
+                "2",
+                "--input",
+                s(&p),
+                "--out",
+                s(&a),
+                "--assign",
+                "/dev/full",
+            ],
+        ),
+        Case::new(
+            "clustering",
+            &[
+                "run",
+                "spkmeans",
+                "--k",
+                "2",
+                "--input",
+                s(&r),
+                "--assign",
+                s(&a),
+                "--out",
+                "/dev/full",
+            ],
+        ),
+        Case::new(
+            "factorisation",
+            &[
+                "run",
+                "sgd",
+                "--input",
+                s(&m),
+                "--out-u",
+                s(&a),
+                "--out-v",
+                "/dev/full",
+            ],
+        ),
+        Case::new(
+            "graph",
+            &[
+                "run",
+                "pagerank",
+                "--input",
+                s(&g),
+                "--out",
+                s(&a),
+                "--trace",
+                "/dev/full",
+            ],
+        ),
+        Case::new(
+            "BSP",
+            &[
+                "run",
+                "sort",
+                "--input",
+                s(&v),
+                "--out",
+                s(&a),
+                "--trace",
+                "/dev/full",
+            ],
+        ),
+    ];
+    for case in &cases {
+        let before = f.contents();
+        let ran = case.cmd().run();
+        assert_eq!(ran.code, Some(1), "[{}]\n{ran}", case.family);
+        assert!(
+            !a.exists(),
+            "[{}] one output of two was written\n{ran}",
+            case.family
+        );
+        assert!(
+            f.contents() == before,
+            "[{}] files left or changed\n{ran}",
+            case.family
+        );
+    }
+    // An existing output keeps its old contents when the job fails.
+    std::fs::write(&a, "old\n").unwrap();
+    let ran = cases[0].cmd().run();
+    assert_eq!(ran.code, Some(1), "{ran}");
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "old\n");
+    // Both outputs appear when the job succeeds.
+    let b = f.path("b.txt");
+    let ran = Cmd::spillway()
+        .args([
+            "run",
+            "kmeans",
+            "--k",
+            "2",
+            "--input",
+            s(&p),
+            "--out",
+            s(&a),
+        ])
+        .args(["--assign", s(&b)])
+        .run();
+    assert_eq!(ran.code, Some(0), "{ran}");
+    assert_eq!(std::fs::read_to_string(&a).unwrap().lines().count(), 2);
+    assert_eq!(std::fs::read_to_string(&b).unwrap().lines().count(), 6);
+}
