@@ -1,0 +1,309 @@
+//! The ranks' processes: started by one spawner thread (which lives until every rank process
+//! has exited, so that `PR_SET_PDEATHSIG` ties them to `bdmprun`'s life, not to a worker's),
+//! reaped by one reaper thread, and killed together when the job fails.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exit::Code(c) => write!(f, "exited with status {c}"),
+            Exit::Signal(s) => {
+                // SAFETY: strsignal returns a pointer to a static or thread-local string.
+                let name = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(*s)) };
+                write!(f, "was killed by signal {s} ({})", name.to_string_lossy())
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    /// pid -> global rank.
+    ranks: HashMap<i32, u32>,
+    /// Live processes.
+    alive: usize,
+    /// Global rank -> how its process ended.
+    exits: HashMap<u32, (i32, Exit)>,
+    /// Global ranks that called BDMPI_Finalize.
+    finalized: std::collections::HashSet<u32>,
+    /// The first rank process that ended before BDMPI_Finalize.
+    failure: Option<String>,
+    /// No more processes will be started.
+    closed: bool,
+}
+
+/// What the spawner is asked: start the process of a rank.
+struct Request {
+    rank: u32,
+    env: Vec<(String, String)>,
+    reply: mpsc::Sender<std::io::Result<(i32, OwnedFd)>>,
+}
+
+/// The rank processes of this node.
+pub(crate) struct Procs {
+    table: Mutex<Table>,
+    changed: Condvar,
+    spawner: Mutex<Option<mpsc::Sender<Request>>>,
+    program: Vec<CString>,
+    /// Set once the job has failed: exits are expected from then on.
+    ending: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn decode(status: i32) -> Exit {
+    if libc::WIFSIGNALED(status) {
+        Exit::Signal(libc::WTERMSIG(status))
+    } else {
+        Exit::Code(libc::WEXITSTATUS(status))
+    }
+}
+
+impl Procs {
+    /// Starts the spawner and reaper threads for `program` (already resolved to a path).
+    pub(crate) fn start(program: &[String]) -> std::io::Result<Arc<Procs>> {
+        let program: Vec<CString> = program
+            .iter()
+            .map(|a| CString::new(a.as_str()))
+            .collect::<Result<_, _>>()
+            .map_err(|_| std::io::Error::other("an argument contains a NUL byte"))?;
+        let (tx, rx) = mpsc::channel::<Request>();
+        let procs = Arc::new(Procs {
+            table: Mutex::new(Table::default()),
+            changed: Condvar::new(),
+            spawner: Mutex::new(Some(tx)),
+            program,
+            ending: AtomicBool::new(false),
+        });
+        let p = Arc::clone(&procs);
+        std::thread::Builder::new()
+            .name("spawner".into())
+            .spawn(move || p.spawner(rx))?;
+        let p = Arc::clone(&procs);
+        std::thread::Builder::new()
+            .name("reaper".into())
+            .spawn(move || p.reaper())?;
+        Ok(procs)
+    }
+
+    /// The spawner thread: starts processes on request; once the job is over, stays until
+    /// every process has exited (their parent-death signal refers to this thread).
+    fn spawner(&self, rx: mpsc::Receiver<Request>) {
+        for req in rx {
+            let mut t = lock(&self.table);
+            // Under the table's lock, so that the reaper cannot see the pid before it is known.
+            let out = self.fork(&req.env);
+            if let Ok((pid, _)) = &out {
+                t.ranks.insert(*pid, req.rank);
+                t.alive += 1;
+            }
+            drop(t);
+            let _ = req.reply.send(out);
+        }
+        let mut t = lock(&self.table);
+        while t.alive > 0 {
+            t = self.changed.wait(t).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn fork(&self, env: &[(String, String)]) -> std::io::Result<(i32, OwnedFd)> {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: socketpair writes two descriptors into the array; checked below.
+        let rc = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors were just created and are owned here.
+        let (mine, theirs) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let mut env = env.to_vec();
+        env.push((
+            crate::proto::ENV_SOCKET.to_string(),
+            theirs.as_raw_fd().to_string(),
+        ));
+        let env: Vec<CString> = env
+            .iter()
+            .map(|(k, v)| CString::new(format!("{k}={v}")))
+            .chain(std::env::vars_os().filter_map(|(k, v)| {
+                let k = k.into_string().ok()?;
+                if env.iter().any(|(ek, _)| *ek == k) {
+                    return None;
+                }
+                Some(CString::new(format!("{k}={}", v.into_string().ok()?)))
+            }))
+            .collect::<Result<_, _>>()
+            .map_err(|_| std::io::Error::other("an environment variable contains a NUL byte"))?;
+        let mut envp: Vec<*const libc::c_char> = env.iter().map(|s| s.as_ptr()).collect();
+        envp.push(std::ptr::null());
+        let mut argv: Vec<*const libc::c_char> = self.program.iter().map(|s| s.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let child_fd = theirs.as_raw_fd();
+        let parent = std::process::id() as i32;
+        // SAFETY: between fork and exec the child calls only async-signal-safe functions
+        // (fcntl, prctl, getppid, execve, _exit) on memory prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if pid == 0 {
+            // SAFETY: see above; the child never returns from this block.
+            unsafe {
+                libc::fcntl(child_fd, libc::F_SETFD, 0);
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                libc::execve(argv[0], argv.as_ptr(), envp.as_ptr());
+                libc::_exit(127);
+            }
+        }
+        drop(theirs);
+        Ok((pid, mine))
+    }
+
+    /// The reaper thread: records how every process ends; a rank process that ends before
+    /// BDMPI_Finalize fails the job.
+    fn reaper(&self) {
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes the status of a child of this process.
+            let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+            if pid < 0 {
+                let closed = {
+                    let t = lock(&self.table);
+                    t.closed && t.alive == 0
+                };
+                if closed {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            let exit = decode(status);
+            let mut t = lock(&self.table);
+            let Some(&rank) = t.ranks.get(&pid) else {
+                continue;
+            };
+            t.alive -= 1;
+            t.exits.insert(rank, (pid, exit));
+            let premature = !t.finalized.contains(&rank);
+            let first = premature && t.failure.is_none() && !self.ending.load(Ordering::Acquire);
+            if first {
+                let what = match exit {
+                    Exit::Code(_) => {
+                        format!("rank {rank} (pid {pid}) {exit} without calling BDMPI_Finalize")
+                    }
+                    Exit::Signal(_) => {
+                        format!("rank {rank} (pid {pid}) {exit} before BDMPI_Finalize")
+                    }
+                };
+                t.failure = Some(what);
+            }
+            drop(t);
+            self.changed.notify_all();
+            if first {
+                // The job cannot go on: the ranks waiting for this one would wait forever.
+                self.ending.store(true, Ordering::Release);
+                spillway_runtime::interrupt(0);
+                self.kill_all();
+            }
+        }
+    }
+
+    /// Starts the process of `rank`; returns its pid and the node's end of its socket.
+    pub(crate) fn spawn(
+        &self,
+        rank: u32,
+        env: Vec<(String, String)>,
+    ) -> std::io::Result<(i32, OwnedFd)> {
+        let (reply, rx) = mpsc::channel();
+        let sent = lock(&self.spawner)
+            .as_ref()
+            .map(|tx| tx.send(Request { rank, env, reply }).is_ok())
+            .unwrap_or(false);
+        if !sent {
+            return Err(std::io::Error::other("the job is ending"));
+        }
+        rx.recv()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the spawner has stopped")))
+    }
+
+    /// Records that `rank` called BDMPI_Finalize.
+    pub(crate) fn finalized(&self, rank: u32) {
+        lock(&self.table).finalized.insert(rank);
+    }
+
+    /// How the process of `rank` ended, waiting up to `limit` for the reaper to see it.
+    pub(crate) fn exit_of(&self, rank: u32, limit: Duration) -> Option<(i32, Exit)> {
+        let start = Instant::now();
+        let mut t = lock(&self.table);
+        loop {
+            if let Some(&e) = t.exits.get(&rank) {
+                return Some(e);
+            }
+            let left = limit.checked_sub(start.elapsed())?;
+            t = self
+                .changed
+                .wait_timeout(t, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The first rank process that ended before BDMPI_Finalize, if any.
+    pub(crate) fn failure(&self) -> Option<String> {
+        lock(&self.table).failure.clone()
+    }
+
+    /// The job has failed: the exits that follow are its consequence, not new failures.
+    pub(crate) fn set_ending(&self) {
+        self.ending.store(true, Ordering::Release);
+    }
+
+    /// Kills every live rank process.
+    pub(crate) fn kill_all(&self) {
+        let t = lock(&self.table);
+        for (&pid, rank) in &t.ranks {
+            if !t.exits.contains_key(rank) {
+                // SAFETY: a child of this process that has not been reaped (its pid cannot
+                // have been reused).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+
+    /// No more processes will start: waits until every one has exited and returns their
+    /// exits by rank.
+    pub(crate) fn finish(&self) -> HashMap<u32, (i32, Exit)> {
+        lock(&self.spawner).take();
+        let mut t = lock(&self.table);
+        t.closed = true;
+        while t.alive > 0 {
+            t = self.changed.wait(t).unwrap_or_else(|e| e.into_inner());
+        }
+        t.exits.clone()
+    }
+}
