@@ -181,8 +181,8 @@ fn run(opts: Opts, workdir: PathBuf, nodes: u32) -> ExitCode {
                 if let Some(sig) = signals.forever().next() {
                     s.store(sig, Ordering::Release);
                     p.set_ending();
-                    p.kill_all();
                     spillway_runtime::interrupt(sig);
+                    p.kill_all();
                 }
             });
     }
@@ -226,17 +226,17 @@ fn run(opts: Opts, workdir: PathBuf, nodes: u32) -> ExitCode {
             node.released.load(Ordering::Relaxed) >> 20
         );
     }
+    let sig = signalled.load(Ordering::Acquire);
+    if sig != 0 {
+        say(format_args!(
+            "interrupted by signal {sig}; the ranks were stopped"
+        ));
+        return ExitCode::from(128 + sig as u8);
+    }
     if let Some(failure) = procs.failure() {
         return fail(1, failure);
     }
     match result {
-        Err(JobError::Interrupted { .. }) if signalled.load(Ordering::Acquire) != 0 => {
-            let sig = signalled.load(Ordering::Acquire);
-            say(format_args!(
-                "interrupted by signal {sig}; the ranks were stopped"
-            ));
-            return ExitCode::from(128 + sig as u8);
-        }
         Err(JobError::RankFailed { error, .. }) => return fail(1, error),
         Err(e) => return fail(1, e),
         Ok((_, stats)) => {

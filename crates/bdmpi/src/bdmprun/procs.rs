@@ -61,6 +61,17 @@ pub(crate) struct Procs {
     program: Vec<CString>,
     /// Set once the job has failed: exits are expected from then on.
     ending: AtomicBool,
+    /// The output streams of started processes not yet taken up by the forwarder.
+    streams: Mutex<Vec<Stream>>,
+    /// The forwarder thread (joined by `finish`).
+    forwarder: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// One output stream of a rank process: the read end of its pipe and the start of a line.
+struct Stream {
+    fd: OwnedFd,
+    err: bool,
+    line: Vec<u8>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -90,6 +101,8 @@ impl Procs {
             spawner: Mutex::new(Some(tx)),
             program,
             ending: AtomicBool::new(false),
+            streams: Mutex::new(Vec::new()),
+            forwarder: Mutex::new(None),
         });
         let p = Arc::clone(&procs);
         std::thread::Builder::new()
@@ -99,6 +112,11 @@ impl Procs {
         std::thread::Builder::new()
             .name("reaper".into())
             .spawn(move || p.reaper())?;
+        let p = Arc::clone(&procs);
+        let forwarder = std::thread::Builder::new()
+            .name("output".into())
+            .spawn(move || p.forward())?;
+        *lock(&procs.forwarder) = Some(forwarder);
         Ok(procs)
     }
 
@@ -160,6 +178,9 @@ impl Procs {
         envp.push(std::ptr::null());
         let mut argv: Vec<*const libc::c_char> = self.program.iter().map(|s| s.as_ptr()).collect();
         argv.push(std::ptr::null());
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let (out_fd, err_fd) = (out_w.as_raw_fd(), err_w.as_raw_fd());
         let child_fd = theirs.as_raw_fd();
         let parent = std::process::id() as i32;
         // SAFETY: between fork and exec the child calls only async-signal-safe functions
@@ -172,6 +193,8 @@ impl Procs {
             // SAFETY: see above; the child never returns from this block.
             unsafe {
                 libc::fcntl(child_fd, libc::F_SETFD, 0);
+                libc::dup2(out_fd, 1);
+                libc::dup2(err_fd, 2);
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 if libc::getppid() != parent {
                     libc::_exit(1);
@@ -180,8 +203,61 @@ impl Procs {
                 libc::_exit(127);
             }
         }
-        drop(theirs);
+        drop((theirs, out_w, err_w));
+        let mut streams = lock(&self.streams);
+        for (fd, err) in [(out_r, false), (err_r, true)] {
+            streams.push(Stream {
+                fd,
+                err,
+                line: Vec::new(),
+            });
+        }
         Ok((pid, mine))
+    }
+
+    /// The output thread: copies the rank processes' standard output and error to this
+    /// process's, a whole line at a time, so that the lines of different ranks never mix
+    /// (a rank may write a line in several pieces). Ends when every process has exited and
+    /// its streams are drained.
+    fn forward(&self) {
+        let mut open: Vec<Stream> = Vec::new();
+        loop {
+            open.append(&mut lock(&self.streams));
+            if open.is_empty() {
+                let t = lock(&self.table);
+                if t.closed && t.alive == 0 && lock(&self.streams).is_empty() {
+                    return;
+                }
+                drop(t);
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            let mut fds: Vec<libc::pollfd> = open
+                .iter()
+                .map(|s| libc::pollfd {
+                    fd: s.fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            // SAFETY: polls the descriptors of a local array of pollfds.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
+            if n <= 0 {
+                continue;
+            }
+            let mut closed = Vec::new();
+            for (i, pfd) in fds.iter().enumerate() {
+                if pfd.revents == 0 {
+                    continue;
+                }
+                if !open[i].pump() {
+                    closed.push(i);
+                }
+            }
+            for i in closed.into_iter().rev() {
+                open.swap_remove(i);
+            }
+        }
     }
 
     /// The reaper thread: records how every process ends; a rank process that ends before
@@ -295,15 +371,76 @@ impl Procs {
         }
     }
 
-    /// No more processes will start: waits until every one has exited and returns their
-    /// exits by rank.
+    /// No more processes will start: waits until every one has exited and its output has been
+    /// copied, and returns their exits by rank.
     pub(crate) fn finish(&self) -> HashMap<u32, (i32, Exit)> {
         lock(&self.spawner).take();
-        let mut t = lock(&self.table);
-        t.closed = true;
-        while t.alive > 0 {
-            t = self.changed.wait(t).unwrap_or_else(|e| e.into_inner());
+        let exits = {
+            let mut t = lock(&self.table);
+            t.closed = true;
+            while t.alive > 0 {
+                t = self.changed.wait(t).unwrap_or_else(|e| e.into_inner());
+            }
+            t.exits.clone()
+        };
+        // The output of the processes is copied before this process ends.
+        if let Some(f) = lock(&self.forwarder).take() {
+            let _ = f.join();
         }
-        t.exits.clone()
+        exits
+    }
+}
+
+/// A pipe whose ends are closed on exec.
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 writes two descriptors into the array; checked below.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned here.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+impl Stream {
+    /// Reads what is there and writes out the complete lines; false at the end of the stream
+    /// (the rest of an unfinished line is written then).
+    fn pump(&mut self) -> bool {
+        let mut buf = [0u8; 65536];
+        // SAFETY: reads into a local buffer from our own descriptor.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+            ) {
+                return true;
+            }
+        }
+        if n <= 0 {
+            let rest = std::mem::take(&mut self.line);
+            self.emit(&rest);
+            return false;
+        }
+        self.line.extend_from_slice(&buf[..n as usize]);
+        if let Some(end) = self.line.iter().rposition(|&b| b == b'\n') {
+            let lines: Vec<u8> = self.line.drain(..=end).collect();
+            self.emit(&lines);
+        }
+        true
+    }
+
+    fn emit(&self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        use std::io::Write;
+        let _ = if self.err {
+            std::io::stderr().lock().write_all(bytes)
+        } else {
+            let mut out = std::io::stdout().lock();
+            out.write_all(bytes).and_then(|()| out.flush())
+        };
     }
 }

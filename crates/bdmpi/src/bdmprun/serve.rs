@@ -136,7 +136,7 @@ impl<'r> Server<'r> {
         loop {
             let rank = self.rank;
             let m = match self.chan.recv(&|| rank.aborted()) {
-                Err(()) => return Err("the job was aborted".into()),
+                Err(()) => return Err(self.aborted()),
                 Ok(None) => return Err(self.lost()),
                 Ok(Some(m)) => m,
             };
@@ -153,7 +153,7 @@ impl<'r> Server<'r> {
             let reply = match self.handle(&m) {
                 Ok(r) => r,
                 Err(Fail::Code(code, what)) => self.refuse(&m, code, &what),
-                Err(Fail::Aborted) => return Err("the job was aborted".into()),
+                Err(Fail::Aborted) => return Err(self.aborted()),
             };
             if m.op == op::FINALIZE {
                 // Before the answer: the process may exit as soon as it has it.
@@ -170,6 +170,13 @@ impl<'r> Server<'r> {
                 return Ok(());
             }
         }
+    }
+
+    /// The job is ending because of a failure elsewhere: the rank's process will see its
+    /// socket close and exit, which is no failure of its own.
+    fn aborted(&self) -> String {
+        self.node.procs.set_ending();
+        "the job was aborted".into()
     }
 
     /// The process closed its socket: how it ended.
