@@ -22,7 +22,9 @@
 #   PATTERN  only programs whose name contains it
 # Environment: BDMPI_SUITE_NS (default "1 2 3 4 5 6 7 8"), BDMPI_SUITE_NR (default "1 2"),
 # BDMPI_SUITE_REPEAT runs of each bdmprun layout (default 1), BDMPI_SUITE_TIMEOUT seconds per
-# run (default 300).
+# run (default 300), BDMPI_SUITE_NODES (default 1): with N > 1, the NS ranks run as
+# `mpirun -np N bdmprun -ns NS/N` (NS a multiple of N; bdmprun built with --features mpi) and
+# are compared with the same `mpirun -np NS` reference.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bdmpi="${1:?usage: scripts/bdmpi_suite.sh BDMPI_DIR GKLIB_DIR [PATTERN]}"
@@ -31,6 +33,7 @@ pattern="${3:-}"
 ns_list="${BDMPI_SUITE_NS:-1 2 3 4 5 6 7 8}"
 nr_list="${BDMPI_SUITE_NR:-1 2}"
 repeat="${BDMPI_SUITE_REPEAT:-1}"
+nodes="${BDMPI_SUITE_NODES:-1}"
 timeout_s="${BDMPI_SUITE_TIMEOUT:-300}"
 [ -f "$bdmpi/include/bdmpi.h" ] && [ -f "$bdmpi/test/p2p.c" ] \
     || { echo "error: $bdmpi is not a BDMPI checkout (no include/bdmpi.h, test/p2p.c)" >&2; exit 2; }
@@ -40,7 +43,11 @@ for tool in gcc mpicc mpirun python3; do
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 
-cargo build --release --quiet -p spillway-bdmpi
+if [ "$nodes" -gt 1 ]; then
+    cargo build --release --quiet -p spillway-bdmpi --features mpi
+else
+    cargo build --release --quiet -p spillway-bdmpi
+fi
 lib="$PWD/target/release"
 bdmprun="$lib/bdmprun"
 shim="$PWD/scripts/bdmpi_suite"
@@ -154,6 +161,7 @@ for name in $names; do
         # test/p2p.c pairs rank 2i with 2i + 1: with an odd count the last rank sends to a rank
         # that does not exist (mpirun aborts; BDMPI, and bdmprun, return BDMPI_ERR_RANK).
         [ "$name" = p2p ] && [ $((ns % 2)) = 1 ] && continue
+        [ $((ns % nodes)) = 0 ] || continue
         t0=$(date +%s.%N)
         set +e
         # Each rank's output to a file of its own: mpirun forwards output in the pieces the
@@ -167,14 +175,24 @@ for name in $names; do
         t_ref=$(echo "$(date +%s.%N) - $t0" | bc)
         normalize "$work/ref.out" >"$work/ref.norm"
         for nr in $nr_list; do
-            [ "$nr" -gt "$ns" ] && continue
+            [ "$nr" -gt $((ns / nodes)) ] && continue
             for rep in $(seq "$repeat"); do
                 t0=$(date +%s.%N)
                 set +e
-                # shellcheck disable=SC2086
-                ( cd "$work" && timeout "$timeout_s" "$bdmprun" -ns "$ns" -nr "$nr" -wd "$work/wd" "$work/bd_$name" ${args[$name]} ) \
-                    >"$work/ours.out" 2>"$work/ours.err"
-                rc=$?
+                if [ "$nodes" = 1 ]; then
+                    # shellcheck disable=SC2086
+                    ( cd "$work" && timeout "$timeout_s" "$bdmprun" -ns "$ns" -nr "$nr" -wd "$work/wd" "$work/bd_$name" ${args[$name]} ) \
+                        >"$work/ours.out" 2>"$work/ours.err"
+                    rc=$?
+                else
+                    rm -rf "$work/ofb"
+                    # shellcheck disable=SC2086
+                    ( cd "$work" && timeout "$timeout_s" mpirun -np "$nodes" --output-filename "$work/ofb" "$bdmprun" -ns $((ns / nodes)) -nr "$nr" -wd "$work/wd" "$work/bd_$name" ${args[$name]} ) \
+                        >"$work/ours.log" 2>"$work/ours.err"
+                    rc=$?
+                    cat "$work"/ofb/1/rank.*/stdout >"$work/ours.out" 2>/dev/null || true
+                    cat "$work"/ofb/1/rank.*/stderr >>"$work/ours.err" 2>/dev/null || true
+                fi
                 set -e
                 t_ours=$(echo "$(date +%s.%N) - $t0" | bc)
                 normalize "$work/ours.out" >"$work/ours.norm"

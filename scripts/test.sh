@@ -42,17 +42,20 @@ if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
     export OMPI_MCA_rmaps_base_oversubscribe=1
     echo "== MPI backend: $(mpirun --version 2>&1 | head -n 1)"
     echo "== cargo clippy (feature mpi)"
-    cargo clippy --workspace --all-targets --quiet --features spillway-cli/mpi,spillway-bench/mpi,spillway-lpf/mpi -- -D warnings
+    cargo clippy --workspace --all-targets --quiet --features spillway-cli/mpi,spillway-bench/mpi,spillway-lpf/mpi,spillway-bdmpi/mpi -- -D warnings
     echo "== MPI tests (mpirun -np 2 and -np 3)"
     if cargo nextest --version >/dev/null 2>&1; then
         cargo nextest run --release -p spillway-cli --features mpi --test mpi --profile ci --no-fail-fast
         # The C library's file name does not depend on features: make cargo write the MPI build.
         touch crates/lpf/src/lib.rs
         cargo nextest run --release -p spillway-lpf --features mpi --test mpi_hook --profile ci --no-fail-fast
+        # BDMPI programs on several nodes: mpirun -np N bdmprun -ns K.
+        cargo nextest run --release -p spillway-bdmpi --features mpi --test mpi_nodes --profile ci --no-fail-fast
     else
         cargo test --release -p spillway-cli --features mpi --test mpi --no-fail-fast
         touch crates/lpf/src/lib.rs
         cargo test --release -p spillway-lpf --features mpi --test mpi_hook --no-fail-fast
+        cargo test --release -p spillway-bdmpi --features mpi --test mpi_nodes --no-fail-fast
     fi
 elif [ "${SPILLWAY_REQUIRE_MPI:-0}" = 1 ]; then
     echo "error: SPILLWAY_REQUIRE_MPI=1 but mpirun/mpicc were not found" >&2
