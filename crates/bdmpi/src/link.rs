@@ -168,3 +168,25 @@ pub(crate) fn call(fd: RawFd, msg: Msg) -> Msg {
         }
     }
 }
+
+/// Runs when the library is loaded: a rank process started by `bdmprun` dies with it (a
+/// process whose `bdmprun` was killed would otherwise compute on until its next call).
+extern "C" fn on_load() {
+    let Some(parent) = std::env::var(proto::ENV_PARENT)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok())
+    else {
+        return;
+    };
+    // SAFETY: prctl and getppid only concern this process; _exit ends it.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != parent {
+            libc::_exit(1);
+        }
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;

@@ -12,6 +12,8 @@
 
 /// Environment: the rank's end of its socket (a file descriptor number).
 pub const ENV_SOCKET: &str = "BDMPI_SOCKET";
+/// Environment: the pid of `bdmprun` (a rank process started after it died exits at once).
+pub const ENV_PARENT: &str = "BDMPI_PARENT";
 /// Environment: the rank's global number (for messages before `BDMPI_Init`).
 pub const ENV_RANK: &str = "BDMPI_RANK";
 /// Environment: the directory for the rank's storage-backed memory (`-wd`).

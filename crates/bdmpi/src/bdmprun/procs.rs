@@ -1,6 +1,8 @@
-//! The ranks' processes: started by one spawner thread (which lives until every rank process
-//! has exited, so that `PR_SET_PDEATHSIG` ties them to `bdmprun`'s life, not to a worker's),
-//! reaped by one reaper thread, and killed together when the job fails.
+//! The ranks' processes: started with `posix_spawn` by one spawner thread (which lives until
+//! every rank process has exited: the parent-death signal that libbdmpi asks for when it is
+//! loaded refers to that thread, so the processes die with `bdmprun`, not with a worker),
+//! reaped by one reaper thread, their output copied by one thread, and killed together when
+//! the job fails.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -158,9 +160,10 @@ impl Procs {
         let (mine, theirs) =
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         let mut env = env.to_vec();
+        env.push((crate::proto::ENV_SOCKET.to_string(), SOCKET_FD.to_string()));
         env.push((
-            crate::proto::ENV_SOCKET.to_string(),
-            theirs.as_raw_fd().to_string(),
+            crate::proto::ENV_PARENT.to_string(),
+            std::process::id().to_string(),
         ));
         let env: Vec<CString> = env
             .iter()
@@ -174,35 +177,22 @@ impl Procs {
             }))
             .collect::<Result<_, _>>()
             .map_err(|_| std::io::Error::other("an environment variable contains a NUL byte"))?;
-        let mut envp: Vec<*const libc::c_char> = env.iter().map(|s| s.as_ptr()).collect();
-        envp.push(std::ptr::null());
-        let mut argv: Vec<*const libc::c_char> = self.program.iter().map(|s| s.as_ptr()).collect();
-        argv.push(std::ptr::null());
+        let mut envp: Vec<*mut libc::c_char> = env.iter().map(|s| s.as_ptr().cast_mut()).collect();
+        envp.push(std::ptr::null_mut());
+        let mut argv: Vec<*mut libc::c_char> =
+            self.program.iter().map(|s| s.as_ptr().cast_mut()).collect();
+        argv.push(std::ptr::null_mut());
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
-        let (out_fd, err_fd) = (out_w.as_raw_fd(), err_w.as_raw_fd());
-        let child_fd = theirs.as_raw_fd();
-        let parent = std::process::id() as i32;
-        // SAFETY: between fork and exec the child calls only async-signal-safe functions
-        // (fcntl, prctl, getppid, execve, _exit) on memory prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if pid == 0 {
-            // SAFETY: see above; the child never returns from this block.
-            unsafe {
-                libc::fcntl(child_fd, libc::F_SETFD, 0);
-                libc::dup2(out_fd, 1);
-                libc::dup2(err_fd, 2);
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                if libc::getppid() != parent {
-                    libc::_exit(1);
-                }
-                libc::execve(argv[0], argv.as_ptr(), envp.as_ptr());
-                libc::_exit(127);
-            }
-        }
+        let pid = spawn(
+            &argv,
+            &envp,
+            &[
+                (out_w.as_raw_fd(), 1),
+                (err_w.as_raw_fd(), 2),
+                (theirs.as_raw_fd(), SOCKET_FD),
+            ],
+        )?;
         drop((theirs, out_w, err_w));
         let mut streams = lock(&self.streams);
         for (fd, err) in [(out_r, false), (err_r, true)] {
@@ -388,6 +378,72 @@ impl Procs {
             let _ = f.join();
         }
         exits
+    }
+}
+
+/// The descriptor of a rank process's socket.
+const SOCKET_FD: RawFd = 3;
+
+/// Starts `argv` with `envp` (both null-terminated) and the descriptors `dups` (from, to)
+/// (every other descriptor of this process is closed on exec), with the default action for
+/// every signal that this process ignores or handles (SIGPIPE is ignored here).
+///
+/// `posix_spawn` shares the address space until the exec (no copy of the page tables, which
+/// would make starting the thousandth rank cost as much as the first thousand).
+fn spawn(
+    argv: &[*mut libc::c_char],
+    envp: &[*mut libc::c_char],
+    dups: &[(RawFd, RawFd)],
+) -> std::io::Result<i32> {
+    let check = |rc: libc::c_int| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::from_raw_os_error(rc))
+        }
+    };
+    // SAFETY: the file actions and attributes are initialised before use and destroyed on
+    // every path below; argv and envp are null-terminated arrays of C strings that outlive the
+    // call; pid is written by posix_spawn.
+    unsafe {
+        let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        check(libc::posix_spawn_file_actions_init(&mut fa))?;
+        if let Err(e) = check(libc::posix_spawnattr_init(&mut attr)) {
+            libc::posix_spawn_file_actions_destroy(&mut fa);
+            return Err(e);
+        }
+        let result = (|| {
+            for &(from, to) in dups {
+                check(libc::posix_spawn_file_actions_adddup2(&mut fa, from, to))?;
+            }
+            let mut defaults: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut defaults);
+            for sig in [libc::SIGPIPE, libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::sigaddset(&mut defaults, sig);
+            }
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut mask);
+            check(libc::posix_spawnattr_setsigdefault(&mut attr, &defaults))?;
+            check(libc::posix_spawnattr_setsigmask(&mut attr, &mask))?;
+            check(libc::posix_spawnattr_setflags(
+                &mut attr,
+                (libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETSIGMASK) as libc::c_short,
+            ))?;
+            let mut pid = 0;
+            check(libc::posix_spawn(
+                &mut pid,
+                argv[0],
+                &fa,
+                &attr,
+                argv.as_ptr(),
+                envp.as_ptr(),
+            ))?;
+            Ok(pid)
+        })();
+        libc::posix_spawnattr_destroy(&mut attr);
+        libc::posix_spawn_file_actions_destroy(&mut fa);
+        result
     }
 }
 
