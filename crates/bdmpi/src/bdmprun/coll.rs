@@ -3,6 +3,7 @@
 //! is written into the process once.
 
 use spillway_comm::Collectives;
+use spillway_runtime::SbVec;
 
 use crate::proto::{self, op, types, Msg};
 use crate::reduce::{self, Fail, Io, Kind};
@@ -24,6 +25,24 @@ fn bytes(count: u64, size: usize) -> Result<usize, Fail> {
 }
 
 impl Server<'_> {
+    /// The rank's buffer for a collective's input, `len` bytes long: storage-backed under the
+    /// node's memory limit, so that while the rank waits in the collective (its input read by
+    /// the others when they run) the runtime can write it out as it does any blocked rank's
+    /// memory. One buffer per rank, kept between calls.
+    fn staging(&self, len: usize) -> Result<SbVec<u8>, Fail> {
+        let mut buf = match self.staging.take() {
+            Some(b) => b,
+            None => SbVec::with_capacity(self.rank, len)?,
+        };
+        buf.resize(len)?;
+        Ok(buf)
+    }
+
+    /// Gives the buffer of [`staging`](Self::staging) back for the next call.
+    fn unstage(&self, buf: SbVec<u8>) {
+        self.staging.set(Some(buf));
+    }
+
     /// The per-member byte counts and byte offsets of a `v` collective: `counts` is the count
     /// (`FLAG_UNIFORM`) or the address of `n` counts, `displs` the address of `n`
     /// displacements (`size_t`, or `int` with `FLAG_INT_ARRAYS`), in elements of `elem` bytes.
@@ -149,13 +168,15 @@ impl Server<'_> {
         let comm = self.comm(m.comm)?;
         let n = comm.size();
         let sbytes = bytes(m.a[1], size_of(m.a[2])?)?;
-        let mut data = vec![0u8; sbytes];
-        self.read(&[(m.a[0], sbytes)], &mut data)?;
+        let mut data = self.staging(sbytes)?;
+        self.read(&[(m.a[0], sbytes)], data.as_mut_slice())?;
         let all = if m.op == op::GATHERV {
-            comm.gatherv(m.a[7] as usize, &data)?
+            comm.gatherv(m.a[7] as usize, &data)
         } else {
-            Some(comm.allgatherv(&data)?)
+            comm.allgatherv(&data).map(Some)
         };
+        self.unstage(data);
+        let all = all?;
         let Some((all, got)) = all else {
             return Ok(reply_to(m, proto::SUCCESS));
         };
@@ -175,9 +196,11 @@ impl Server<'_> {
                 .zip(&offs)
                 .map(|(&c, &o)| (m.a[0] + o as u64, c))
                 .collect();
-            let mut data = vec![0u8; counts.iter().sum()];
-            self.read(&pieces, &mut data)?;
-            comm.scatterv(root, Some((&data, &counts)))?
+            let mut data = self.staging(counts.iter().sum())?;
+            self.read(&pieces, data.as_mut_slice())?;
+            let mine = comm.scatterv(root, Some((&data, &counts)));
+            self.unstage(data);
+            mine?
         } else {
             comm.scatterv::<u8>(root, None)?
         };
@@ -194,10 +217,11 @@ impl Server<'_> {
             .zip(&soffs)
             .map(|(&c, &o)| (m.a[0] + o as u64, c))
             .collect();
-        let mut data = vec![0u8; scounts.iter().sum()];
-        self.read(&pieces, &mut data)?;
-        let (recv, got) = comm.alltoallv(&data, &scounts)?;
-        drop(data);
+        let mut data = self.staging(scounts.iter().sum())?;
+        self.read(&pieces, data.as_mut_slice())?;
+        let exchanged = comm.alltoallv(&data, &scounts);
+        self.unstage(data);
+        let (recv, got) = exchanged?;
         let (caps, offs) = self.layout(m.a[5], m.a[6], n, flags, size_of(m.a[7])?)?;
         self.place(m, m.a[4], &recv, &got, &caps, &offs)
     }

@@ -197,10 +197,12 @@ fn run(opts: Opts, workdir: PathBuf, nodes: u32) -> ExitCode {
         .spill_dir(&workdir)
         .message_spill_threshold(opts.im_bytes)
         .mem_budget(budget)
+        // The node's own storage-backed buffers (the ranks' inputs to collectives) follow
+        // the ranks' policy; without one they leave memory only when the limit needs room.
         .policy(match opts.sbma {
-            Sbma::Arlw => Policy::Arlw,
+            Sbma::Araw | Sbma::Lraw => Policy::Araw,
             Sbma::Lrlw => Policy::Lrlw,
-            _ => Policy::Araw,
+            Sbma::Arlw | Sbma::None => Policy::Arlw,
         });
     if nodes > 1 {
         config = config.backend(Backend::Mpi);

@@ -69,6 +69,9 @@ pub(crate) struct Server<'r> {
     contributions: HashMap<u32, Contribution>,
     next_id: u32,
     critical: u32,
+    /// The buffer for collectives' inputs (see `coll.rs`); a cell because a collective
+    /// holds the communicator, borrowed from the server, while it uses the buffer.
+    pub(crate) staging: std::cell::Cell<Option<spillway_runtime::SbVec<u8>>>,
 }
 
 /// Serves rank `rank` until its process calls `BDMPI_Finalize`.
@@ -105,6 +108,7 @@ pub(crate) fn serve(rank: &Rank, node: &Arc<Node>) -> Result<(), String> {
         contributions: HashMap::new(),
         next_id: 1,
         critical: 0,
+        staging: std::cell::Cell::new(None),
     };
     s.run()
 }
