@@ -2,7 +2,7 @@
  * bdmpi.h for plain MPI: lets a BDMPI program (BDMPI_* names with size_t counts, BDMPI's
  * status fields, the node communicators) compile as an ordinary MPI program, so that its
  * output under mpirun is the reference for the same program under spillway's bdmprun.
- * Used by scripts/bdmpi_suite.sh only.
+ * Used by scripts/bdmpi_suite.sh and scripts/bench_bdmpi.py.
  *
  * The whole job is one node: COMM_NODE and COMM_CWORLD are COMM_WORLD, the local rank is the
  * rank. BDMPI_Send is buffered (MPI_Bsend on a large attached buffer), as BDMPI's sends are:
@@ -182,6 +182,16 @@ static inline int BDMPI_Alltoallv(void *s, size_t *sc, size_t *sd, MPI_Datatype 
     int rcode = MPI_Alltoallv(s, a, b, st, r, e, f, rt, c);
     free(a); free(b); free(e); free(f);
     return rcode;
+}
+/* Storage-backed memory: plain memory under MPI. */
+#define BDMPI_sbmalloc malloc
+#define BDMPI_sbrealloc realloc
+#define BDMPI_sbfree free
+static inline double BDMPI_Wtime(void) { return MPI_Wtime(); }
+static inline int BDMPI_Iprobe(int src, int tag, MPI_Comm c, int *f, shim_status_t *st) {
+    int rc = MPI_Iprobe(src, tag, c, f, shim_raw(st));
+    if (*f) shim_fill(st, MPI_BYTE);
+    return rc;
 }
 static inline int BDMPI_mlock(const void *a, size_t n) { return mlock(a, n); }
 static inline int BDMPI_munlock(const void *a, size_t n) { return munlock(a, n); }
