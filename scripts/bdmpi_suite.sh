@@ -24,7 +24,9 @@
 # BDMPI_SUITE_REPEAT runs of each bdmprun layout (default 1), BDMPI_SUITE_TIMEOUT seconds per
 # run (default 300), BDMPI_SUITE_NODES (default 1): with N > 1, the NS ranks run as
 # `mpirun -np N bdmprun -ns NS/N` (NS a multiple of N; bdmprun built with --features mpi) and
-# are compared with the same `mpirun -np NS` reference.
+# are compared with the same `mpirun -np NS` reference. BDMPI_SUITE_BIN: a directory holding
+# an already built bdmprun and libbdmpi.so (then nothing is built here; crates/bdmpi's test
+# bdmpi_own_programs passes its own build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bdmpi="${1:?usage: scripts/bdmpi_suite.sh BDMPI_DIR GKLIB_DIR [PATTERN]}"
@@ -43,12 +45,18 @@ for tool in gcc mpicc mpirun python3; do
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 
-if [ "$nodes" -gt 1 ]; then
-    cargo build --release --quiet -p spillway-bdmpi --features mpi
+if [ -n "${BDMPI_SUITE_BIN:-}" ]; then
+    lib="$(cd "$BDMPI_SUITE_BIN" && pwd)"
+    [ -x "$lib/bdmprun" ] && [ -f "$lib/libbdmpi.so" ] \
+        || { echo "error: BDMPI_SUITE_BIN=$BDMPI_SUITE_BIN holds no bdmprun and libbdmpi.so" >&2; exit 2; }
 else
-    cargo build --release --quiet -p spillway-bdmpi
+    if [ "$nodes" -gt 1 ]; then
+        cargo build --release --quiet -p spillway-bdmpi --features mpi
+    else
+        cargo build --release --quiet -p spillway-bdmpi
+    fi
+    lib="$PWD/target/release"
 fi
-lib="$PWD/target/release"
 bdmprun="$lib/bdmprun"
 shim="$PWD/scripts/bdmpi_suite"
 work="$(mktemp -d)"
