@@ -18,11 +18,12 @@ use std::process::Command;
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
     let deps = exe.parent().expect("deps directory");
-    [deps, deps.parent().expect("profile directory")]
+    let dir = [deps, deps.parent().expect("profile directory")]
         .into_iter()
         .find(|d| d.join("libbdmpi.so").exists())
         .unwrap_or_else(|| panic!("libbdmpi.so not found next to {}", exe.display()))
-        .to_path_buf()
+        .to_path_buf();
+    dir
 }
 
 /// The checkout named by `var`, if it is set and holds `marker`.
