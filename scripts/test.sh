@@ -44,7 +44,7 @@ if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
     export OMPI_MCA_rmaps_base_oversubscribe=1
     echo "== MPI backend: $(mpirun --version 2>&1 | head -n 1)"
     echo "== cargo clippy (feature mpi)"
-    cargo clippy --workspace --all-targets --quiet --features spillway-cli/mpi,spillway-bench/mpi,spillway-lpf/mpi -- -D warnings
+    cargo clippy --workspace --all-targets --quiet --features spillway-cli/mpi,spillway-bench/mpi,spillway-lpf/mpi,spillway-bdmpi/mpi -- -D warnings
     # Open MPI 5 has ULFM (processes lost for real are survived): installed from PyPI into a
     # venv once (SPILLWAY_OMPI5 names an existing one; SPILLWAY_ULFM=0 skips it). The MPI
     # tests then run against it, built in a target directory of their own (Open MPI 4 and 5
@@ -97,6 +97,13 @@ if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
             touch crates/lpf/src/lib.rs
             cargo test --release -p spillway-lpf --features mpi --test mpi_hook --no-fail-fast
         fi
+    fi
+    # BDMPI programs on several nodes (mpirun -np N bdmprun -ns K), against the system MPI.
+    echo "== BDMPI on several nodes"
+    if cargo nextest --version >/dev/null 2>&1; then
+        cargo nextest run --release -p spillway-bdmpi --features mpi --test mpi_nodes --profile ci --no-fail-fast
+    else
+        cargo test --release -p spillway-bdmpi --features mpi --test mpi_nodes --no-fail-fast
     fi
 elif [ "${SPILLWAY_REQUIRE_MPI:-0}" = 1 ]; then
     echo "error: SPILLWAY_REQUIRE_MPI=1 but mpirun/mpicc were not found" >&2

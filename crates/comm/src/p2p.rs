@@ -334,6 +334,35 @@ impl<'r> Comm<'r> {
         self.recv(source, recv_tag)
     }
 
+    /// The runtime pattern of a receive from `source` with `tag` on this communicator, for
+    /// callers that keep posted receives beyond a borrow of the communicator (a C binding
+    /// whose requests live in a table): post it with [`Rank::post_recv`], complete it with
+    /// [`Rank::wait_recv`] or [`Rank::test_recv`], and describe the message with
+    /// [`status_of_message`](Self::status_of_message).
+    ///
+    /// [`Rank::post_recv`]: spillway_runtime::Rank::post_recv
+    /// [`Rank::wait_recv`]: spillway_runtime::Rank::wait_recv
+    /// [`Rank::test_recv`]: spillway_runtime::Rank::test_recv
+    ///
+    /// # Errors
+    /// [`Error::InvalidRank`] or a negative tag.
+    pub fn p2p_pattern(&self, source: Source, tag: Tag) -> Result<spillway_runtime::Pattern> {
+        self.recv_pattern(source, tag)
+    }
+
+    /// The status of a message of this communicator's point-to-point space that was received
+    /// or probed through the runtime (see [`p2p_pattern`](Self::p2p_pattern)).
+    ///
+    /// # Panics
+    /// If the sender is not a member (the message did not come through this communicator).
+    pub fn status_of_message(&self, info: spillway_runtime::MessageInfo) -> Status {
+        Status {
+            source: self.comm_rank_of(info.source),
+            tag: info.tag,
+            bytes: info.bytes,
+        }
+    }
+
     /// Blocks until a matching message is queued and describes it without receiving it
     /// (`MPI_Probe`).
     ///

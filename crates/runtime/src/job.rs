@@ -141,6 +141,7 @@ impl Job {
                     mail_seq: (0..size).map(|_| Default::default()).collect(),
                     mem,
                     table: NodeTable::default(),
+                    block_hooks: (0..size).map(|_| Mutex::new(None)).collect(),
                 }
             })
             .collect();
@@ -227,6 +228,9 @@ impl Job {
             Released::Blocked { last_active } => {
                 // Release memory (ARAW) before the worker moves on to another rank.
                 node.mem.on_block(local);
+                if let Some(hook) = lock(&node.block_hooks[local]).as_mut() {
+                    hook();
+                }
                 if let Some(e) = node.mem.take_error() {
                     self.fail(JobError::Storage(e));
                 }

@@ -20,7 +20,14 @@ pub(crate) struct Node {
     pub(crate) mail_seq: Box<[MailSeq]>,
     pub(crate) mem: Arc<NodeMem>,
     pub(crate) table: NodeTable,
+    /// Per rank: what runs when the rank gives up its slot ([`Rank::on_block`]).
+    ///
+    /// [`Rank::on_block`]: crate::Rank::on_block
+    pub(crate) block_hooks: Box<[Mutex<Option<BlockHook>>]>,
 }
+
+/// A rank's hook run each time it blocks (see [`Rank::on_block`](crate::Rank::on_block)).
+pub(crate) type BlockHook = Box<dyn FnMut() + Send>;
 
 /// A delivery counter on a cache line of its own (ranks spin on their own counters).
 #[derive(Default)]

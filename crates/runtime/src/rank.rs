@@ -505,6 +505,20 @@ impl Rank {
         })
     }
 
+    /// Runs `hook` on this rank's thread every time the rank gives up its slot in a blocking
+    /// call, after the runtime has released the rank's own storage-backed memory and before
+    /// its worker runs another rank; replaces an earlier hook. A rank that stands for memory
+    /// the runtime does not manage (the address space of another process, say) releases it
+    /// here, so that the rank run next in its place finds the room.
+    ///
+    /// # Semantics
+    /// The hook must not call the runtime (it runs inside a blocking call); it may take as
+    /// long as releasing the memory takes, during which the worker waits.
+    pub fn on_block(&self, hook: impl FnMut() + Send + 'static) {
+        let (node, local) = self.job.node_of(self.rank);
+        *crate::node::lock(&node.block_hooks[local]) = Some(Box::new(hook));
+    }
+
     /// Enters the node's critical section: at most one rank per node holds it (BDMPI's
     /// `enter_critical`, used to serialise disk I/O). Waiting for it gives up the node slot.
     ///

@@ -1,0 +1,787 @@
+//! The `MPI_*` names of `bdmpi.h`: counts as `int`, as in the MPI standard, otherwise the
+//! `BDMPI_*` functions. Negative counts are `MPI_ERR_COUNT`; arrays of counts and
+//! displacements are passed on as `int` arrays (the node reads them as such).
+
+#![allow(non_snake_case)]
+
+use std::ffi::{c_char, c_int, c_void};
+
+use crate::api::{self, *};
+use crate::handles::{BDMPI_Comm, BDMPI_Request, BDMPI_Status};
+use crate::link::report;
+use crate::proto::{self, op};
+
+fn count(call: &str, n: c_int) -> Result<usize, c_int> {
+    usize::try_from(n).map_err(|_| {
+        report(call, format_args!("count {n} is negative"));
+        proto::ERR_COUNT
+    })
+}
+
+macro_rules! tri {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(code) => return code,
+        }
+    };
+}
+
+fn addr<T>(p: *const T) -> u64 {
+    p as usize as u64
+}
+
+/// `MPI_Init`.
+///
+/// # Safety
+/// As `BDMPI_Init`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { BDMPI_Init(argc, argv) }
+}
+
+/// `MPI_Finalize`.
+///
+/// # Safety
+/// As `BDMPI_Finalize`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Finalize() -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { BDMPI_Finalize() }
+}
+
+macro_rules! forward_query {
+    ($mpi:ident, $bd:ident) => {
+        #[doc = concat!("`", stringify!($mpi), "`.")]
+        ///
+        /// # Safety
+        /// `out` is writable.
+        #[no_mangle]
+        pub unsafe extern "C" fn $mpi(comm: BDMPI_Comm, out: *mut c_int) -> c_int {
+            // SAFETY: forwarded contract.
+            unsafe { $bd(comm, out) }
+        }
+    };
+}
+
+forward_query!(MPI_Comm_size, BDMPI_Comm_size);
+forward_query!(MPI_Comm_rank, BDMPI_Comm_rank);
+forward_query!(MPI_Comm_lsize, BDMPI_Comm_lsize);
+forward_query!(MPI_Comm_lrank, BDMPI_Comm_lrank);
+forward_query!(MPI_Comm_nsize, BDMPI_Comm_nsize);
+forward_query!(MPI_Comm_nrank, BDMPI_Comm_nrank);
+forward_query!(MPI_Comm_rrank, BDMPI_Comm_rrank);
+
+/// `MPI_Comm_dup`.
+///
+/// # Safety
+/// As `BDMPI_Comm_dup`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_dup(comm: BDMPI_Comm, newcomm: *mut BDMPI_Comm) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { BDMPI_Comm_dup(comm, newcomm) }
+}
+
+/// `MPI_Comm_free`.
+///
+/// # Safety
+/// As `BDMPI_Comm_free`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_free(comm: *mut BDMPI_Comm) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { BDMPI_Comm_free(comm) }
+}
+
+/// `MPI_Comm_split`.
+///
+/// # Safety
+/// As `BDMPI_Comm_split`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_split(
+    comm: BDMPI_Comm,
+    color: c_int,
+    key: c_int,
+    newcomm: *mut BDMPI_Comm,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { BDMPI_Comm_split(comm, color, key, newcomm) }
+}
+
+/// `MPI_Send`.
+///
+/// # Safety
+/// As `BDMPI_Send`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Send(
+    buf: *const c_void,
+    n: c_int,
+    datatype: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let n = tri!(count("MPI_Send", n));
+    api::send("MPI_Send", buf, n, datatype, dest, tag, comm)
+}
+
+/// `MPI_Isend`.
+///
+/// # Safety
+/// As `BDMPI_Isend`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isend(
+    buf: *const c_void,
+    n: c_int,
+    datatype: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: BDMPI_Comm,
+    request: *mut BDMPI_Request,
+) -> c_int {
+    let n = tri!(count("MPI_Isend", n));
+    api::isend("MPI_Isend", buf, n, datatype, dest, tag, comm, request)
+}
+
+/// `MPI_Recv`.
+///
+/// # Safety
+/// As `BDMPI_Recv`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Recv(
+    buf: *mut c_void,
+    n: c_int,
+    datatype: c_int,
+    source: c_int,
+    tag: c_int,
+    comm: BDMPI_Comm,
+    status: *mut BDMPI_Status,
+) -> c_int {
+    let n = tri!(count("MPI_Recv", n));
+    // SAFETY: forwarded contract.
+    unsafe { api::recv("MPI_Recv", buf, n, datatype, source, tag, comm, status) }
+}
+
+/// `MPI_Irecv`.
+///
+/// # Safety
+/// As `BDMPI_Irecv`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Irecv(
+    buf: *mut c_void,
+    n: c_int,
+    datatype: c_int,
+    source: c_int,
+    tag: c_int,
+    comm: BDMPI_Comm,
+    request: *mut BDMPI_Request,
+) -> c_int {
+    let n = tri!(count("MPI_Irecv", n));
+    api::irecv("MPI_Irecv", buf, n, datatype, source, tag, comm, request)
+}
+
+/// `MPI_Sendrecv`.
+///
+/// # Safety
+/// As `BDMPI_Sendrecv`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Sendrecv(
+    sendbuf: *mut c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: BDMPI_Comm,
+    status: *mut BDMPI_Status,
+) -> c_int {
+    let call = "MPI_Sendrecv";
+    let sc = tri!(count(call, sendcount));
+    let rc = tri!(count(call, recvcount));
+    let code = api::send(call, sendbuf, sc, sendtype, dest, sendtag, comm);
+    if code != proto::SUCCESS {
+        return code;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { api::recv(call, recvbuf, rc, recvtype, source, recvtag, comm, status) }
+}
+
+/// `MPI_Test`.
+///
+/// # Safety
+/// As `BDMPI_Test`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Test(
+    request: *mut BDMPI_Request,
+    flag: *mut c_int,
+    status: *mut BDMPI_Status,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { BDMPI_Test(request, flag, status) }
+}
+
+/// `MPI_Wait`.
+///
+/// # Safety
+/// As `BDMPI_Wait`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Wait(request: *mut BDMPI_Request, status: *mut BDMPI_Status) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { BDMPI_Wait(request, status) }
+}
+
+/// `MPI_Waitall`.
+///
+/// # Safety
+/// As `BDMPI_Waitall`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Waitall(
+    n: c_int,
+    requests: *mut BDMPI_Request,
+    statuses: *mut BDMPI_Status,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { BDMPI_Waitall(n, requests, statuses) }
+}
+
+/// `MPI_Get_count`.
+///
+/// # Safety
+/// As `BDMPI_Get_count`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Get_count(
+    status: *mut BDMPI_Status,
+    datatype: c_int,
+    out: *mut c_int,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    match unsafe { api::get_count("MPI_Get_count", status, datatype) } {
+        Ok(n) => {
+            if !out.is_null() {
+                // SAFETY: the caller's contract.
+                unsafe { *out = c_int::try_from(n).unwrap_or(c_int::MAX) };
+            }
+            proto::SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
+/// `MPI_Barrier`.
+///
+/// # Safety
+/// As `BDMPI_Barrier`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Barrier(comm: BDMPI_Comm) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { BDMPI_Barrier(comm) }
+}
+
+/// `MPI_Bcast`.
+///
+/// # Safety
+/// As `BDMPI_Bcast`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Bcast(
+    buf: *mut c_void,
+    n: c_int,
+    datatype: c_int,
+    root: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let n = tri!(count("MPI_Bcast", n));
+    api::bcast("MPI_Bcast", buf, n, datatype, root, comm)
+}
+
+/// `MPI_Gather`.
+///
+/// # Safety
+/// As `BDMPI_Gather`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gather(
+    sendbuf: *mut c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    root: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let call = "MPI_Gather";
+    let sc = tri!(count(call, sendcount));
+    let rc = tri!(count(call, recvcount));
+    api::gather(
+        call,
+        op::GATHERV,
+        sendbuf,
+        sc,
+        sendtype,
+        recvbuf,
+        rc as u64,
+        0,
+        recvtype,
+        root,
+        comm,
+        proto::FLAG_UNIFORM,
+    )
+}
+
+/// `MPI_Gatherv`.
+///
+/// # Safety
+/// As `BDMPI_Gatherv`, with `int` arrays.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gatherv(
+    sendbuf: *mut c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *mut c_int,
+    displs: *mut c_int,
+    recvtype: c_int,
+    root: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let call = "MPI_Gatherv";
+    let sc = tri!(count(call, sendcount));
+    api::gather(
+        call,
+        op::GATHERV,
+        sendbuf,
+        sc,
+        sendtype,
+        recvbuf,
+        addr(recvcounts),
+        addr(displs),
+        recvtype,
+        root,
+        comm,
+        proto::FLAG_INT_ARRAYS,
+    )
+}
+
+/// `MPI_Allgather`.
+///
+/// # Safety
+/// As `BDMPI_Allgather`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgather(
+    sendbuf: *mut c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let call = "MPI_Allgather";
+    let sc = tri!(count(call, sendcount));
+    let rc = tri!(count(call, recvcount));
+    api::gather(
+        call,
+        op::ALLGATHERV,
+        sendbuf,
+        sc,
+        sendtype,
+        recvbuf,
+        rc as u64,
+        0,
+        recvtype,
+        0,
+        comm,
+        proto::FLAG_UNIFORM,
+    )
+}
+
+/// `MPI_Allgatherv`.
+///
+/// # Safety
+/// As `BDMPI_Allgatherv`, with `int` arrays.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgatherv(
+    sendbuf: *mut c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *mut c_int,
+    displs: *mut c_int,
+    recvtype: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let call = "MPI_Allgatherv";
+    let sc = tri!(count(call, sendcount));
+    api::gather(
+        call,
+        op::ALLGATHERV,
+        sendbuf,
+        sc,
+        sendtype,
+        recvbuf,
+        addr(recvcounts),
+        addr(displs),
+        recvtype,
+        0,
+        comm,
+        proto::FLAG_INT_ARRAYS,
+    )
+}
+
+/// `MPI_Scatter`.
+///
+/// # Safety
+/// As `BDMPI_Scatter`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatter(
+    sendbuf: *mut c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    root: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let call = "MPI_Scatter";
+    let sc = tri!(count(call, sendcount));
+    let rc = tri!(count(call, recvcount));
+    api::scatter(
+        call,
+        sendbuf,
+        sc as u64,
+        0,
+        sendtype,
+        recvbuf,
+        rc,
+        recvtype,
+        root,
+        comm,
+        proto::FLAG_UNIFORM,
+    )
+}
+
+/// `MPI_Scatterv`.
+///
+/// # Safety
+/// As `BDMPI_Scatterv`, with `int` arrays.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatterv(
+    sendbuf: *mut c_void,
+    sendcounts: *mut c_int,
+    displs: *mut c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    root: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let call = "MPI_Scatterv";
+    let rc = tri!(count(call, recvcount));
+    api::scatter(
+        call,
+        sendbuf,
+        addr(sendcounts),
+        addr(displs),
+        sendtype,
+        recvbuf,
+        rc,
+        recvtype,
+        root,
+        comm,
+        proto::FLAG_INT_ARRAYS,
+    )
+}
+
+/// `MPI_Alltoall`.
+///
+/// # Safety
+/// As `BDMPI_Alltoall`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoall(
+    sendbuf: *mut c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let call = "MPI_Alltoall";
+    let sc = tri!(count(call, sendcount));
+    let rc = tri!(count(call, recvcount));
+    api::alltoall(
+        call,
+        sendbuf,
+        sc as u64,
+        0,
+        sendtype,
+        recvbuf,
+        rc as u64,
+        0,
+        recvtype,
+        comm,
+        proto::FLAG_UNIFORM,
+    )
+}
+
+/// `MPI_Alltoallv`.
+///
+/// # Safety
+/// As `BDMPI_Alltoallv`, with `int` arrays.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallv(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtype: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    api::alltoall(
+        "MPI_Alltoallv",
+        sendbuf,
+        addr(sendcounts),
+        addr(sdispls),
+        sendtype,
+        recvbuf,
+        addr(recvcounts),
+        addr(rdispls),
+        recvtype,
+        comm,
+        proto::FLAG_INT_ARRAYS,
+    )
+}
+
+/// `MPI_Reduce`.
+///
+/// # Safety
+/// As `BDMPI_Reduce`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    n: c_int,
+    datatype: c_int,
+    opn: c_int,
+    root: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let call = "MPI_Reduce";
+    let n = tri!(count(call, n));
+    api::reduction(
+        call,
+        op::REDUCE,
+        sendbuf,
+        recvbuf,
+        n,
+        datatype,
+        opn,
+        root,
+        comm,
+    )
+}
+
+/// `MPI_Allreduce`.
+///
+/// # Safety
+/// As `BDMPI_Allreduce`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allreduce(
+    sendbuf: *mut c_void,
+    recvbuf: *mut c_void,
+    n: c_int,
+    datatype: c_int,
+    opn: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let call = "MPI_Allreduce";
+    let n = tri!(count(call, n));
+    api::reduction(
+        call,
+        op::ALLREDUCE,
+        sendbuf,
+        recvbuf,
+        n,
+        datatype,
+        opn,
+        0,
+        comm,
+    )
+}
+
+/// `MPI_Scan`.
+///
+/// # Safety
+/// As `BDMPI_Scan`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scan(
+    sendbuf: *mut c_void,
+    recvbuf: *mut c_void,
+    n: c_int,
+    datatype: c_int,
+    opn: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let call = "MPI_Scan";
+    let n = tri!(count(call, n));
+    api::reduction(call, op::SCAN, sendbuf, recvbuf, n, datatype, opn, 0, comm)
+}
+
+/// `MPI_Exscan`.
+///
+/// # Safety
+/// As `BDMPI_Exscan`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Exscan(
+    sendbuf: *mut c_void,
+    recvbuf: *mut c_void,
+    n: c_int,
+    datatype: c_int,
+    opn: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let call = "MPI_Exscan";
+    let n = tri!(count(call, n));
+    api::reduction(
+        call,
+        op::EXSCAN,
+        sendbuf,
+        recvbuf,
+        n,
+        datatype,
+        opn,
+        0,
+        comm,
+    )
+}
+
+/// `MPI_Reduce_init`.
+///
+/// # Safety
+/// As `BDMPI_Reduce_init`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_init(
+    sendbuf: *mut c_void,
+    recvbuf: *mut c_void,
+    n: c_int,
+    datatype: c_int,
+    opn: c_int,
+    root: c_int,
+    comm: BDMPI_Comm,
+    request: *mut BDMPI_Request,
+) -> c_int {
+    let call = "MPI_Reduce_init";
+    let n = tri!(count(call, n));
+    api::reduce_init(
+        call, sendbuf, recvbuf, n, datatype, opn, root, comm, request,
+    )
+}
+
+/// `MPI_Reduce_fine`.
+///
+/// # Safety
+/// As `BDMPI_Reduce_fine`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_fine(
+    recvbuf: *mut c_void,
+    n: c_int,
+    datatype: c_int,
+    opn: c_int,
+    root: c_int,
+    comm: BDMPI_Comm,
+    request: *mut BDMPI_Request,
+) -> c_int {
+    let call = "MPI_Reduce_fine";
+    let n = tri!(count(call, n));
+    api::reduce_fine(call, recvbuf, n, datatype, opn, root, comm, request)
+}
+
+/// `MPI_Merge` (the count is an `int`).
+///
+/// # Safety
+/// As `BDMPI_Merge`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Merge(
+    sendbuf: *mut c_void,
+    sendids: *mut c_int,
+    sendcount: c_int,
+    recvbuf: *mut c_void,
+    recvids: *mut c_int,
+    r_recvcount: *mut c_int,
+    datatype: c_int,
+    opn: c_int,
+    root: c_int,
+    comm: BDMPI_Comm,
+) -> c_int {
+    let call = "MPI_Merge";
+    let sc = tri!(count(call, sendcount));
+    api::merge(
+        call,
+        sendbuf,
+        sendids,
+        sc,
+        recvbuf,
+        recvids,
+        addr(r_recvcount),
+        datatype,
+        opn,
+        root,
+        comm,
+        proto::FLAG_INT_ARRAYS,
+    )
+}
+
+/// `MPI_Probe`.
+///
+/// # Safety
+/// As `BDMPI_Probe`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Probe(
+    source: c_int,
+    tag: c_int,
+    comm: BDMPI_Comm,
+    status: *mut BDMPI_Status,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { BDMPI_Probe(source, tag, comm, status) }
+}
+
+/// `MPI_Iprobe`.
+///
+/// # Safety
+/// As `BDMPI_Iprobe`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iprobe(
+    source: c_int,
+    tag: c_int,
+    comm: BDMPI_Comm,
+    flag: *mut c_int,
+    status: *mut BDMPI_Status,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { BDMPI_Iprobe(source, tag, comm, flag, status) }
+}
+
+/// `MPI_Wtime`.
+#[no_mangle]
+pub extern "C" fn MPI_Wtime() -> f64 {
+    BDMPI_Wtime()
+}
+
+/// `MPI_Print_vm_info`.
+///
+/// # Safety
+/// As `BDMPI_Print_vm_info`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Print_vm_info(hdr: *mut c_char) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { BDMPI_Print_vm_info(hdr) }
+}
