@@ -257,19 +257,32 @@ pub(crate) fn decompress(bytes: &[u8]) -> Result<(Header, Decoded), CompressErro
         let mut out: Vec<T> = Vec::new();
         out.try_reserve_exact(n)
             .map_err(|_| corrupt(format!("{n} points do not fit in memory")))?;
-        out.resize(n, T::round_from(0.0));
+        // Every block clears its own part of the output before decoding it, so that the
+        // pages are touched in parallel rather than by one thread up front.
         let mut slices = Vec::with_capacity(shapes.len());
-        let mut rest = out.as_mut_slice();
+        let mut rest = &mut out.spare_capacity_mut()[..n];
         for s in shapes {
             let (head, tail) = rest.split_at_mut(s.points());
             slices.push(head);
             rest = tail;
         }
+        assert!(rest.is_empty(), "the blocks cover the grid");
         slices
             .into_par_iter()
             .zip(shapes.par_iter().zip(streams.par_iter()))
-            .try_for_each(|(o, (s, &st))| decode_block(o, s, set, bound, st))
+            .try_for_each(|(o, (s, &st))| {
+                for x in o.iter_mut() {
+                    x.write(T::round_from(0.0));
+                }
+                // SAFETY: every element of `o` was just initialised, and `MaybeUninit<T>`
+                // has the layout of `T`.
+                let o = unsafe { &mut *(o as *mut [std::mem::MaybeUninit<T>] as *mut [T]) };
+                decode_block(o, s, set, bound, st)
+            })
             .map_err(CompressError::Corrupt)?;
+        // SAFETY: the capacity is at least `n`, and the blocks, which cover the first `n`
+        // elements (asserted above), initialised all of them.
+        unsafe { out.set_len(n) };
         Ok(out)
     }
     let bound = Bound {
