@@ -27,7 +27,7 @@ const RANS_L: u32 = 1 << 23;
 pub(crate) const MAX_CODE: i64 = 1 << 30;
 /// Symbols: 0, 1, 2..=59 (bit lengths 2..=30 with the bit below the leading one), outlier.
 const ALPHABET: usize = 61;
-const OUTLIER: u8 = 60;
+pub(crate) const OUTLIER: u8 = 60;
 /// The activity of an outlier.
 const OUTLIER_ACTIVITY: u8 = 31;
 
@@ -83,6 +83,30 @@ fn split(c: Code) -> (u8, u32, u32) {
     }
 }
 
+/// The code of an outlier in a line of codes.
+pub(crate) const OUTLIER_Q: i32 = i32::MIN;
+
+/// [`split`] of a code of a line (`OUTLIER_Q` for an outlier), without branches on the
+/// code: symbol, raw bits, their count, and the activity.
+#[inline(always)]
+fn split_q(q: i32) -> (u8, u32, u32, u8) {
+    if q == OUTLIER_Q {
+        return (OUTLIER, 0, 0, OUTLIER_ACTIVITY);
+    }
+    let a = q.unsigned_abs();
+    let sign = u32::from(q < 0);
+    let k = 32 - a.leading_zeros();
+    // k >= 2: the bit below the leading one picks the symbol, the bits below it are raw.
+    let sh = k.saturating_sub(2);
+    let below = (a >> sh) & 1;
+    let low = a & ((1u32 << sh) - 1);
+    let big = k >= 2;
+    let sym = if big { 2 * (k - 1) + below } else { k };
+    let raw = if big { (low << 1) | sign } else { sign };
+    let n = if big { k - 1 } else { k };
+    (sym as u8, raw, n, k as u8)
+}
+
 /// Collects the symbols of a block in coding order (with their tables) and writes the raw
 /// bits as they come.
 pub(crate) struct CodeWriter {
@@ -105,6 +129,22 @@ impl CodeWriter {
         self.symbols.push(((t as u16) << 6) | u16::from(sym));
         if n > 0 {
             self.bits.put(raw, n);
+        }
+    }
+
+    /// Appends the codes of a line of level class `lc` (`OUTLIER_Q` for an outlier), with
+    /// `up` the activities of the previous line (replaced by this line's).
+    pub(crate) fn put_line(&mut self, lc: usize, codes: &[i32], up: &mut [u8]) {
+        debug_assert_eq!(codes.len(), up.len());
+        self.symbols.reserve(codes.len());
+        let mut left = 0u8;
+        for (&q, u) in codes.iter().zip(up.iter_mut()) {
+            let t = table(lc, left, *u);
+            let (sym, raw, n, act) = split_q(q);
+            self.symbols.push(((t as u16) << 6) | u16::from(sym));
+            self.bits.put(raw, n);
+            left = act;
+            *u = act;
         }
     }
 
@@ -228,15 +268,60 @@ fn normalize(counts: &[u32; ALPHABET], freq: &mut [u32; ALPHABET]) {
     }
 }
 
-/// One decoding table: frequency and start of every symbol, and the symbol of every slot.
-struct DecodeTable {
-    entries: [(u16, u16); ALPHABET],
-    slots: Box<[u8; PROB_SCALE as usize]>,
+/// The symbol that the slots of an unused table decode to (never written: an error).
+const INVALID: u8 = 63;
+
+/// What a symbol means: activity, count of raw bits, and the magnitude before the raw bits.
+#[derive(Clone, Copy)]
+struct SymbolInfo {
+    act: u8,
+    bits: u8,
+    base: u32,
+}
+
+/// [`SymbolInfo`] of every symbol (and of the invalid ones, 61..=63: no bits, zero).
+const SYMBOLS: [SymbolInfo; 64] = {
+    let mut t = [SymbolInfo {
+        act: 0,
+        bits: 0,
+        base: 0,
+    }; 64];
+    t[1] = SymbolInfo {
+        act: 1,
+        bits: 1,
+        base: 1,
+    };
+    let mut s = 2;
+    while s < OUTLIER as usize {
+        let k = s as u32 / 2 + 1;
+        let below = s as u32 & 1;
+        t[s] = SymbolInfo {
+            act: k as u8,
+            bits: (k - 1) as u8,
+            base: (1 << (k - 1)) | (below << (k - 2)),
+        };
+        s += 1;
+    }
+    t[OUTLIER as usize].act = OUTLIER_ACTIVITY;
+    t
+};
+
+/// The activity of symbol `sym` as far as [`table`] tells it apart: exact below
+/// `CONTEXTS - 1`, at least `CONTEXTS - 1` otherwise (outliers and invalid symbols included).
+/// Arithmetic rather than a look-up: it lies on the decoder's chain from symbol to symbol.
+#[inline(always)]
+fn context_activity(sym: u8) -> u8 {
+    // 0 -> 0, 1 -> 1, 2 (k - 1) + b -> k for k >= 2.
+    (sym + 1 + u8::from(sym != 0)) >> 1
 }
 
 /// Decodes what [`CodeWriter`] wrote.
 pub(crate) struct CodeReader<'a> {
-    tables: Vec<DecodeTable>,
+    /// The symbol of every slot of every table: `slots[t << PROB_BITS | slot]`.
+    slots: Box<[u8; TABLES << PROB_BITS]>,
+    /// Frequency (low 16 bits) and start (high 16 bits) of every symbol of every table:
+    /// `entries[t << 6 | symbol]`.
+    entries: Box<[u32; TABLES * 64]>,
     x: u32,
     bytes: &'a [u8],
     at: usize,
@@ -248,17 +333,19 @@ impl<'a> CodeReader<'a> {
     /// Reads the tables and starts the streams.
     pub(crate) fn new(coded: &'a [u8], raw: &'a [u8]) -> Result<CodeReader<'a>, String> {
         let mut r = VarintReader::new(coded);
-        let mut tables = Vec::with_capacity(TABLES);
-        for _ in 0..TABLES {
+        let mut slots: Box<[u8; TABLES << PROB_BITS]> = vec![INVALID; TABLES << PROB_BITS]
+            .into_boxed_slice()
+            .try_into()
+            .expect("the length of the table");
+        let mut entries = Box::new([0u32; TABLES * 64]);
+        for t in 0..TABLES {
             let used = r.next()?;
             if used > ALPHABET as u64 {
                 return Err(format!("a code table of {used} symbols"));
             }
-            // Slots of an unused table decode to an invalid symbol.
-            let mut t = DecodeTable {
-                entries: [(0, 0); ALPHABET],
-                slots: Box::new([u8::MAX; PROB_SCALE as usize]),
-            };
+            // Slots of an unused table decode to the invalid symbol, which leaves the state
+            // as it is (frequency = scale, start 0) and is reported by `finish`.
+            entries[t << 6 | usize::from(INVALID)] = PROB_SCALE;
             let mut c = 0u32;
             for s in 0..used as usize {
                 let f = r.next()?;
@@ -266,18 +353,19 @@ impl<'a> CodeReader<'a> {
                     return Err("code table frequencies exceed the scale".into());
                 }
                 let f = f as u32;
-                t.entries[s] = (f as u16, c as u16);
-                t.slots[c as usize..(c + f) as usize].fill(s as u8);
+                entries[t << 6 | s] = f | (c << 16);
+                let base = t << PROB_BITS;
+                slots[base + c as usize..base + (c + f) as usize].fill(s as u8);
                 c += f;
             }
             if used > 0 && c != PROB_SCALE {
                 return Err("code table frequencies do not fill the scale".into());
             }
-            tables.push(t);
         }
         let at = coded.len() - r.remaining();
         let mut d = CodeReader {
-            tables,
+            slots,
+            entries,
             x: 0,
             bytes: coded,
             at,
@@ -297,32 +385,73 @@ impl<'a> CodeReader<'a> {
         b
     }
 
+    /// The next symbol under table `t < TABLES`.
+    #[inline(always)]
+    fn symbol(&mut self, t: usize) -> u8 {
+        let slot = self.x & (PROB_SCALE - 1);
+        // The masks keep both indices in range without a check (t < TABLES already).
+        let t = t & (TABLES - 1);
+        let sym = self.slots[(t << PROB_BITS) | slot as usize] & 63;
+        let e = self.entries[(t << 6) | usize::from(sym)];
+        self.x = (e & 0xffff) * (self.x >> PROB_BITS) + slot - (e >> 16);
+        // At most two bytes: the state is at least 2^11 after decoding.
+        if self.x < RANS_L {
+            self.x = (self.x << 8) | u32::from(self.next_byte());
+            if self.x < RANS_L {
+                self.x = (self.x << 8) | u32::from(self.next_byte());
+            }
+        }
+        sym
+    }
+
+    /// The code of symbol `sym` (reading its raw bits): the code, or `OUTLIER_Q`.
+    #[inline(always)]
+    fn code_of(&mut self, sym: u8) -> i32 {
+        let info = SYMBOLS[usize::from(sym & 63)];
+        let raw = self.bits.get(u32::from(info.bits));
+        let a = (info.base | (raw >> 1)) as i32;
+        let neg = -((raw & 1) as i32);
+        // a < 2^30: no overflow.
+        (a ^ neg) - neg
+    }
+
     /// The next code, under table `t`.
     #[inline]
     pub(crate) fn get(&mut self, t: usize) -> Code {
-        let table = &self.tables[t];
-        let slot = self.x & (PROB_SCALE - 1);
-        let sym = table.slots[slot as usize];
-        let Some(&(f, c)) = table.entries.get(usize::from(sym)) else {
-            self.bad = true;
-            return Code::Q(0);
-        };
-        self.x = u32::from(f) * (self.x >> PROB_BITS) + slot - u32::from(c);
-        while self.x < RANS_L {
-            self.x = (self.x << 8) | u32::from(self.next_byte());
-        }
+        let sym = self.symbol(t);
         match sym {
-            0 => Code::Q(0),
-            1 => Code::Q(if self.bits.get(1) == 1 { -1 } else { 1 }),
             OUTLIER => Code::Outlier,
-            s => {
-                let k = u32::from(s) / 2 + 1;
-                let below = u32::from(s) & 1;
-                let raw = self.bits.get(k - 1);
-                let a = (1 << (k - 1)) | (below << (k - 2)) | (raw >> 1);
-                // a < 2^30: the negation cannot overflow.
-                Code::Q(if raw & 1 == 1 { -(a as i32) } else { a as i32 })
+            INVALID => {
+                self.bad = true;
+                Code::Q(0)
             }
+            s => Code::Q(self.code_of(s)),
+        }
+    }
+
+    /// The symbols of a line of level class `lc` into `syms`, with `up` the activities of the
+    /// previous line (replaced by this line's). Returns the number of outliers.
+    pub(crate) fn symbols(&mut self, lc: usize, up: &mut [u8], syms: &mut [u8]) -> usize {
+        debug_assert_eq!(up.len(), syms.len());
+        let mut left = 0u8;
+        let mut outliers = 0;
+        let mut bad = false;
+        for (u, out) in up.iter_mut().zip(syms.iter_mut()) {
+            let sym = self.symbol(table(lc, left, *u));
+            left = context_activity(sym);
+            *u = left;
+            *out = sym;
+            outliers += usize::from(sym == OUTLIER);
+            bad |= sym == INVALID;
+        }
+        self.bad |= bad;
+        outliers
+    }
+
+    /// The codes of the symbols `syms` of a line (outliers as code 0), reading their raw bits.
+    pub(crate) fn codes(&mut self, syms: &[u8], codes: &mut [i32]) {
+        for (&s, c) in syms.iter().zip(codes.iter_mut()) {
+            *c = self.code_of(s);
         }
     }
 
@@ -434,6 +563,29 @@ impl<'a> BitReader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The decoder's context activity of every symbol picks the same table as the activity
+    /// of the codes it stands for (computed from the code's bit length).
+    #[test]
+    fn context_activity_picks_the_tables_of_the_codes() {
+        let mut seen = [false; ALPHABET];
+        let codes = (-(1i32 << 12)..=(1 << 12))
+            .chain((2..30).flat_map(|k| [1i32 << k, -(1 << k) - 1, (1 << (k + 1)) - 1]))
+            .map(Code::Q)
+            .chain([Code::Outlier]);
+        for c in codes {
+            let (sym, _, _) = split(c);
+            seen[usize::from(sym)] = true;
+            for up in 0..=OUTLIER_ACTIVITY {
+                assert_eq!(
+                    table(3, context_activity(sym), up),
+                    table(3, activity(c), up),
+                    "{c:?} (symbol {sym}), up {up}"
+                );
+            }
+        }
+        assert!(seen.iter().all(|&s| s), "every symbol tried");
+    }
 
     #[test]
     fn codes_round_trip() {

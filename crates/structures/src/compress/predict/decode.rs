@@ -6,45 +6,76 @@ use super::super::encodings::IdPredictor;
 use super::super::float::{self, Sample};
 use super::super::types::{Decoded, Dtype, Header, HeaderGrid, Method};
 use super::super::{CompressError, SetRule};
-use super::coder::{Code, CodeReader};
+use super::coder::{activity, Code, CodeReader, OUTLIER};
 use super::format::{self, Fields};
 use super::quant::{self, Bound, Quantizer};
-use super::traverse::{self, InterpSettings, Shape, Visitor};
+use super::traverse::{self, Coder, InterpSettings, Line, Shape, StridedMut};
 use super::{blocks, Settings};
 
-/// The decoder's work at a point: read the code, rebuild the value.
+/// The decoder's work: read the codes, rebuild the values.
 struct Decode<'a, T> {
     codes: CodeReader<'a>,
     raw: &'a [u8],
     raw_at: usize,
     short: bool,
     non_finite: Vec<(usize, T)>,
+    /// Per line: symbols, codes, predictions.
+    syms: Vec<u8>,
+    qs: Vec<i32>,
+    preds: Vec<f64>,
 }
 
-impl<T: Sample> Visitor<T> for Decode<'_, T> {
+impl<T: Sample> Decode<'_, T> {
+    /// The value of an outlier at `p` predicted as `pred`.
+    #[inline(never)]
+    fn outlier(&mut self, out: &mut [T], p: usize, pred: f64) {
+        let x = match self.raw.get(self.raw_at..self.raw_at + T::BYTES) {
+            Some(b) => T::from_le(b),
+            None => {
+                self.short = true;
+                T::round_from(0.0)
+            }
+        };
+        self.raw_at += T::BYTES;
+        out[p] = if x.is_finite_value() {
+            x
+        } else {
+            self.non_finite.push((p, x));
+            quant::stand_in(pred)
+        };
+    }
+}
+
+impl<T: Sample> Coder<T> for Decode<'_, T> {
     #[inline(always)]
-    fn visit(&mut self, out: &mut [T], p: usize, pred: f64, q: &Quantizer, t: usize) -> Code {
+    fn point(&mut self, out: &mut [T], p: usize, pred: f64, q: &Quantizer, t: usize) -> u8 {
         let code = self.codes.get(t);
         match code {
             Code::Q(v) => out[p] = q.rebuild(pred, v),
-            Code::Outlier => {
-                let x = match self.raw.get(self.raw_at..self.raw_at + T::BYTES) {
-                    Some(b) => T::from_le(b),
-                    None => {
-                        self.short = true;
-                        T::round_from(0.0)
-                    }
-                };
-                self.raw_at += T::BYTES;
-                out[p] = if x.is_finite_value() {
-                    x
-                } else {
-                    self.non_finite.push((p, x));
-                    quant::stand_in(pred)
-                };
+            Code::Outlier => self.outlier(out, p, pred),
+        }
+        activity(code)
+    }
+
+    fn line(&mut self, out: &mut [T], line: &Line, q: &Quantizer, lc: usize, up: &mut [u8]) {
+        let len = line.len;
+        self.syms.resize(len, 0);
+        self.qs.resize(len, 0);
+        self.preds.resize(len, 0.0);
+        let outliers = self.codes.symbols(lc, up, &mut self.syms[..len]);
+        self.codes.codes(&self.syms[..len], &mut self.qs[..len]);
+        line.predict(out, &mut self.preds[..len]);
+        {
+            let mut dst = StridedMut::new(out, line.first, line.step, len);
+            q.rebuild_line(&self.preds[..len], &self.qs[..len], &mut dst);
+        }
+        if outliers > 0 {
+            for j in 0..len {
+                if self.syms[j] == OUTLIER {
+                    self.outlier(out, line.first + j * line.step, self.preds[j]);
+                }
             }
         }
-        code
     }
 }
 
@@ -62,6 +93,9 @@ pub(crate) fn decode_block<T: Sample>(
         raw_at: 0,
         short: false,
         non_finite: Vec::new(),
+        syms: Vec::new(),
+        qs: Vec::new(),
+        preds: Vec::new(),
     };
     match set.predictor {
         IdPredictor::Lorenzo => traverse::lorenzo_order(out, shape, bound, &mut d),
@@ -223,19 +257,32 @@ pub(crate) fn decompress(bytes: &[u8]) -> Result<(Header, Decoded), CompressErro
         let mut out: Vec<T> = Vec::new();
         out.try_reserve_exact(n)
             .map_err(|_| corrupt(format!("{n} points do not fit in memory")))?;
-        out.resize(n, T::round_from(0.0));
+        // Every block clears its own part of the output before decoding it, so that the
+        // pages are touched in parallel rather than by one thread up front.
         let mut slices = Vec::with_capacity(shapes.len());
-        let mut rest = out.as_mut_slice();
+        let mut rest = &mut out.spare_capacity_mut()[..n];
         for s in shapes {
             let (head, tail) = rest.split_at_mut(s.points());
             slices.push(head);
             rest = tail;
         }
+        assert!(rest.is_empty(), "the blocks cover the grid");
         slices
             .into_par_iter()
             .zip(shapes.par_iter().zip(streams.par_iter()))
-            .try_for_each(|(o, (s, &st))| decode_block(o, s, set, bound, st))
+            .try_for_each(|(o, (s, &st))| {
+                for x in o.iter_mut() {
+                    x.write(T::round_from(0.0));
+                }
+                // SAFETY: every element of `o` was just initialised, and `MaybeUninit<T>`
+                // has the layout of `T`.
+                let o = unsafe { &mut *(o as *mut [std::mem::MaybeUninit<T>] as *mut [T]) };
+                decode_block(o, s, set, bound, st)
+            })
             .map_err(CompressError::Corrupt)?;
+        // SAFETY: the capacity is at least `n`, and the blocks, which cover the first `n`
+        // elements (asserted above), initialised all of them.
+        unsafe { out.set_len(n) };
         Ok(out)
     }
     let bound = Bound {

@@ -37,10 +37,10 @@ use super::float::{self, Sample};
 use super::grid::Grid;
 use super::types::{Compressed, Options, SectionSize};
 use super::{CompressError, Values};
-use coder::{Code, CodeWriter};
+use coder::{activity, Code, CodeWriter, OUTLIER_Q};
 use format::{BlockBytes, Fields};
 use quant::{Bound, Quantizer};
-use traverse::{InterpSettings, Shape, Visitor};
+use traverse::{Coder, InterpSettings, Line, Shape, Strided, StridedMut};
 
 pub(crate) use decode::{decompress, read_header};
 
@@ -126,32 +126,80 @@ fn integral<T: Sample>(data: &[T]) -> bool {
     })
 }
 
-/// The encoder's work at a point: quantise, record the code, keep the decoded value.
+/// The encoder's work: quantise, record the codes, keep the decoded values.
 struct Encode<'a, T> {
     data: &'a [T],
     codes: CodeWriter,
     outliers: Vec<u8>,
-    non_finite: Vec<usize>,
+    /// Per line: predictions and codes.
+    preds: Vec<f64>,
+    qs: Vec<i32>,
 }
 
-impl<T: Sample> Visitor<T> for Encode<'_, T> {
-    #[inline(always)]
-    fn visit(&mut self, out: &mut [T], p: usize, pred: f64, q: &Quantizer, t: usize) -> Code {
+impl<T: Sample> Encode<'_, T> {
+    /// The slow path of a point: the full quantiser, outliers stored. Returns the code (or
+    /// `OUTLIER_Q`) and writes the decoded value.
+    #[inline(never)]
+    fn quantize_slow(&mut self, out: &mut [T], p: usize, pred: f64, q: &Quantizer) -> i32 {
         let x = self.data[p];
-        let (code, y) = q.quantize(x, pred);
-        self.codes.put(t, code);
-        if code == Code::Outlier {
-            x.put_le(&mut self.outliers);
-            out[p] = if x.is_finite_value() {
-                x
-            } else {
-                self.non_finite.push(p);
-                quant::stand_in(pred)
-            };
-        } else {
-            out[p] = y;
+        match q.quantize(x, pred) {
+            (Code::Q(c), y) => {
+                out[p] = y;
+                c
+            }
+            (Code::Outlier, _) => {
+                x.put_le(&mut self.outliers);
+                out[p] = if x.is_finite_value() {
+                    x
+                } else {
+                    quant::stand_in(pred)
+                };
+                OUTLIER_Q
+            }
         }
-        code
+    }
+}
+
+impl<T: Sample> Coder<T> for Encode<'_, T> {
+    #[inline(always)]
+    fn point(&mut self, out: &mut [T], p: usize, pred: f64, q: &Quantizer, t: usize) -> u8 {
+        let code = match self.quantize_slow(out, p, pred, q) {
+            OUTLIER_Q => Code::Outlier,
+            c => Code::Q(c),
+        };
+        self.codes.put(t, code);
+        activity(code)
+    }
+
+    fn line(&mut self, out: &mut [T], line: &Line, q: &Quantizer, lc: usize, up: &mut [u8]) {
+        let len = line.len;
+        self.preds.resize(len, 0.0);
+        self.qs.resize(len, 0);
+        line.predict(out, &mut self.preds[..len]);
+        let data = Strided::new(self.data, line.first, line.step, len, 0);
+        let mut slow = Vec::new();
+        {
+            let mut dst = StridedMut::new(out, line.first, line.step, len);
+            for (j, (&pred, c)) in self.preds.iter().zip(self.qs.iter_mut()).enumerate() {
+                // SAFETY: j < len, offset 0.
+                let x = unsafe { data.at(j, 0) };
+                match q.quantize_fast(x, pred) {
+                    Some((code, y)) => {
+                        *c = code;
+                        // SAFETY: j < len.
+                        unsafe { dst.set(j, y) };
+                    }
+                    None => slow.push(j),
+                }
+            }
+        }
+        // Outliers and values at the edge of their bin, in order (outliers are stored in
+        // coding order).
+        for j in slow {
+            let p = line.first + j * line.step;
+            self.qs[j] = self.quantize_slow(out, p, self.preds[j], q);
+        }
+        self.codes.put_line(lc, &self.qs[..len], up);
     }
 }
 
@@ -168,7 +216,8 @@ pub(crate) fn encode_block<T: Sample>(
         data,
         codes: CodeWriter::new(n),
         outliers: Vec::new(),
-        non_finite: Vec::new(),
+        preds: Vec::new(),
+        qs: Vec::new(),
     };
     match set.predictor {
         IdPredictor::Lorenzo => traverse::lorenzo_order(&mut out, shape, bound, &mut e),

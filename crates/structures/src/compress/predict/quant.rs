@@ -13,6 +13,7 @@
 
 use super::super::float::{self, Sample};
 use super::coder::{Code, MAX_CODE};
+use super::traverse::StridedMut;
 
 /// `x` rounded to the nearest integer (ties to even) for `|x| < 2^51`; a deterministic value
 /// (the same on every machine) otherwise. Two additions, no library call.
@@ -130,6 +131,48 @@ impl Quantizer {
     #[inline]
     pub(crate) fn rebuild<T: Sample>(&self, pred: f64, q: i32) -> T {
         T::round_from(self.base(pred) + f64::from(q) * self.step)
+    }
+
+    /// The code of `x` and the value it decodes to when the value lies safely inside its
+    /// bin (the same code and value as [`quantize`](Self::quantize)); `None` leaves the
+    /// point to `quantize` (outliers, values at the edge of their bin).
+    #[inline(always)]
+    pub(crate) fn quantize_fast<T: Sample>(&self, x: T, pred: f64) -> Option<(i32, T)> {
+        let xf = x.to_f64();
+        let base = self.base(pred);
+        let qf = round_int((xf - base) * self.inv_step);
+        // Also false for NaN.
+        if qf.abs() < (MAX_CODE - 1) as f64 {
+            // qf is an integer below 2^30: it equals f64::from(qf as i32).
+            let y = T::round_from(base + qf * self.step);
+            if (xf - y.to_f64()).abs() < self.eps {
+                return Some((qf as i32, y));
+            }
+        }
+        None
+    }
+
+    /// The values of a line: point `j` of `dst` becomes `rebuild(preds[j], codes[j])`.
+    #[inline]
+    pub(crate) fn rebuild_line<T: Sample>(
+        &self,
+        preds: &[f64],
+        codes: &[i32],
+        dst: &mut StridedMut<'_, T>,
+    ) {
+        let len = dst.len();
+        assert!(preds.len() == len && codes.len() == len);
+        if self.lattice {
+            for (j, (&p, &c)) in preds.iter().zip(codes).enumerate() {
+                // SAFETY: j < len.
+                unsafe { dst.set(j, T::round_from(round_int(p) + f64::from(c) * self.step)) };
+            }
+        } else {
+            for (j, (&p, &c)) in preds.iter().zip(codes).enumerate() {
+                // SAFETY: j < len.
+                unsafe { dst.set(j, T::round_from(p + f64::from(c) * self.step)) };
+            }
+        }
     }
 
     /// The code of `x` and the value it decodes to, or `Outlier`.

@@ -21,7 +21,7 @@
 //! line).
 
 use super::super::float::Sample;
-use super::coder::{activity, table, Code};
+use super::coder::table;
 use super::quant::{Bound, Quantizer};
 
 /// A block of a structured grid: extents and memory strides of three axes (unused axes have
@@ -61,10 +61,16 @@ pub(crate) struct InterpSettings {
     pub(crate) beta: f64,
 }
 
-/// What is done at every point: `visit(out, p, prediction, quantiser, code table)` must write
-/// `out[p]` and return the point's code.
-pub(crate) trait Visitor<T> {
-    fn visit(&mut self, out: &mut [T], p: usize, pred: f64, q: &Quantizer, table: usize) -> Code;
+/// What the encoder and the decoder do with the points of a traversal.
+pub(crate) trait Coder<T> {
+    /// A point predicted from points of its own pass (the anchors, Lorenzo): code or decode
+    /// it under table `table`, write `out[p]`, and return its activity.
+    fn point(&mut self, out: &mut [T], p: usize, pred: f64, q: &Quantizer, table: usize) -> u8;
+    /// A line of an interpolation pass, whose points are predicted from points of earlier
+    /// passes only ([`Line::predict`]): code or decode its points in order under level class
+    /// `lc`, with `up[j]` the activity of point `j` of the previous line of the pass (replaced
+    /// by the activity of point `j` of this line), and write them to `out`.
+    fn line(&mut self, out: &mut [T], line: &Line, q: &Quantizer, lc: usize, up: &mut [u8]);
 }
 
 /// Level class of the Lorenzo predictor and of the coarse interpolation levels.
@@ -91,40 +97,287 @@ fn lorenzo<T: Sample>(out: &[T], p: usize, st: [usize; 3], has: [bool; 3]) -> f6
     }
 }
 
-/// The interpolation prediction at `p`, coordinate `c` along an axis of extent `e` whose
-/// points `s` apart lie `sa` apart in memory.
-#[inline(always)]
-fn interpolate<T: Sample>(
-    out: &[T],
-    p: usize,
-    sa: usize,
-    c: usize,
-    s: usize,
-    e: usize,
-    cubic: bool,
-) -> f64 {
-    let v = |q: usize| out[q].to_f64();
-    let b = v(p - sa);
-    if c + s < e {
-        let d = v(p + sa);
-        if cubic {
-            let left3 = c >= 3 * s;
-            let right3 = c + 3 * s < e;
-            match (left3, right3) {
-                (true, true) => (-v(p - 3 * sa) + 9.0 * b + 9.0 * d - v(p + 3 * sa)) / 16.0,
-                (false, true) => (3.0 * b + 6.0 * d - v(p + 3 * sa)) / 8.0,
-                (true, false) => (-v(p - 3 * sa) + 6.0 * b + 3.0 * d) / 8.0,
-                (false, false) => (b + d) / 2.0,
+/// The interpolation formula of a point at coordinate `c` (an odd multiple of `s`) along the
+/// axis of its pass, from the points `s`, `3 s` and `5 s` away along that axis: `m1 = c - s`,
+/// `p1 = c + s` and so on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// `(-m3 + 9 m1 + 9 p1 - p3) / 16`.
+    Cubic,
+    /// No `m3`: `(3 m1 + 6 p1 - p3) / 8`.
+    NoM3,
+    /// No `p3`: `(-m3 + 6 m1 + 3 p1) / 8`.
+    NoP3,
+    /// `(m1 + p1) / 2`.
+    Linear,
+    /// No right neighbour, quadratic extrapolation: `(3 m5 - 10 m3 + 15 m1) / 8`.
+    Quadratic,
+    /// No right neighbour, linear extrapolation: `-m3 / 2 + 3 m1 / 2`.
+    Extrapolate,
+    /// The left neighbour alone: `m1`.
+    Constant,
+}
+
+impl Kernel {
+    /// The formula at coordinate `c` along an axis of extent `e`, level step `s`.
+    #[inline]
+    pub(crate) fn at(c: usize, s: usize, e: usize, cubic: bool) -> Kernel {
+        if c + s < e {
+            if cubic {
+                match (c >= 3 * s, c + 3 * s < e) {
+                    (true, true) => Kernel::Cubic,
+                    (false, true) => Kernel::NoM3,
+                    (true, false) => Kernel::NoP3,
+                    (false, false) => Kernel::Linear,
+                }
+            } else {
+                Kernel::Linear
             }
+        } else if cubic && c >= 5 * s {
+            Kernel::Quadratic
+        } else if c >= 3 * s {
+            Kernel::Extrapolate
         } else {
-            (b + d) / 2.0
+            Kernel::Constant
         }
-    } else if cubic && c >= 5 * s {
-        (3.0 * v(p - 5 * sa) - 10.0 * v(p - 3 * sa) + 15.0 * b) / 8.0
-    } else if c >= 3 * s {
-        -0.5 * v(p - 3 * sa) + 1.5 * b
-    } else {
-        b
+    }
+
+    /// The prediction at `p` whose neighbours `s` apart along the axis lie `sa` apart in
+    /// memory.
+    #[inline(always)]
+    fn apply<T: Sample>(self, out: &[T], p: usize, sa: usize) -> f64 {
+        let v = |q: usize| out[q].to_f64();
+        match self {
+            Kernel::Cubic => cubic(v(p - 3 * sa), v(p - sa), v(p + sa), v(p + 3 * sa)),
+            Kernel::NoM3 => no_m3(v(p - sa), v(p + sa), v(p + 3 * sa)),
+            Kernel::NoP3 => no_p3(v(p - 3 * sa), v(p - sa), v(p + sa)),
+            Kernel::Linear => linear(v(p - sa), v(p + sa)),
+            Kernel::Quadratic => quadratic(v(p - 5 * sa), v(p - 3 * sa), v(p - sa)),
+            Kernel::Extrapolate => extrapolate(v(p - 3 * sa), v(p - sa)),
+            Kernel::Constant => v(p - sa),
+        }
+    }
+}
+
+// The formulas, each evaluated in one fixed order (the decoder repeats them bit for bit).
+#[inline(always)]
+fn cubic(m3: f64, m1: f64, p1: f64, p3: f64) -> f64 {
+    (-m3 + 9.0 * m1 + 9.0 * p1 - p3) / 16.0
+}
+#[inline(always)]
+fn no_m3(m1: f64, p1: f64, p3: f64) -> f64 {
+    (3.0 * m1 + 6.0 * p1 - p3) / 8.0
+}
+#[inline(always)]
+fn no_p3(m3: f64, m1: f64, p1: f64) -> f64 {
+    (-m3 + 6.0 * m1 + 3.0 * p1) / 8.0
+}
+#[inline(always)]
+fn linear(m1: f64, p1: f64) -> f64 {
+    (m1 + p1) / 2.0
+}
+#[inline(always)]
+fn quadratic(m5: f64, m3: f64, m1: f64) -> f64 {
+    (3.0 * m5 - 10.0 * m3 + 15.0 * m1) / 8.0
+}
+#[inline(always)]
+fn extrapolate(m3: f64, m1: f64) -> f64 {
+    -0.5 * m3 + 1.5 * m1
+}
+
+/// Points `first + j * step` (`j < len`) of a slice, with every index checked once up front.
+pub(crate) struct Strided<'a, T> {
+    s: &'a [T],
+    first: usize,
+    step: usize,
+    len: usize,
+}
+
+impl<'a, T: Copy> Strided<'a, T> {
+    /// The points `first + j * step + o` for `j < len` and `o <= span` of `s`.
+    ///
+    /// # Panics
+    /// If one of them lies outside `s`.
+    #[inline]
+    pub(crate) fn new(s: &'a [T], first: usize, step: usize, len: usize, span: usize) -> Self {
+        if len > 0 {
+            let last = (len - 1)
+                .checked_mul(step)
+                .and_then(|x| x.checked_add(first))
+                .and_then(|x| x.checked_add(span));
+            assert!(
+                last.is_some_and(|l| l < s.len()),
+                "strided access beyond the block"
+            );
+        }
+        Strided {
+            s,
+            first,
+            step,
+            len,
+        }
+    }
+
+    /// The value at `first + j * step + o`.
+    ///
+    /// # Safety
+    /// `j < len` and `o <= span` of [`Strided::new`].
+    #[inline(always)]
+    pub(crate) unsafe fn at(&self, j: usize, o: usize) -> T {
+        debug_assert!(j < self.len);
+        // SAFETY: `new` checked `first + (len - 1) * step + span < s.len()` without overflow,
+        // and the caller keeps `j < len`, `o <= span`.
+        unsafe { *self.s.get_unchecked(self.first + j * self.step + o) }
+    }
+}
+
+/// [`Strided`] for writing.
+pub(crate) struct StridedMut<'a, T> {
+    s: &'a mut [T],
+    first: usize,
+    step: usize,
+    len: usize,
+}
+
+impl<'a, T> StridedMut<'a, T> {
+    /// The points `first + j * step` for `j < len` of `s`.
+    ///
+    /// # Panics
+    /// If one of them lies outside `s`.
+    #[inline]
+    pub(crate) fn new(s: &'a mut [T], first: usize, step: usize, len: usize) -> Self {
+        if len > 0 {
+            let last = (len - 1)
+                .checked_mul(step)
+                .and_then(|x| x.checked_add(first));
+            assert!(
+                last.is_some_and(|l| l < s.len()),
+                "strided access beyond the block"
+            );
+        }
+        StridedMut {
+            s,
+            first,
+            step,
+            len,
+        }
+    }
+
+    /// The number of points.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Writes `v` at `first + j * step`.
+    ///
+    /// # Safety
+    /// `j < len` of [`StridedMut::new`].
+    #[inline(always)]
+    pub(crate) unsafe fn set(&mut self, j: usize, v: T) {
+        debug_assert!(j < self.len);
+        // SAFETY: `new` checked `first + (len - 1) * step < s.len()` without overflow, and
+        // the caller keeps `j < len`.
+        unsafe { *self.s.get_unchecked_mut(self.first + j * self.step) = v };
+    }
+}
+
+/// Fills `preds` with the predictions of points `first + j * step` under one kernel.
+fn run_kernel<T: Sample>(
+    k: Kernel,
+    out: &[T],
+    first: usize,
+    step: usize,
+    sa: usize,
+    preds: &mut [f64],
+) {
+    let len = preds.len();
+    if len == 0 {
+        return;
+    }
+    // Offsets behind and ahead of the point, in units of `sa`.
+    let (back, ahead) = match k {
+        Kernel::Cubic => (3, 3),
+        Kernel::NoM3 => (1, 3),
+        Kernel::NoP3 => (3, 1),
+        Kernel::Linear => (1, 1),
+        Kernel::Quadratic => (5, 0),
+        Kernel::Extrapolate => (3, 0),
+        Kernel::Constant => (1, 0),
+    };
+    let w = Strided::new(out, first - back * sa, step, len, (back + ahead) * sa);
+    // Offset of the neighbour `i` units of `sa` from the point (i in -5..=3).
+    let o = |i: isize| (back as isize + i) as usize * sa;
+    macro_rules! fill {
+        ($($i:expr),+ ; $f:expr) => {{
+            let offs = [$(o($i)),+];
+            for (j, p) in preds.iter_mut().enumerate() {
+                // SAFETY: j < len, and every offset is at most (back + ahead) * sa, the span
+                // checked by `Strided::new`.
+                let v = offs.map(|of| unsafe { w.at(j, of) }.to_f64());
+                *p = $f(v);
+            }
+        }};
+    }
+    match k {
+        Kernel::Cubic => fill!(-3, -1, 1, 3; |v: [f64; 4]| cubic(v[0], v[1], v[2], v[3])),
+        Kernel::NoM3 => fill!(-1, 1, 3; |v: [f64; 3]| no_m3(v[0], v[1], v[2])),
+        Kernel::NoP3 => fill!(-3, -1, 1; |v: [f64; 3]| no_p3(v[0], v[1], v[2])),
+        Kernel::Linear => fill!(-1, 1; |v: [f64; 2]| linear(v[0], v[1])),
+        Kernel::Quadratic => fill!(-5, -3, -1; |v: [f64; 3]| quadratic(v[0], v[1], v[2])),
+        Kernel::Extrapolate => fill!(-3, -1; |v: [f64; 2]| extrapolate(v[0], v[1])),
+        Kernel::Constant => fill!(-1; |v: [f64; 1]| v[0]),
+    }
+}
+
+/// A line of an interpolation pass: the points `first + j * step` for `j < len`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Line {
+    /// Memory index of the first point.
+    pub(crate) first: usize,
+    /// Memory distance between consecutive points.
+    pub(crate) step: usize,
+    /// Points.
+    pub(crate) len: usize,
+    /// Memory distance of the neighbours `s` apart along the pass's axis.
+    sa: usize,
+    /// How the points are predicted.
+    form: Form,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Form {
+    /// The line runs along the pass's axis: point `j` sits at coordinate `s + 2 s j` of an
+    /// axis of extent `e`.
+    Along { s: usize, e: usize, cubic: bool },
+    /// The line runs across the pass's axis: one formula for every point.
+    Across(Kernel),
+}
+
+impl Line {
+    /// The predictions of the points of the line (`preds.len() == len`), from `out`.
+    pub(crate) fn predict<T: Sample>(&self, out: &[T], preds: &mut [f64]) {
+        debug_assert_eq!(preds.len(), self.len);
+        let (first, step, sa) = (self.first, self.step, self.sa);
+        match self.form {
+            Form::Across(k) => run_kernel(k, out, first, step, sa, preds),
+            Form::Along { s, e, cubic } => {
+                // The points with the full formula: c >= 3 s and c + 3 s < e for cubic,
+                // c + s < e for linear.
+                let (lo, hi, k) = if cubic {
+                    (1, count(4 * s, e, 2 * s), Kernel::Cubic)
+                } else {
+                    (0, count(2 * s, e, 2 * s), Kernel::Linear)
+                };
+                let lo = lo.min(self.len);
+                let hi = hi.clamp(lo, self.len);
+                for j in (0..lo).chain(hi..self.len) {
+                    let k = Kernel::at(s + 2 * s * j, s, e, cubic);
+                    preds[j] = k.apply(out, first + j * step, sa);
+                }
+                run_kernel(k, out, first + lo * step, step, sa, &mut preds[lo..hi]);
+            }
+        }
     }
 }
 
@@ -150,7 +403,7 @@ pub(crate) fn interpolation<T: Sample>(
     shape: &Shape,
     set: &InterpSettings,
     bound: &Bound,
-    visitor: &mut impl Visitor<T>,
+    coder: &mut impl Coder<T>,
 ) {
     let Shape { ext, stride } = *shape;
     let big = 1usize << set.anchor_log2;
@@ -169,8 +422,7 @@ pub(crate) fn interpolation<T: Sample>(
             for (j, x) in (0..ext[0]).step_by(big).enumerate() {
                 let p = x + y * stride[1] + z * stride[2];
                 let pred = lorenzo(out, p, ast, [x > 0, y > 0, z > 0]);
-                let code = visitor.visit(out, p, pred, &q, table(LC_COARSE, left, up[j]));
-                left = activity(code);
+                left = coder.point(out, p, pred, &q, table(LC_COARSE, left, up[j]));
                 up[j] = left;
             }
         }
@@ -201,32 +453,30 @@ pub(crate) fn interpolation<T: Sample>(
                 }
             }
             let sa = s * stride[a];
+            let len = count(start[0], ext[0], step[0]);
             up.clear();
-            up.resize(count(start[0], ext[0], step[0]), 0);
+            up.resize(len, 0);
             let mut z = start[2];
             while z < ext[2] {
                 let mut y = start[1];
                 while y < ext[1] {
-                    let row = y * stride[1] + z * stride[2];
-                    let mut left = 0u8;
-                    if a == 0 {
-                        for (j, x) in (start[0]..ext[0]).step_by(step[0]).enumerate() {
-                            let p = row + x;
-                            let pred = interpolate(out, p, sa, x, s, ext[0], set.cubic);
-                            let code = visitor.visit(out, p, pred, &q, table(lc, left, up[j]));
-                            left = activity(code);
-                            up[j] = left;
-                        }
-                    } else {
-                        let c = if a == 1 { y } else { z };
-                        for (j, x) in (start[0]..ext[0]).step_by(step[0]).enumerate() {
-                            let p = row + x;
-                            let pred = interpolate(out, p, sa, c, s, ext[a], set.cubic);
-                            let code = visitor.visit(out, p, pred, &q, table(lc, left, up[j]));
-                            left = activity(code);
-                            up[j] = left;
-                        }
-                    }
+                    let form = match a {
+                        0 => Form::Along {
+                            s,
+                            e: ext[0],
+                            cubic: set.cubic,
+                        },
+                        1 => Form::Across(Kernel::at(y, s, ext[1], set.cubic)),
+                        _ => Form::Across(Kernel::at(z, s, ext[2], set.cubic)),
+                    };
+                    let line = Line {
+                        first: y * stride[1] + z * stride[2] + start[0],
+                        step: step[0],
+                        len,
+                        sa,
+                        form,
+                    };
+                    coder.line(out, &line, &q, lc, &mut up);
                     y += step[1];
                 }
                 z += step[2];
@@ -241,7 +491,7 @@ pub(crate) fn lorenzo_order<T: Sample>(
     out: &mut [T],
     shape: &Shape,
     bound: &Bound,
-    visitor: &mut impl Visitor<T>,
+    coder: &mut impl Coder<T>,
 ) {
     let Shape { ext, stride } = *shape;
     let q = bound.quantizer(bound.eps);
@@ -252,8 +502,7 @@ pub(crate) fn lorenzo_order<T: Sample>(
             let mut left = 0u8;
             for (x, u) in up.iter_mut().enumerate() {
                 let pred = lorenzo(out, p, stride, [x > 0, y > 0, z > 0]);
-                let code = visitor.visit(out, p, pred, &q, table(LC_LORENZO, left, *u));
-                left = activity(code);
+                left = coder.point(out, p, pred, &q, table(LC_LORENZO, left, *u));
                 *u = left;
                 p += 1;
             }
@@ -265,17 +514,102 @@ pub(crate) fn lorenzo_order<T: Sample>(
 mod tests {
     use super::*;
 
+    /// Marks every point visited, checks its prediction read only written values (NaN marks
+    /// an unwritten one), and checks the predictions of every line against
+    /// [`interpolate`], the per-point formula of format version 2.
     struct Check {
         seen: Vec<bool>,
+        ext: [usize; 3],
+        stride: [usize; 3],
+        cubic: bool,
+        lines: usize,
     }
 
-    impl Visitor<f64> for Check {
-        fn visit(&mut self, out: &mut [f64], p: usize, pred: f64, _: &Quantizer, _: usize) -> Code {
+    impl Check {
+        fn mark(&mut self, out: &mut [f64], p: usize, pred: f64) {
             assert!(!self.seen[p], "point {p} twice");
             self.seen[p] = true;
             assert!(pred.is_finite(), "point {p} read unwritten values");
-            out[p] = 1.0;
-            Code::Q(0)
+            // A value that differs from point to point, so that wrong taps show.
+            out[p] = (p as f64 * 0.618).fract() * 100.0 + (p % 7) as f64;
+        }
+    }
+
+    impl Coder<f64> for Check {
+        fn point(&mut self, out: &mut [f64], p: usize, pred: f64, _: &Quantizer, _: usize) -> u8 {
+            self.mark(out, p, pred);
+            0
+        }
+
+        fn line(&mut self, out: &mut [f64], line: &Line, _: &Quantizer, _: usize, up: &mut [u8]) {
+            assert_eq!(up.len(), line.len);
+            let mut preds = vec![0.0; line.len];
+            line.predict(out, &mut preds);
+            // The pass's axis and level step: the axis along which the first point sits at
+            // an odd multiple of s, with sa = s * stride.
+            let p0 = line.first;
+            let found: Vec<(usize, usize)> = (0..3)
+                .filter_map(|a| {
+                    let c = (p0 / self.stride[a]) % self.ext[a];
+                    let s = line.sa / self.stride[a];
+                    let fits = self.ext[a] > 1
+                        && line.sa.is_multiple_of(self.stride[a])
+                        && s.is_power_of_two()
+                        && c.is_multiple_of(s)
+                        && (c / s) % 2 == 1;
+                    fits.then_some((a, s))
+                })
+                .collect();
+            assert_eq!(found.len(), 1, "the pass of line {line:?}");
+            let (a, s) = found[0];
+            for (j, &pred) in preds.iter().enumerate() {
+                let p = line.first + j * line.step;
+                let c = (p / self.stride[a]) % self.ext[a];
+                let want = interpolate(out, p, line.sa, c, s, self.ext[a], self.cubic);
+                assert!(
+                    pred.to_bits() == want.to_bits() || (pred.is_nan() && want.is_nan()),
+                    "point {p}: line {pred} point formula {want}"
+                );
+                self.mark(out, p, pred);
+            }
+            self.lines += 1;
+        }
+    }
+
+    /// The prediction of format version 2 at `p`, coordinate `c` along an axis of extent `e`
+    /// whose points `s` apart lie `sa` apart in memory (written out independently of
+    /// [`Kernel`]).
+    fn interpolate(
+        out: &[f64],
+        p: usize,
+        sa: usize,
+        c: usize,
+        s: usize,
+        e: usize,
+        cubic: bool,
+    ) -> f64 {
+        let v = |q: usize| out[q];
+        let b = v(p - sa);
+        if c + s < e {
+            let d = v(p + sa);
+            if cubic {
+                let left3 = c >= 3 * s;
+                let right3 = c + 3 * s < e;
+                match (left3, right3) {
+                    (true, true) => (-v(p - 3 * sa) + 9.0 * b + 9.0 * d - v(p + 3 * sa)) / 16.0,
+                    (false, true) => (3.0 * b + 6.0 * d - v(p + 3 * sa)) / 8.0,
+                    (true, false) => (-v(p - 3 * sa) + 6.0 * b + 3.0 * d) / 8.0,
+                    (false, false) => (b + d) / 2.0,
+                }
+            } else {
+                (b + d) / 2.0
+            }
+        } else if cubic && c >= 5 * s {
+            (3.0 * v(p - 5 * sa) - 10.0 * v(p - 3 * sa) + 15.0 * b) / 8.0
+        } else if c >= 3 * s {
+            -0.5 * v(p - 3 * sa) + 1.5 * b
+        } else {
+            b
         }
     }
 
@@ -313,6 +647,10 @@ mod tests {
                         };
                         let mut check = Check {
                             seen: vec![false; shape.points()],
+                            ext: shape.ext,
+                            stride: shape.stride,
+                            cubic,
+                            lines: 0,
                         };
                         interpolation(&mut out, &shape, &set, &bound, &mut check);
                         assert!(
