@@ -10,7 +10,8 @@
 //!   only when complete, written by all ranks in turn.
 //! * [`graph`]: the distributed graph ([`graph::load_graph`], a 1-D row decomposition
 //!   balanced by non-zeros), PageRank ([`graph::pagerank`] directly, [`graph::pagerank_mr`]
-//!   as MapReduce), connected components ([`graph::cc`]), Jones-Plassmann colouring
+//!   as MapReduce), connected components ([`graph::cc_direct`] on the communication layer,
+//!   [`graph::cc`] as MapReduce), Jones-Plassmann colouring
 //!   ([`graph::colour`]) and R-MAT with duplicate removal ([`graph::rmat`]).
 //! * [`cluster`]: Lloyd's K-means in the Harp style ([`cluster::kmeans`]), for a large `k`
 //!   ([`cluster::harp`]), spherical K-means on sparse rows ([`cluster::spkmeans`]), the

@@ -2,10 +2,13 @@
 //!
 //! The graph is loaded (from a SNAP edge list or a Matrix Market file) or generated (R-MAT)
 //! as a 1-D row decomposition balanced by non-zeros ([`load_graph`], [`DistGraph`]); the
-//! direct engines ([`pagerank`], [`colour`]) run on it. The MapReduce engines
-//! ([`pagerank_mr`], [`cc`], [`rmat`]) keep their edges as `spillway-mapreduce` datasets.
+//! direct engines ([`pagerank`], [`colour`]) run on it. Connected components' direct engine
+//! ([`cc_direct`]) streams an edge list through a union-find per rank and merges the ranks'
+//! forests. The MapReduce engines ([`pagerank_mr`], [`cc`], [`rmat`]) keep their edges as
+//! `spillway-mapreduce` datasets.
 
 pub mod cc;
+pub mod cc_direct;
 pub mod colour;
 mod load;
 pub mod pagerank;
