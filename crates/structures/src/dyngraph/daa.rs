@@ -1,5 +1,6 @@
 //! DAA: one exact-size sorted array per vertex (thesis section 4.2.3).
 
+use super::batch::{for_each_run, max_id, merge_into, sorted_keys};
 use super::{vec_bytes, vertex_index, DynGraph};
 
 /// Dynamic adjacency arrays: every vertex owns a heap array of exactly its degree, sorted.
@@ -10,8 +11,9 @@ use super::{vec_bytes, vertex_index, DynGraph};
 ///
 /// # Cost
 /// Insert and delete: a binary search, a reallocation to the new exact size and a shift of
-/// the tail, O(Δ). Contains: O(log Δ). Memory: 16 bytes per vertex (pointer and length) +
-/// 4 per arc, with no slack.
+/// the tail, O(Δ). A batch: one new exact-size array per touched vertex, its old list copied
+/// in stretches between the new arcs (found by galloping search), O(Δ + k log Δ). Contains:
+/// O(log Δ). Memory: 16 bytes per vertex (pointer and length) + 4 per arc, with no slack.
 pub struct Daa {
     lists: Vec<Box<[u32]>>,
     arcs: u64,
@@ -57,6 +59,28 @@ impl DynGraph for Daa {
         self.lists[ui] = list.into_boxed_slice();
         self.arcs += 1;
         true
+    }
+
+    /// Each touched array is rebuilt once, exact-size, by a merge with its new arcs.
+    fn insert_batch(&mut self, batch: &[(u32, u32)]) -> u64 {
+        let keys = sorted_keys(batch);
+        let Some(top) = max_id(&keys) else {
+            return 0;
+        };
+        self.ensure(vertex_index(top));
+        let mut new = 0u64;
+        let mut vals = Vec::new();
+        let mut merged = Vec::new();
+        for_each_run(&keys, &mut vals, |u, vs| {
+            let list = &mut self.lists[u as usize];
+            let added = merge_into(list, vs, &mut merged);
+            if added > 0 {
+                *list = merged.as_slice().into();
+                new += added as u64;
+            }
+        });
+        self.arcs += new;
+        new
     }
 
     fn delete(&mut self, u: u32, v: u32) -> bool {

@@ -1,5 +1,6 @@
 //! DCAA: DIAA's intervals and residuals, gap-coded as varints (thesis section 4.2.5).
 
+use super::batch::{for_each_run, max_id, merge_into, sorted_keys};
 use super::{intervals, vec_bytes, vertex_index, DynGraph};
 use crate::varint::{put_varint, unzigzag, zigzag};
 
@@ -235,6 +236,37 @@ impl DynGraph for Dcaa {
         self.degrees[ui] += 1;
         self.arcs += 1;
         true
+    }
+
+    /// Each touched list is decoded, merged with its new arcs, intervalised and encoded again
+    /// into a new exact-size array.
+    fn insert_batch(&mut self, batch: &[(u32, u32)]) -> u64 {
+        let keys = sorted_keys(batch);
+        let Some(top) = max_id(&keys) else {
+            return 0;
+        };
+        self.ensure(vertex_index(top));
+        let (mut vals, mut ids, mut merged, mut res) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut new = 0u64;
+        for_each_run(&keys, &mut vals, |u, vs| {
+            let ui = u as usize;
+            decode(&self.lists[ui], u, self.degrees[ui], &mut self.scratch);
+            ids.clear();
+            intervals::for_each(&self.scratch, |x| ids.push(x));
+            let added = merge_into(&ids, vs, &mut merged);
+            if added > 0 {
+                intervals::from_sorted(&merged, &mut self.scratch, &mut res);
+                encode(&self.scratch, u, &mut self.scratch_bytes);
+                self.bytes =
+                    self.bytes - self.lists[ui].len() as u64 + self.scratch_bytes.len() as u64;
+                self.lists[ui] = self.scratch_bytes.as_slice().into();
+                self.degrees[ui] += added as u32;
+                new += added as u64;
+            }
+        });
+        self.arcs += new;
+        new
     }
 
     fn delete(&mut self, u: u32, v: u32) -> bool {

@@ -1,5 +1,6 @@
 //! DIAA: exact-size arrays of intervals and residuals (thesis section 4.2.4).
 
+use super::batch::{for_each_run, max_id, merge_into, sorted_keys};
 use super::{intervals, vec_bytes, vertex_index, DynGraph};
 
 /// Dynamic intervalised adjacency arrays: every vertex owns one exact-size heap array
@@ -90,6 +91,34 @@ impl DynGraph for Diaa {
         self.degrees[ui] += 1;
         self.arcs += 1;
         true
+    }
+
+    /// Each touched list is expanded to its ids, merged with its new arcs and intervalised
+    /// again into a new exact-size array.
+    fn insert_batch(&mut self, batch: &[(u32, u32)]) -> u64 {
+        let keys = sorted_keys(batch);
+        let Some(top) = max_id(&keys) else {
+            return 0;
+        };
+        self.ensure(vertex_index(top));
+        let (mut vals, mut ids, mut merged, mut flat, mut res) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut new = 0u64;
+        for_each_run(&keys, &mut vals, |u, vs| {
+            let u = u as usize;
+            ids.clear();
+            intervals::for_each(&self.lists[u], |x| ids.push(x));
+            let added = merge_into(&ids, vs, &mut merged);
+            if added > 0 {
+                intervals::from_sorted(&merged, &mut flat, &mut res);
+                self.words = self.words - self.lists[u].len() as u64 + flat.len() as u64;
+                self.lists[u] = flat.as_slice().into();
+                self.degrees[u] += added as u32;
+                new += added as u64;
+            }
+        });
+        self.arcs += new;
+        new
     }
 
     fn delete(&mut self, u: u32, v: u32) -> bool {

@@ -82,6 +82,33 @@ pub(crate) fn for_each(a: &[u32], mut f: impl FnMut(u32)) {
     }
 }
 
+/// The canonical array of the increasing, repeat-free ids `ids` into `out` (cleared first;
+/// empty for no ids); `residuals` is scratch space.
+pub(crate) fn from_sorted(ids: &[u32], out: &mut Vec<u32>, residuals: &mut Vec<u32>) {
+    out.clear();
+    residuals.clear();
+    if ids.is_empty() {
+        return;
+    }
+    out.push(0);
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i + 1;
+        while j < ids.len() && ids[j] == ids[j - 1] + 1 {
+            j += 1;
+        }
+        if j - i >= 2 {
+            out.push(ids[i]);
+            out.push((j - i) as u32);
+            out[0] += 1;
+        } else {
+            residuals.push(ids[i]);
+        }
+        i = j;
+    }
+    out.extend_from_slice(residuals);
+}
+
 /// Inserts `x`; `false` if present. Grows the array by at most one word.
 pub(crate) fn insert(a: &mut Vec<u32>, x: u32) -> bool {
     if a.is_empty() {

@@ -1,5 +1,6 @@
 //! LL: a sorted singly linked list per vertex (thesis section 4.2.1).
 
+use super::batch::{for_each_run, max_id, sorted_keys};
 use super::pool::Lists;
 use super::{vertex_index, DynGraph};
 
@@ -11,7 +12,8 @@ use super::{vertex_index, DynGraph};
 /// and its degree (8 bytes).
 ///
 /// # Cost
-/// Insert, delete and contains walk the list: O(Δ) pointer chases. Memory:
+/// Insert, delete and contains walk the list: O(Δ) pointer chases; a batch walks each
+/// touched list once. Memory:
 /// 8 bytes per vertex + 8 bytes per arc (+ under one chunk of slack).
 pub struct LinkedLists {
     lists: Lists,
@@ -42,6 +44,21 @@ impl DynGraph for LinkedLists {
         let ui = vertex_index(u);
         self.lists.ensure(ui.max(vertex_index(v)));
         self.lists.insert(ui, v)
+    }
+
+    /// One walk of each touched list for all its new arcs.
+    fn insert_batch(&mut self, batch: &[(u32, u32)]) -> u64 {
+        let keys = sorted_keys(batch);
+        let Some(top) = max_id(&keys) else {
+            return 0;
+        };
+        self.lists.ensure(vertex_index(top));
+        let mut new = 0u64;
+        let mut vals = Vec::new();
+        for_each_run(&keys, &mut vals, |u, vs| {
+            new += u64::from(self.lists.insert_sorted(u as usize, vs));
+        });
+        new
     }
 
     fn delete(&mut self, u: u32, v: u32) -> bool {

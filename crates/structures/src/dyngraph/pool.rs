@@ -116,6 +116,39 @@ impl Lists {
         true
     }
 
+    /// Inserts the increasing values `vals` into `u`'s sorted list in one walk (`u` covered by
+    /// [`ensure`](Self::ensure)); returns how many were new. New nodes of one call are
+    /// allocated consecutively.
+    pub(crate) fn insert_sorted(&mut self, u: usize, vals: &[u32]) -> u32 {
+        let mut prev = NIL;
+        let mut cur = self.heads[u];
+        let mut new = 0u32;
+        for &v in vals {
+            while cur != NIL {
+                let n = self.node(cur);
+                if n.value >= v {
+                    break;
+                }
+                prev = cur;
+                cur = n.next;
+            }
+            if cur != NIL && self.node(cur).value == v {
+                continue;
+            }
+            let i = self.alloc(v, cur);
+            if prev == NIL {
+                self.heads[u] = i;
+            } else {
+                self.node_mut(prev).next = i;
+            }
+            prev = i;
+            new += 1;
+        }
+        self.degrees[u] += new;
+        self.arcs += u64::from(new);
+        new
+    }
+
     /// Removes `v` from `u`'s list.
     pub(crate) fn delete(&mut self, u: usize, v: u32) -> bool {
         if u >= self.heads.len() {

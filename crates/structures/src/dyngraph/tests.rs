@@ -104,8 +104,56 @@ fn ops(max_vertex: u32, max_id: u32, len: usize) -> impl Strategy<Value = Vec<Op
     proptest::collection::vec(op, 0..len)
 }
 
+/// A batch of inserts, then single deletes.
+type Step = (Vec<(u32, u32)>, Vec<(u32, u32)>);
+
+/// Batches of inserts (with repeats within and across batches) and single deletes in turn,
+/// on every structure and on BCSR under each fold policy, against the reference.
+fn run_batches(batches: &[Step]) {
+    let mut graphs = all_structures();
+    graphs.push(Box::new(Bcsr::with_vertices(0, FoldPolicy::Fraction(0.25))));
+    graphs.push(Box::new(Bcsr::with_vertices(0, FoldPolicy::Every(30))));
+    for mut g in graphs {
+        let mut r = Reference::default();
+        for (inserts, deletes) in batches {
+            let want = inserts.iter().filter(|&&(u, v)| r.insert(u, v)).count() as u64;
+            assert_eq!(
+                g.insert_batch(inserts),
+                want,
+                "{}: new arcs of a batch",
+                g.name()
+            );
+            for &(u, v) in deletes {
+                assert_eq!(g.delete(u, v), r.delete(u, v), "{}: delete", g.name());
+            }
+            check_all(g.as_ref(), &r);
+        }
+    }
+}
+
+fn batches(max_vertex: u32, max_id: u32) -> impl Strategy<Value = Vec<Step>> {
+    let arc = (0..max_vertex, 0..max_id);
+    proptest::collection::vec(
+        (
+            proptest::collection::vec(arc.clone(), 0..120),
+            proptest::collection::vec(arc, 0..10),
+        ),
+        1..8,
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn batched_inserts_match_the_reference(b in batches(12, 60)) {
+        run_batches(&b);
+    }
+
+    #[test]
+    fn wide_batched_inserts_match_the_reference(b in batches(300, 20_000)) {
+        run_batches(&b);
+    }
 
     #[test]
     fn dense_small_ranges_match_the_reference(stream in ops(6, 40, 400)) {
@@ -174,6 +222,46 @@ fn thesis_example_graph() {
         d.insert(u, v);
     }
     assert_eq!(d.intervals(), 2 + 1 + 2 + 1 + 2);
+}
+
+#[test]
+fn large_batches_equal_single_inserts_and_a_csr() {
+    // 2^15 random arcs with hubs, in batches of several sizes, against a CSR built from scratch.
+    let mut state = 99u64;
+    let mut next = |m: u32| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) % u64::from(m)) as u32
+    };
+    let arcs: Vec<(u32, u32)> = (0..1 << 15)
+        .map(|_| {
+            let u = if next(4) == 0 { next(8) } else { next(3000) };
+            (u, next(3000))
+        })
+        .collect();
+    let csr = Csr::from_arcs(3000, &arcs);
+    for size in [1usize, 100, 5000, 1 << 15] {
+        for mut g in all_structures() {
+            let mut new = 0;
+            for b in arcs.chunks(size) {
+                new += g.insert_batch(b);
+            }
+            assert_eq!(new, csr.num_arcs(), "{} batches of {size}", g.name());
+            for v in 0..3000 {
+                assert_eq!(
+                    g.neighbours(v),
+                    csr.neighbours(v),
+                    "{} {size} {v}",
+                    g.name()
+                );
+            }
+        }
+    }
+    let mut g = Daa::new();
+    assert_eq!(g.insert_batch_undirected(&[(1, 2), (2, 1), (3, 3)]), 3);
+    assert_eq!(g.neighbours(2), vec![1]);
+    assert_eq!(g.insert_batch(&[]), 0);
 }
 
 #[test]
