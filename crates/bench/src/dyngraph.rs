@@ -18,6 +18,18 @@
 //!   stream.
 //!
 //! Rates count stream edges (not arcs) per second of wall time on one thread.
+//!
+//! # Batches (`--mode batch`, the default)
+//! * Load: each structure takes the whole stream in batches of `--load-batch` of its edges
+//!   (`insert_batch_undirected`), timed; then `bytes_used()`, bytes per distinct edge against
+//!   a static CSR's, the resident-set growth, and every list compared with the CSR.
+//! * Updates: then `--update-reps` batches of each fraction in `--batches` of new edges (the
+//!   R-MAT edges that follow the stream, same generator), each timed; the median is compared
+//!   with rebuilding the CSR from scratch from all the graph's edges (the stream plus one such
+//!   batch; median of 3 rebuilds).
+//! * Crossover: the batch fraction at which a structure's update time equals the rebuild's,
+//!   interpolated (log-log) between the measured fractions; "above F" when the structure is
+//!   still faster at the largest fraction F, "below F" when it is slower at the smallest.
 
 use std::time::Instant;
 
@@ -45,6 +57,19 @@ pub struct Args {
     /// Seconds allowed per phase (insert, delete) of one structure.
     #[arg(long, default_value_t = 600.0)]
     time_limit: f64,
+    /// `batch`: the stream in batches, then update batches against a CSR rebuild (see the
+    /// module documentation); `single`: one edge at a time, then deletes.
+    #[arg(long, default_value = "batch")]
+    mode: String,
+    /// Batch mode: fraction of the stream's edges per load batch.
+    #[arg(long, default_value_t = 0.01)]
+    load_batch: f64,
+    /// Batch mode: fractions of the stream's edges per update batch, comma-separated.
+    #[arg(long, default_value = "0.001,0.01,0.1", value_delimiter = ',')]
+    batches: Vec<f64>,
+    /// Batch mode: update batches timed per fraction (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    update_reps: usize,
     /// Internal: measure one structure in this process and print one line.
     #[arg(long, hide = true)]
     child: Option<String>,
@@ -193,8 +218,296 @@ fn child(s: Structure, spec: &RmatSpec, fold: FoldPolicy, time_limit: f64) -> Re
     Ok(())
 }
 
+/// Seed of the R-MAT generator of the update batches (the stream's is 1).
+const UPDATE_SEED: u64 = 2;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+/// For each fraction `f` of the stream's edges, `reps` consecutive batches of `f m` new edges:
+/// R-MAT edges of the same shape and another seed, the batches of one fraction following
+/// those of the fraction before it.
+fn update_batches(spec: &RmatSpec, fractions: &[f64], reps: usize) -> Vec<Vec<Vec<(u32, u32)>>> {
+    let m = spec.num_edges();
+    let spec = &RmatSpec {
+        seed: UPDATE_SEED,
+        ..*spec
+    };
+    let mut at = 0;
+    fractions
+        .iter()
+        .map(|&f| {
+            let b = ((f * m as f64) as u64).max(1);
+            (0..reps)
+                .map(|_| {
+                    let mut e = Vec::with_capacity(b as usize);
+                    spec.edges(at..at + b, &mut e);
+                    at += b;
+                    e
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Batch mode in a child process: prints `inserted load_s bytes edges_held rss_growth` and
+/// one update median per fraction, then the note.
+fn batch_child(s: Structure, spec: &RmatSpec, args: &Args) -> Result<(), BoxError> {
+    let n = spec.num_vertices() as usize;
+    let m = spec.num_edges() as usize;
+    let mut edges = Vec::with_capacity(m);
+    spec.edges(0..m as u64, &mut edges);
+    let updates = update_batches(spec, &args.batches, args.update_reps);
+    let fold = parse_fold(&args.fold)?;
+    let rss0 = current_rss();
+    let mut g = s.create(n, fold);
+    let step = ((args.load_batch * m as f64) as usize).max(1);
+    let t = Instant::now();
+    let mut inserted = 0;
+    for chunk in edges.chunks(step) {
+        g.insert_batch_undirected(chunk);
+        inserted += chunk.len();
+        if t.elapsed().as_secs_f64() > args.time_limit {
+            break;
+        }
+    }
+    let load_s = t.elapsed().as_secs_f64();
+    let bytes = g.bytes_used();
+    let rss_growth = match (rss0, current_rss()) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => 0,
+    };
+    let csr = Csr::from_arcs(n, &symmetric(&edges[..inserted]));
+    if g.num_arcs() != csr.num_arcs() {
+        return Err(format!("{s}: {} arcs, the CSR has {}", g.num_arcs(), csr.num_arcs()).into());
+    }
+    let mut got = Vec::new();
+    for v in 0..n as u32 {
+        g.neighbours_into(v, &mut got);
+        if got != csr.neighbours(v) {
+            return Err(format!("{s}: neighbours of {v} differ from the CSR").into());
+        }
+    }
+    let edges_held = (csr.num_arcs()
+        + (0..n as u32)
+            .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
+            .count() as u64)
+        / 2;
+    drop(csr);
+    let mut medians = Vec::new();
+    if inserted == m {
+        for batches in &updates {
+            let times: Vec<f64> = batches
+                .iter()
+                .map(|b| {
+                    let t = Instant::now();
+                    g.insert_batch_undirected(b);
+                    t.elapsed().as_secs_f64()
+                })
+                .collect();
+            medians.push(median(times));
+        }
+    }
+    let medians: Vec<String> = medians.iter().map(|x| x.to_string()).collect();
+    println!(
+        "{inserted} {load_s} {bytes} {edges_held} {rss_growth} {} {}",
+        medians.len(),
+        medians.join(" ")
+    );
+    Ok(())
+}
+
+/// The fraction where `time(f) = rebuild(f)`, interpolated log-log between measured points.
+fn crossover(fractions: &[f64], update: &[f64], rebuild: &[f64]) -> String {
+    let ratio: Vec<f64> = update.iter().zip(rebuild).map(|(u, r)| u / r).collect();
+    if ratio.is_empty() {
+        return "-".into();
+    }
+    if ratio.iter().all(|&r| r < 1.0) {
+        return format!("above {}%", fractions[fractions.len() - 1] * 100.0);
+    }
+    if ratio[0] >= 1.0 {
+        return format!("below {}%", fractions[0] * 100.0);
+    }
+    for i in 1..ratio.len() {
+        if ratio[i - 1] < 1.0 && ratio[i] >= 1.0 {
+            let (x0, x1) = (fractions[i - 1].ln(), fractions[i].ln());
+            let (y0, y1) = (ratio[i - 1].ln(), ratio[i].ln());
+            let x = x0 + (0.0 - y0) * (x1 - x0) / (y1 - y0);
+            return format!("about {:.2}%", x.exp() * 100.0);
+        }
+    }
+    "-".into()
+}
+
+fn batch_main(args: &Args) -> Result<(), BoxError> {
+    let (scale, edge_factor) = (args.scale, args.edge_factor);
+    let spec = RmatSpec::parse(&format!("rmat:{scale}:{edge_factor}:1"))?;
+    let structures: Vec<Structure> = args
+        .structures
+        .split(',')
+        .map(|s| Structure::from_name(s).ok_or_else(|| format!("unknown structure '{s}'")))
+        .collect::<Result<_, _>>()?;
+    let n = spec.num_vertices() as usize;
+    let m = spec.num_edges() as usize;
+    eprintln!("dyngraph: generating R-MAT scale {scale}, {m} edges");
+    let mut edges = Vec::with_capacity(m);
+    spec.edges(0..m as u64, &mut edges);
+    let t = Instant::now();
+    let csr = Csr::from_arcs(n, &symmetric(&edges));
+    let csr_s = t.elapsed().as_secs_f64();
+    let distinct = csr.num_arcs();
+    let loops = (0..n as u32)
+        .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
+        .count() as u64;
+    let csr_edges = (distinct + loops) / 2;
+    let csr_bytes = csr.bytes_used();
+    drop(csr);
+    // The rebuild after one batch of each fraction: all edges so far, from scratch.
+    let updates = update_batches(&spec, &args.batches, 1);
+    let rebuild: Vec<f64> = updates
+        .iter()
+        .map(|b| {
+            let mut all = edges.clone();
+            all.extend_from_slice(&b[0]);
+            let times: Vec<f64> = (0..3)
+                .map(|_| {
+                    let t = Instant::now();
+                    let c = Csr::from_arcs(n, &symmetric(&all));
+                    std::hint::black_box(c.num_arcs());
+                    t.elapsed().as_secs_f64()
+                })
+                .collect();
+            median(times)
+        })
+        .collect();
+    drop(edges);
+    let exe = std::env::current_exe()?;
+    let mut lines = Vec::new();
+    for s in structures {
+        eprintln!(
+            "dyngraph: {s} in batches (time limit {} s for the load)",
+            args.time_limit
+        );
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["dyngraph", "--child", s.name(), "--mode", "batch"]);
+        cmd.args([
+            "--scale",
+            &scale.to_string(),
+            "--edge-factor",
+            &edge_factor.to_string(),
+        ]);
+        cmd.args([
+            "--fold",
+            &args.fold,
+            "--time-limit",
+            &args.time_limit.to_string(),
+        ]);
+        cmd.args(["--load-batch", &args.load_batch.to_string()]);
+        let fr: Vec<String> = args.batches.iter().map(|f| f.to_string()).collect();
+        cmd.args([
+            "--batches",
+            &fr.join(","),
+            "--update-reps",
+            &args.update_reps.to_string(),
+        ]);
+        let out = cmd.output()?;
+        if !out.status.success() {
+            return Err(format!("{s}: {}", String::from_utf8_lossy(&out.stderr)).into());
+        }
+        lines.push((s, String::from_utf8_lossy(&out.stdout).trim().to_string()));
+    }
+    let pct = |f: f64| format!("{}%", f * 100.0);
+    println!(
+        "### Dynamic graphs in batches: R-MAT scale {scale}, edge factor {edge_factor} ({n} vertices, {m} stream edges, {csr_edges} distinct undirected edges)"
+    );
+    println!();
+    println!(
+        concat!(
+            "Load: the stream inserted undirected in batches of {} of its edges. Updates: ",
+            "batches of new edges (R-MAT edges of another seed), {} timed per size, median; ",
+            "rebuild: a CSR built from scratch from all the graph's edges, median of 3. One ",
+            "thread; each structure in a process of its own. Static CSR of the stream: built in ",
+            "{:.2} s, {:.2} bytes per edge."
+        ),
+        pct(args.load_batch),
+        args.update_reps,
+        csr_s,
+        csr_bytes as f64 / csr_edges as f64
+    );
+    println!();
+    let mut head = String::from(
+        "| structure | load time | loaded edges/s | bytes/edge | vs CSR | RSS growth (MiB) |",
+    );
+    let mut rule = String::from("|---|---:|---:|---:|---:|---:|");
+    for (&f, r) in args.batches.iter().zip(&rebuild) {
+        head.push_str(&format!(
+            " {} batch ({} edges) | vs rebuild ({:.3} s) |",
+            pct(f),
+            ((f * m as f64) as u64).max(1),
+            r
+        ));
+        rule.push_str("---:|---:|");
+    }
+    head.push_str(" crossover |");
+    rule.push_str("---|");
+    println!("{head}");
+    println!("{rule}");
+    for (s, line) in lines {
+        let f: Vec<f64> = line
+            .split_whitespace()
+            .map(|x| x.parse::<f64>())
+            .collect::<Result<_, _>>()?;
+        let (inserted, load_s, bytes, held, rss) = (f[0] as usize, f[1], f[2], f[3], f[4] as usize);
+        let k = f[5] as usize;
+        let upd = &f[6..6 + k];
+        let mut row = format!(
+            "| {}{} | {:.2} s | {:.3}M | {:.2} | {:.2}x | {:.1} |",
+            s.name().to_uppercase(),
+            if inserted < m {
+                format!(" (stopped after {inserted} edges)")
+            } else {
+                String::new()
+            },
+            load_s,
+            inserted as f64 / load_s / 1e6,
+            bytes / held,
+            (bytes / held) / (csr_bytes as f64 / csr_edges as f64),
+            mib(rss)
+        );
+        for (i, r) in rebuild.iter().enumerate() {
+            match upd.get(i) {
+                Some(u) => row.push_str(&format!(" {:.4} s | {:.1}x |", u, r / u)),
+                None => row.push_str(" - | - |"),
+            }
+        }
+        row.push_str(&format!(" {} |", crossover(&args.batches, upd, &rebuild)));
+        println!("{row}");
+    }
+    println!();
+    Ok(())
+}
+
 /// Runs the subcommand.
 pub fn main(args: Args) -> Result<(), BoxError> {
+    if args.mode == "batch" {
+        if let Some(name) = args.child.as_deref() {
+            let s =
+                Structure::from_name(name).ok_or_else(|| format!("unknown structure '{name}'"))?;
+            let spec = RmatSpec::parse(&format!("rmat:{}:{}:1", args.scale, args.edge_factor))?;
+            return batch_child(s, &spec, &args);
+        }
+        return batch_main(&args);
+    }
+    if args.mode != "single" {
+        return Err(format!("invalid --mode '{}' (batch or single)", args.mode).into());
+    }
     let scale = args.scale;
     let edge_factor = args.edge_factor;
     let fold_text = args.fold.clone();
@@ -271,6 +584,8 @@ pub fn main(args: Args) -> Result<(), BoxError> {
         let out = std::process::Command::new(&exe)
             .args([
                 "dyngraph",
+                "--mode",
+                "single",
                 "--child",
                 s.name(),
                 "--scale",

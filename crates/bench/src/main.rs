@@ -10,6 +10,7 @@
 //!                     [--fft-log 24] [--sort-log 27] [--model-max 256M] [--python PY]
 //! spillway-bench mapreduce [--input FILE | --generate 256M] [--ranks 1,2] [--nodes 1] [--reps 3]
 //! spillway-bench dyngraph [--scale 20] [--edge-factor 16] [--structures ll,bcsr,daa,diaa,dcaa] [--fold fraction:0.25] [--time-limit 600]
+//!                         [--mode batch|single] [--load-batch 0.01] [--batches 0.001,0.01,0.1] [--update-reps 5]
 //! ```
 //!
 //! Every measurement is repeated and summarised by its median and minimum ([`harness::Stats`]);
