@@ -60,7 +60,7 @@ def main():
     jobs = {
         "pagerank (MapReduce)": [a.bin, "run", "pagerank", "--engine", "mapreduce",
                                  "--iterations", "6", "--generate", f"rmat:{scale}:16"],
-        "connected components": [a.bin, "run", "cc", "--input", graph],
+        "connected components": [a.bin, "run", "cc", "--engine", "mapreduce", "--input", graph],
         "word count": [a.bin, "run", "wordcount", "--input", text_file],
     }
     wanted = a.jobs.split(",")

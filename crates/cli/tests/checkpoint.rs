@@ -645,7 +645,14 @@ fn cc_graph(dir: &Path) -> PathBuf {
 }
 
 fn cc(graph: &Path, layout: &[&str]) -> Job {
-    let mut args = strings(&["run", "cc", "--input", graph.to_str().unwrap()]);
+    let mut args = strings(&[
+        "run",
+        "cc",
+        "--engine",
+        "mapreduce",
+        "--input",
+        graph.to_str().unwrap(),
+    ]);
     args.extend(strings(layout));
     Job {
         name: "cc",

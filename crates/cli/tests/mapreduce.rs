@@ -183,15 +183,60 @@ fn cc_equals_scipy_at_several_layouts_and_both_variants() {
     for (i, layout) in LAYOUTS.into_iter().enumerate() {
         for variant in ["alternating", "two-phase"] {
             let out = dir.path().join(format!("cc{i}{variant}.txt"));
-            let mut args: Vec<OsString> = ["run", "cc", "--variant", variant, "--input"]
-                .iter()
-                .map(OsString::from)
-                .collect();
+            let mut args: Vec<OsString> = [
+                "run",
+                "cc",
+                "--engine",
+                "mapreduce",
+                "--variant",
+                variant,
+                "--input",
+            ]
+            .iter()
+            .map(OsString::from)
+            .collect();
             args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
             args.extend(layout_args(layout).into_iter().map(OsString::from));
             ok(spillway(&args));
             check_with_python(&py, "cc_ref.py", &[g.as_os_str(), out.as_os_str()]);
         }
+        // The direct engine (the default), also under a budget that unloads its edges.
+        for budget in [None, Some("1M")] {
+            let out = dir.path().join(format!("cc{i}direct.txt"));
+            let mut args: Vec<OsString> = ["run", "cc", "--input"]
+                .iter()
+                .map(OsString::from)
+                .collect();
+            args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
+            args.extend(layout_args(layout).into_iter().map(OsString::from));
+            if let Some(b) = budget {
+                args.extend(["--mem-budget".into(), b.into()]);
+            }
+            ok(spillway(&args));
+            check_with_python(&py, "cc_ref.py", &[g.as_os_str(), out.as_os_str()]);
+        }
+    }
+}
+
+#[test]
+fn cc_direct_refuses_the_options_of_the_mapreduce_engine() {
+    let dir = TempDir::new().unwrap();
+    let g = write_graph(dir.path(), "g.txt", &graph(5, 300));
+    for extra in [
+        &["--variant", "two-phase"][..],
+        &["--mr-memory", "1M"],
+        &["--fault-tolerance"],
+        &["--checkpoint-dir", "ck"],
+    ] {
+        let mut args: Vec<OsString> = ["run", "cc", "--input"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        args.push(g.clone().into());
+        args.extend(extra.iter().map(OsString::from));
+        let ran = spillway(&args);
+        assert_eq!(ran.code, Some(2), "{extra:?}: {ran}");
+        assert!(ran.stderr.contains("--engine mapreduce"), "{ran}");
     }
 }
 
@@ -202,7 +247,7 @@ fn cc_out_of_core_equals_the_in_memory_run() {
     let mut outputs = Vec::new();
     for extra in [vec![], vec!["--mem-budget", "4M", "--mr-memory", "16K"]] {
         let out = dir.path().join(format!("cc{}.txt", outputs.len()));
-        let mut args: Vec<OsString> = ["run", "cc", "--json", "--input"]
+        let mut args: Vec<OsString> = ["run", "cc", "--engine", "mapreduce", "--json", "--input"]
             .iter()
             .map(OsString::from)
             .collect();
@@ -428,30 +473,43 @@ fn out_of_core_word_count_and_cc_stay_within_the_budget_plus_64_mib() {
         OsStr::new("--out"),
         g.as_os_str(),
     ]));
-    let mut outputs = Vec::new();
-    for with_budget in [false, true] {
-        let out = dir.path().join(format!("cc{with_budget}.txt"));
-        let mut args: Vec<OsString> = ["run", "cc", "--json", "--ranks", "2", "--input"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
-        if with_budget {
-            args.extend(["--mem-budget".into(), "4M".into()]);
+    for engine in ["direct", "mapreduce"] {
+        let mut outputs = Vec::new();
+        for with_budget in [false, true] {
+            let out = dir.path().join(format!("cc{engine}{with_budget}.txt"));
+            let mut args: Vec<OsString> = ["run", "cc", "--json", "--ranks", "2", "--input"]
+                .iter()
+                .map(OsString::from)
+                .collect();
+            args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
+            args.extend(["--engine".into(), engine.into()]);
+            if with_budget {
+                args.extend(["--mem-budget".into(), "4M".into()]);
+            }
+            let ran = ok(spillway(&args));
+            if with_budget {
+                // The direct engine has no shuffle: its edges are unloaded to spill files.
+                let (rss, spilled) = match engine {
+                    "direct" => {
+                        let v = json_of(&ran);
+                        (
+                            v["peak_rss"].as_u64().unwrap(),
+                            v["spill_bytes_written"].as_u64().unwrap(),
+                        )
+                    }
+                    _ => rss_and_spill(&ran),
+                };
+                assert!(spilled > 0, "{ran}");
+                assert!(
+                    rss <= budget + (64 << 20),
+                    "peak RSS {} MiB\n{ran}",
+                    rss >> 20
+                );
+            }
+            outputs.push(std::fs::read(&out).unwrap());
         }
-        let ran = ok(spillway(&args));
-        if with_budget {
-            let (rss, spilled) = rss_and_spill(&ran);
-            assert!(spilled > 0, "{ran}");
-            assert!(
-                rss <= budget + (64 << 20),
-                "peak RSS {} MiB\n{ran}",
-                rss >> 20
-            );
-        }
-        outputs.push(std::fs::read(&out).unwrap());
+        assert_eq!(outputs[0], outputs[1], "{engine}");
     }
-    assert_eq!(outputs[0], outputs[1]);
 }
 
 /// `--inject-failure` specs for the first, a middle and the last of `ops` operations,
@@ -500,7 +558,7 @@ fn lost_nodes_and_ranks_leave_the_mapreduce_outputs_unchanged() {
     let os = |v: &[&str]| -> Vec<OsString> { v.iter().map(OsString::from).collect() };
     let mut wc = os(&["run", "wordcount", "--chunk", "16K", "--input"]);
     wc.push(text_file.clone().into());
-    let mut cc = os(&["run", "cc", "--input"]);
+    let mut cc = os(&["run", "cc", "--engine", "mapreduce", "--input"]);
     cc.push(g.clone().into());
     let mut pr = os(&[
         "run",
@@ -580,7 +638,7 @@ fn losses_fault_tolerance_cannot_cover_end_the_job_with_a_clear_error() {
     let dir = TempDir::new().unwrap();
     let g = write_graph(dir.path(), "g.txt", &graph(3, 2000));
     let base = |extra: &[&str]| -> Ran {
-        let mut args: Vec<OsString> = ["run", "cc", "--input"]
+        let mut args: Vec<OsString> = ["run", "cc", "--engine", "mapreduce", "--input"]
             .iter()
             .map(OsString::from)
             .collect();

@@ -547,9 +547,9 @@ fn write_sparse(path: &Path, rows: usize, cols: usize, seed: u64) {
 /// A command's name, its arguments, and its output flags with their files.
 type Case<'a> = (&'a str, Vec<String>, Vec<(&'a str, std::path::PathBuf)>);
 
-/// Colouring, spherical K-means, SGD and the large-k K-means over MPI at 2 and 3 processes
-/// give what the local backend gives with as many virtual nodes (outputs byte for byte; the
-/// large-k K-means: the same assignments).
+/// Connected components (direct engine), colouring, spherical K-means, SGD and the large-k
+/// K-means over MPI at 2 and 3 processes give what the local backend gives with as many
+/// virtual nodes (outputs byte for byte; the large-k K-means: the same assignments).
 #[test]
 fn sparse_and_large_k_algorithms_over_mpi_give_the_local_backends_output() {
     let dir = tempdir();
@@ -564,6 +564,16 @@ fn sparse_and_large_k_algorithms_over_mpi_give_the_local_backends_output() {
         let d = dir.path();
         let o = |name: &str, how: &str| d.join(format!("{name}-{how}-{np}"));
         let cases: Vec<Case> = vec![
+            (
+                "cc",
+                vec![
+                    "run".into(),
+                    "cc".into(),
+                    "--input".into(),
+                    s(&graph).into(),
+                ],
+                vec![("--out", o("cc", ""))],
+            ),
             (
                 "colour",
                 vec![
@@ -688,6 +698,8 @@ fn fault_tolerant_mapreduce_over_mpi_survives_a_lost_process() {
             &[
                 "run",
                 "cc",
+                "--engine",
+                "mapreduce",
                 "--backend",
                 "mpi",
                 "--ranks",
