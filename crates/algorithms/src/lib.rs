@@ -25,6 +25,7 @@
 //!
 //! Iterative algorithms that can resume take a [`spillway_checkpoint::Checkpointer`];
 //! checkpointing does not depend on MapReduce.
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod bsp;

@@ -469,7 +469,7 @@ impl Centres {
         assert!(self.tiles.len() == dim * self.padded && self.norms.len() == self.padded);
         let x = block.as_ptr();
         let t = self.tiles.as_ptr();
-        // SAFETY (loads and stores of `best`): `Best` is `repr(C)` and 64-byte aligned, its
+        // SAFETY: (loads and stores of `best`) `Best` is `repr(C)` and 64-byte aligned, its
         // three arrays are 8 values of 8 bytes at offsets 0, 64 and 128.
         let (mut first, mut second, mut index) = unsafe {
             let mut f = [_mm512_setzero_pd(); ROWS];
