@@ -35,7 +35,6 @@ pub mod factor;
 pub mod generate;
 pub mod graph;
 pub mod io;
-mod radix;
 mod survive;
 pub mod text;
 

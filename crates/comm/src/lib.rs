@@ -35,6 +35,7 @@ mod coll;
 mod comm;
 mod ops;
 mod p2p;
+pub mod radix;
 mod rendezvous;
 pub mod splitmix;
 
