@@ -28,6 +28,7 @@
 //!
 //! Iterative algorithms that can resume take a [`spillway_checkpoint::Checkpointer`];
 //! checkpointing does not depend on MapReduce.
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod bsp;
@@ -37,7 +38,6 @@ pub mod factor;
 pub mod generate;
 pub mod graph;
 pub mod io;
-mod radix;
 pub mod state;
 mod survive;
 pub mod text;

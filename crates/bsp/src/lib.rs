@@ -61,6 +61,7 @@
 //! .unwrap();
 //! assert_eq!(sums, vec![10; 4]);
 //! ```
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod coll;

@@ -27,6 +27,7 @@
 //! .unwrap();
 //! assert_eq!(sums, vec![10; 4]);
 //! ```
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(missing_docs, unreachable_pub)]
 
 mod codec;
@@ -34,6 +35,7 @@ mod coll;
 mod comm;
 mod ops;
 mod p2p;
+pub mod radix;
 mod rendezvous;
 pub mod splitmix;
 

@@ -27,6 +27,7 @@
 //! `lpf/spillway.h`: [`spillway_lpf_alloc`] and [`spillway_lpf_free`], storage-backed memory
 //! for registered areas, so that registered memory may exceed the node's budget.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(missing_docs)]
 
 mod ctx;

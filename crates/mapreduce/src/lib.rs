@@ -41,6 +41,7 @@
 //! .unwrap();
 //! assert_eq!(counts[0], [(b"a".to_vec(), 3), (b"b".to_vec(), 2), (b"c".to_vec(), 1)]);
 //! ```
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(missing_docs, unreachable_pub)]
 
 mod binary;

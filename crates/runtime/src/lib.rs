@@ -24,6 +24,7 @@
 //! .unwrap();
 //! assert_eq!(sizes, vec![(0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1)]);
 //! ```
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(missing_docs, unreachable_pub)]
 
 mod bytesize;

@@ -11,6 +11,7 @@
 //!
 //! Payloads are 16-byte aligned so that receivers can view them as slices of any plain-data
 //! element type without copying.
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod copy;

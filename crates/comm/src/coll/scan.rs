@@ -41,6 +41,9 @@ impl Comm<'_> {
             // SAFETY: every member published `n` input elements and an output of `n`
             // elements, and waits for stage 1 without touching them.
             let input = |i: usize| unsafe { std::slice::from_raw_parts(slots[i].ptr::<T>(), n) };
+            // SAFETY: member `i`'s output holds `n` elements (checked above) that only the
+            // leader writes until stage 1; each slice made here is used and dropped before the
+            // next one for the same member is made, so no two live `&mut` alias.
             let output = |i: usize| unsafe {
                 std::slice::from_raw_parts_mut(
                     slots[i].out.load(std::sync::atomic::Ordering::Relaxed) as *mut T,

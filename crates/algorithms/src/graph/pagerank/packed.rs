@@ -270,7 +270,7 @@ pub(super) unsafe fn pull_sums<const W: usize>(
 ) {
     let mask: u32 = if W == 3 { 0x00ff_ffff } else { u32::MAX };
     let (c, p) = (c.as_ptr(), src.as_ptr());
-    // SAFETY (of every call): value `i` starts at byte `W * i`, and its 4-byte read ends at
+    // SAFETY: (of every call) value `i` starts at byte `W * i`, and its 4-byte read ends at
     // most one byte past the values, inside `src` (the caller's contract).
     let s = |i: usize| unsafe {
         (u32::from_le(p.add(W * i).cast::<u32>().read_unaligned()) & mask) as usize

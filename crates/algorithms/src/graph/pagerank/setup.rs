@@ -2,13 +2,13 @@
 //! by out-degree class and compact indices, and the index pattern of the exchange agreed
 //! with the other ranks.
 
+use spillway_comm::radix;
 use spillway_comm::{Collectives, Comm};
 use spillway_runtime::SbVec;
 
 use super::packed::{Incoming, Offsets, Sources};
 use crate::error::AlgoError;
 use crate::graph::DistGraph;
-use crate::radix;
 
 /// The edges of one rank in pull form (see the module notes).
 pub(super) struct Pull {
@@ -91,10 +91,13 @@ pub(super) fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> 
     // Group the remote edges by target: a stable radix sort keeps each target's sources in
     // row order.
     let mut scratch: SbVec<[u32; 2]> = SbVec::zeroed(rt, remote_count)?;
-    let in_scratch =
-        radix::sort_by_key(pairs.as_mut_slice(), scratch.as_mut_slice(), graph.n, |e| {
-            u64::from(e[0])
-        });
+    let in_scratch = radix::sort_by_key(
+        pairs.as_mut_slice(),
+        scratch.as_mut_slice(),
+        graph.n,
+        11,
+        |e| u64::from(e[0]),
+    );
     let sorted = if in_scratch { scratch } else { pairs };
     let mut slots = 0usize;
     {
