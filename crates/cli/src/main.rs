@@ -66,7 +66,7 @@ enum Algorithm {
     Sort(bsp::sort::Sort),
     /// Word count as MapReduce (with a combiner and local aggregation).
     Wordcount(text::WordCount),
-    /// Connected components as MapReduce (small-star / large-star).
+    /// Connected components (union-find per rank, or MapReduce star operations).
     Cc(graph::cc::Cc),
     /// Spherical K-means on sparse rows (BDMPI: bcast, assign, reduce).
     Spkmeans(cluster::spkmeans::SpKMeans),

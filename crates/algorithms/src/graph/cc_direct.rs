@@ -39,7 +39,7 @@ use spillway_comm::{Collectives, Comm, Max, Sum};
 use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
-use crate::graph::{agree_on_error, heap_allowance, read_chunks};
+use crate::io::chunks::{agree_on_error, heap_allowance, read_chunks};
 use crate::io::{parse_snap_chunk_into, InputError};
 
 /// The parent of an id that is in no edge.

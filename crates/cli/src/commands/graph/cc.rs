@@ -1,11 +1,13 @@
-//! `run cc`: connected components as MapReduce (small-star / large-star).
+//! `run cc`: connected components, by a union-find per rank with the forests merged between
+//! ranks (the default), or as MapReduce (small-star / large-star, `--engine mapreduce`).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde::Serialize;
 use spillway::algorithms::graph::cc::{connected_components, load_edges, Variant};
+use spillway::algorithms::graph::cc_direct::{components, load_edge_list};
 use spillway::{ByteSize, Collectives, Comm, Sum};
 
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
@@ -16,6 +18,15 @@ use crate::driver::{
 };
 use crate::options::{named, nonzero_size};
 
+/// Connected-components engines.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CcEngine {
+    /// A union-find per rank over its edges, the forests merged between ranks.
+    Direct,
+    /// Iterative MapReduce: small-star and large-star (fault tolerance, checkpoints).
+    Mapreduce,
+}
+
 /// `run cc`.
 #[derive(Args, Debug)]
 pub(crate) struct Cc {
@@ -23,20 +34,29 @@ pub(crate) struct Cc {
     /// standard input.
     #[arg(long)]
     input: PathBuf,
-    /// Order of the star operations: alternating (large-star and small-star in turn) or
-    /// two-phase (large-star until it converges, then small-star, repeated).
-    #[arg(long, default_value = "alternating", value_parser = named::<Variant>())]
-    variant: Variant,
+    /// Engine: a union-find per rank with its forests merged (each edge touched once), or
+    /// MapReduce star operations (fault tolerance and checkpoints).
+    #[arg(long, value_enum, default_value = "direct")]
+    engine: CcEngine,
+    /// Order of the star operations (with `--engine mapreduce`): alternating (large-star and
+    /// small-star in turn, the default) or two-phase (large-star until it converges, then
+    /// small-star, repeated).
+    #[arg(long, value_parser = named::<Variant>())]
+    variant: Option<Variant>,
     /// Output: "vertex label" per vertex of an edge (label: the smallest vertex id of its
-    /// component); each rank's vertices in increasing order, ranks one after the other.
+    /// component); the direct engine writes the vertices in increasing order, the MapReduce
+    /// engine each rank's vertices in increasing order, ranks one after the other.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Heap allowance of each rank for MapReduce buffers (see `run wordcount`).
+    /// Heap allowance of each rank for MapReduce buffers (with `--engine mapreduce`; see
+    /// `run wordcount`).
     #[arg(long, value_name = "SIZE", value_parser = nonzero_size)]
     mr_memory: Option<ByteSize>,
+    /// Fault tolerance (with `--engine mapreduce`).
     #[command(flatten)]
     ft: FtArgs,
-    /// Checkpoints of the edges after every K rounds of star operations.
+    /// Checkpoints of the edges after every K rounds of star operations (with `--engine
+    /// mapreduce`).
     #[command(flatten)]
     checkpoint: CheckpointArgs,
     #[command(flatten)]
@@ -48,10 +68,20 @@ pub(crate) struct Cc {
 /// What `run cc` reports.
 #[derive(Debug, Serialize)]
 pub(crate) struct CcFacts {
+    engine: &'static str,
     edges: u64,
     vertices: u64,
     components: u64,
-    star_operations: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    star_operations: Option<usize>,
+    /// Direct engine: the union-find over each rank's edges, the merge of the forests and the
+    /// labelling, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    local_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    merge_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label_seconds: Option<f64>,
     #[serde(flatten)]
     checkpoint: Option<CheckpointFacts>,
 }
@@ -73,10 +103,25 @@ impl Command for Cc {
     }
 
     fn check(&self) -> Result<(), Failure> {
+        if self.engine == CcEngine::Direct {
+            let mapreduce_only = [
+                (self.variant.is_some(), "--variant"),
+                (self.mr_memory.is_some(), "--mr-memory"),
+                (self.ft.is_set(), "--fault-tolerance and --inject-failure"),
+                (self.checkpoint.checkpoint_dir.is_some(), "--checkpoint-dir"),
+            ];
+            if let Some((_, name)) = mapreduce_only.iter().find(|(set, _)| *set) {
+                return Err(Failure::usage(format!("{name} need(s) --engine mapreduce")));
+            }
+        }
         self.ft.check(&self.runtime)
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<CcFacts>, Failure> {
+        if self.engine == CcEngine::Direct {
+            return self.run_direct(job);
+        }
+        let variant = self.variant.unwrap_or(Variant::Alternating);
         let input = job.input(&self.input);
         let memory = self.mr_memory.and_then(|m| m.to_usize());
         let ft = self.ft.settings();
@@ -85,7 +130,7 @@ impl Command for Cc {
             "cc input={} variant={} ranks={} nodes={}",
             file_identity(&input),
             // The name the checkpoints of earlier versions were written with.
-            match self.variant {
+            match variant {
                 Variant::Alternating => "Alternating",
                 Variant::TwoPhase => "TwoPhase",
             },
@@ -106,7 +151,7 @@ impl Command for Cc {
                 &world,
                 edges,
                 loops,
-                self.variant,
+                variant,
                 memory,
                 ft.clone(),
                 ck.as_mut(),
@@ -133,10 +178,14 @@ impl Command for Cc {
             }
             Ok(Some(RankOut {
                 facts: CcFacts {
+                    engine: "mapreduce",
                     edges: m,
                     vertices,
                     components,
-                    star_operations: result.star_operations,
+                    star_operations: Some(result.star_operations),
+                    local_seconds: None,
+                    merge_seconds: None,
+                    label_seconds: None,
                     checkpoint,
                 },
                 timing: Timing {
@@ -159,5 +208,58 @@ impl Command for Cc {
             self.ft.warn_unreached(job.operations(), job.nodes(), true);
         }
         Ok(facts)
+    }
+}
+
+impl Cc {
+    /// `run cc --engine direct`: a union-find per rank, the forests merged between ranks.
+    fn run_direct(&self, job: &Job<'_>) -> Result<Option<CcFacts>, Failure> {
+        let input = job.input(&self.input);
+        job.spmd(0, "cc", |rank, _| {
+            let world = Comm::world(rank);
+            let t0 = Instant::now();
+            let part = load_edge_list(&world, &input)?;
+            let m = world.allreduce(&[part.edges.len() as u64], Sum)?[0];
+            world.barrier()?;
+            let load = t0.elapsed();
+            let t1 = Instant::now();
+            let cc = components(&world, &part)?;
+            drop(part);
+            world.barrier()?;
+            let compute = t1.elapsed();
+            if let Some(path) = &self.out {
+                job.write_ordered(&world, path, |w| {
+                    let mut result = Ok(());
+                    cc.for_each(|v, l| {
+                        if result.is_ok() {
+                            result = writeln!(w, "{v} {l}");
+                        }
+                    });
+                    result
+                })?;
+            }
+            let t = cc.timing;
+            Ok(Some(RankOut {
+                facts: CcFacts {
+                    engine: "direct",
+                    edges: m,
+                    vertices: cc.vertices,
+                    components: cc.components,
+                    star_operations: None,
+                    local_seconds: Some(t.local.as_secs_f64()),
+                    merge_seconds: Some(t.merge.as_secs_f64()),
+                    label_seconds: Some(t.labels.as_secs_f64()),
+                    checkpoint: None,
+                },
+                timing: Timing {
+                    iterations: 1,
+                    iteration_times: vec![compute],
+                    load,
+                    compute,
+                    ..Timing::default()
+                },
+                lead: world.rank() == 0,
+            }))
+        })
     }
 }
