@@ -8,8 +8,8 @@
 //! node process (`bdmprun`, which runs spillway's runtime and carries the call out through
 //! spillway's communication layer) and waits for the answer. The node reads and writes the
 //! rank's buffers directly, so no data passes through the socket. While a call waits, the node
-//! may ask the rank to release its storage-backed memory ([`sb`]). See `README.md` beside this
-//! crate for the design and its measurements.
+//! may ask the rank to release its storage-backed memory ([`sb`]). See `docs/bdmpi.md` in the
+//! repository for its use and tests.
 //!
 //! # Safety contract of the C functions
 //! Every exported function is `unsafe`: it trusts its caller as MPI does (buffers are valid for

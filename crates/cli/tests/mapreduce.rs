@@ -491,7 +491,7 @@ fn out_of_core_word_count_and_cc_stay_within_the_budget_plus_64_mib() {
                 // The direct engine has no shuffle: its edges are unloaded to spill files.
                 let (rss, spilled) = match engine {
                     "direct" => {
-                        let v = json_of(&ran);
+                        let v = ran.json();
                         (
                             v["peak_rss"].as_u64().unwrap(),
                             v["spill_bytes_written"].as_u64().unwrap(),

@@ -67,3 +67,8 @@ pub mod prelude {
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The code of `docs/library.md`, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryDoctests;
