@@ -27,6 +27,9 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Tests run on the release build (the same one the examples and benchmarks use): the
 # out-of-core tests move hundreds of MiB and take minutes unoptimised.
 echo "== tests"
+# BDMPI's C test programs link libbdmpi, a C library only (cdylib, staticlib), which building
+# the tests does not make.
+cargo build --release -p spillway-bdmpi
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --release --workspace --profile ci --no-fail-fast
 else

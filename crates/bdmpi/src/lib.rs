@@ -25,6 +25,7 @@ mod link;
 mod mpi;
 #[allow(missing_docs)]
 mod proto;
+mod report;
 pub mod sb;
 
 pub use api::*;

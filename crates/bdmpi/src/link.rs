@@ -6,35 +6,14 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
 use crate::proto::{self, Msg, MSG_BYTES};
+pub(crate) use crate::report::report;
 
 /// The socket (-1 before `BDMPI_Init`).
 static SOCKET: AtomicI32 = AtomicI32::new(-1);
-/// This rank's global number (-1 before `BDMPI_Init` and outside `bdmprun`).
-static RANK: AtomicI32 = AtomicI32::new(-1);
 /// Whether `BDMPI_Finalize` was called.
 static FINALIZED: AtomicI32 = AtomicI32::new(0);
 /// Calls of several threads go one at a time.
 static CALLS: Mutex<()> = Mutex::new(());
-
-/// The rank for messages: the one `BDMPI_Init` received, or the one `bdmprun` put in the
-/// environment.
-pub(crate) fn rank() -> i32 {
-    let r = RANK.load(Ordering::Relaxed);
-    if r >= 0 {
-        return r;
-    }
-    std::env::var(proto::ENV_RANK)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(-1)
-}
-
-/// Prints an error of `call` on standard error, naming the rank.
-pub(crate) fn report(call: &str, what: std::fmt::Arguments<'_>) {
-    // One write, so that the lines of ranks sharing standard error do not interleave.
-    let line = format!("bdmpi: rank {}: {call}: {what}\n", rank());
-    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
-}
 
 /// The socket if `BDMPI_Init` was called and `BDMPI_Finalize` was not; otherwise reports
 /// `call` and gives the error code to return.
@@ -78,7 +57,7 @@ pub(crate) fn connect() -> Result<RawFd, String> {
 
 /// Records the link after a successful `BDMPI_Init`.
 pub(crate) fn set_connected(fd: RawFd, rank: i32) {
-    RANK.store(rank, Ordering::Relaxed);
+    crate::report::set_rank(rank);
     SOCKET.store(fd, Ordering::Release);
 }
 

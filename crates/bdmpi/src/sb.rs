@@ -30,8 +30,8 @@ use std::ffi::{c_void, CString};
 use std::os::fd::RawFd;
 use std::sync::{Mutex, OnceLock};
 
-use crate::link::report;
 use crate::proto;
+use crate::report::report;
 
 /// `-sbma`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

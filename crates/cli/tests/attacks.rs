@@ -437,6 +437,13 @@ fn sizes_that_imply_more_memory_than_there_is_are_refused_with_the_memory_needed
         ),
         (
             Case::new(
+                "graph",
+                &["run", "cc", "--input", s(&huge), "--out", s(&out)],
+            ),
+            vec!["huge.txt", "4294967294", "GiB"],
+        ),
+        (
+            Case::new(
                 "MapReduce",
                 &[
                     "run",
@@ -499,7 +506,16 @@ fn sizes_that_imply_more_memory_than_there_is_are_refused_with_the_memory_needed
     ];
     // MapReduce connected components keys its records by id: sparse ids cost nothing.
     let ran = Cmd::spillway()
-        .args(["run", "cc", "--input", s(&huge), "--out", s(&out)])
+        .args([
+            "run",
+            "cc",
+            "--engine",
+            "mapreduce",
+            "--input",
+            s(&huge),
+            "--out",
+            s(&out),
+        ])
         .run();
     assert_eq!(ran.code, Some(0), "{ran}");
     let labels = std::fs::read_to_string(&out).unwrap();

@@ -9,8 +9,8 @@
 
 use crate::error::{DeadlockReport, JobError, WaitState};
 use crate::job::Job;
-use crate::node::lock;
 use crate::sched::{Status, WaitOn};
+use spillway_transport::lock;
 
 impl Job {
     pub(crate) fn check_deadlock(&self) {

@@ -14,7 +14,7 @@ use crate::job::Job;
 static LIVE: Mutex<Vec<Weak<Job>>> = Mutex::new(Vec::new());
 
 fn live() -> std::sync::MutexGuard<'static, Vec<Weak<Job>>> {
-    crate::node::lock(&LIVE)
+    spillway_transport::lock(&LIVE)
 }
 
 /// Keeps a job in the registry while it runs.

@@ -12,10 +12,12 @@ use spillway_transport::{Layout, LinkModel};
 
 use crate::config::Config;
 use crate::error::{Error, JobError};
+use crate::lost::LostProcesses;
 use crate::mailbox::Mailbox;
 use crate::memory::{NodeMem, SpillStore};
-use crate::node::{lock, Node, NodeTable, WaitQueue};
+use crate::node::{Node, NodeTable, WaitQueue};
 use crate::sched::{Activity, Describe, Released, Sched, WaitInfo, WaitKind, WaitOn};
+use spillway_transport::lock;
 use spillway_transport::Outbox;
 
 /// Counters of one rank.
@@ -503,5 +505,79 @@ impl spillway_transport::Host for Job {
 
     fn report_deadlock(&self, note: String) {
         Job::report_deadlock(self, Some(note))
+    }
+}
+
+/// Processes lost while the job runs (see [`crate::lost`]).
+impl Job {
+    /// The engine reports lost processes.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn on_lost(&self, epoch: u32, all_nodes: Vec<u32>) {
+        let mut ranks = Vec::new();
+        for &n in &all_nodes {
+            let first = self.layout.first_rank(n);
+            ranks.extend(first..first + self.layout.local_size(n));
+        }
+        lock(&self.losses.state).latest = Some(LostProcesses {
+            epoch,
+            nodes: all_nodes,
+            ranks,
+        });
+        self.arm_loss();
+    }
+
+    /// Arms the latest loss if no rank of this process runs: wakes every rank, whose
+    /// blocking calls then fail until it acknowledges.
+    pub(crate) fn arm_loss(&self) {
+        let Some(epoch) = lock(&self.losses.state).latest.as_ref().map(|l| l.epoch) else {
+            return;
+        };
+        if self.losses.armed.load(Ordering::Acquire) >= epoch {
+            return;
+        }
+        for node in &self.nodes {
+            // Under the scheduler's lock: no rank can start running in between.
+            node.sched.wake_all_if(|| {
+                if self.activity.active() != 0 {
+                    return false;
+                }
+                self.losses.armed.fetch_max(epoch, Ordering::AcqRel);
+                true
+            });
+        }
+    }
+
+    /// The error for a blocking call of `rank`, if a loss it has not acknowledged is armed.
+    pub(crate) fn loss_unacknowledged(&self, rank: u32) -> Option<Error> {
+        let armed = self.losses.armed.load(Ordering::Acquire);
+        if armed == 0 {
+            return None;
+        }
+        let local = (rank - self.local_ranks().start) as usize;
+        if self.losses.acked[local].load(Ordering::Acquire) >= armed {
+            return None;
+        }
+        self.lost_processes().map(Error::ProcessLost)
+    }
+
+    /// `rank` acknowledges the armed loss: its blocking calls work again. Returns the lost
+    /// processes so far.
+    pub(crate) fn acknowledge_loss(&self, rank: u32) -> Option<LostProcesses> {
+        let armed = self.losses.armed.load(Ordering::Acquire);
+        let local = (rank - self.local_ranks().start) as usize;
+        self.losses.acked[local].fetch_max(armed, Ordering::AcqRel);
+        self.lost_processes()
+    }
+
+    /// The lost processes the ranks were told of (the armed loss).
+    pub(crate) fn lost_processes(&self) -> Option<LostProcesses> {
+        let armed = self.losses.armed.load(Ordering::Acquire);
+        if armed == 0 {
+            return None;
+        }
+        lock(&self.losses.state)
+            .latest
+            .clone()
+            .filter(|l| l.epoch >= armed)
     }
 }

@@ -3,7 +3,7 @@
 //! When the engine reports lost processes ([`Host::lost`](spillway_transport::Host)), the
 //! loss is *armed* as soon as no rank of this process runs (at once if none does, otherwise
 //! when the last running rank blocks): every blocked rank is woken, and from then on every
-//! blocking call of a rank ([`Error::ProcessLost`]) fails until the rank acknowledges the
+//! blocking call of a rank ([`Error::ProcessLost`](crate::Error::ProcessLost)) fails until the rank acknowledges the
 //! loss ([`Rank::acknowledge_loss`](crate::Rank::acknowledge_loss)), much as ULFM revokes a
 //! communicator: a rank waiting for a survivor that itself waits for a lost rank does not
 //! wait forever. Waiting until no rank runs means that no rank is in the middle of reading
@@ -15,12 +15,8 @@
 //! which names the lost nodes and ranks.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::Mutex;
-
-use crate::error::Error;
-use crate::job::Job;
-use crate::node::lock;
 
 /// The processes (nodes) lost from a job so far, as every survivor agreed on them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,17 +64,18 @@ impl fmt::Display for LostProcesses {
 
 /// The loss state of a job in this process.
 pub(crate) struct Losses {
-    state: Mutex<State>,
+    pub(crate) state: Mutex<State>,
     /// The epoch of the armed loss (0: none).
-    armed: AtomicU32,
+    pub(crate) armed: AtomicU32,
     /// Per local rank: the epoch it acknowledged.
-    acked: Box<[AtomicU32]>,
+    pub(crate) acked: Box<[AtomicU32]>,
 }
 
+/// What the engine reported.
 #[derive(Default)]
-struct State {
+pub(crate) struct State {
     /// The latest loss reported by the engine.
-    latest: Option<LostProcesses>,
+    pub(crate) latest: Option<LostProcesses>,
 }
 
 impl Losses {
@@ -88,79 +85,6 @@ impl Losses {
             armed: AtomicU32::new(0),
             acked: (0..local_ranks).map(|_| AtomicU32::new(0)).collect(),
         }
-    }
-}
-
-impl Job {
-    /// The engine reports lost processes.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    pub(crate) fn on_lost(&self, epoch: u32, all_nodes: Vec<u32>) {
-        let mut ranks = Vec::new();
-        for &n in &all_nodes {
-            let first = self.layout.first_rank(n);
-            ranks.extend(first..first + self.layout.local_size(n));
-        }
-        lock(&self.losses.state).latest = Some(LostProcesses {
-            epoch,
-            nodes: all_nodes,
-            ranks,
-        });
-        self.arm_loss();
-    }
-
-    /// Arms the latest loss if no rank of this process runs: wakes every rank, whose
-    /// blocking calls then fail until it acknowledges.
-    pub(crate) fn arm_loss(&self) {
-        let Some(epoch) = lock(&self.losses.state).latest.as_ref().map(|l| l.epoch) else {
-            return;
-        };
-        if self.losses.armed.load(Ordering::Acquire) >= epoch {
-            return;
-        }
-        for node in &self.nodes {
-            // Under the scheduler's lock: no rank can start running in between.
-            node.sched.wake_all_if(|| {
-                if self.activity.active() != 0 {
-                    return false;
-                }
-                self.losses.armed.fetch_max(epoch, Ordering::AcqRel);
-                true
-            });
-        }
-    }
-
-    /// The error for a blocking call of `rank`, if a loss it has not acknowledged is armed.
-    pub(crate) fn loss_unacknowledged(&self, rank: u32) -> Option<Error> {
-        let armed = self.losses.armed.load(Ordering::Acquire);
-        if armed == 0 {
-            return None;
-        }
-        let local = (rank - self.local_ranks().start) as usize;
-        if self.losses.acked[local].load(Ordering::Acquire) >= armed {
-            return None;
-        }
-        self.lost_processes().map(Error::ProcessLost)
-    }
-
-    /// `rank` acknowledges the armed loss: its blocking calls work again. Returns the lost
-    /// processes so far.
-    pub(crate) fn acknowledge_loss(&self, rank: u32) -> Option<LostProcesses> {
-        let armed = self.losses.armed.load(Ordering::Acquire);
-        let local = (rank - self.local_ranks().start) as usize;
-        self.losses.acked[local].fetch_max(armed, Ordering::AcqRel);
-        self.lost_processes()
-    }
-
-    /// The lost processes the ranks were told of (the armed loss).
-    pub(crate) fn lost_processes(&self) -> Option<LostProcesses> {
-        let armed = self.losses.armed.load(Ordering::Acquire);
-        if armed == 0 {
-            return None;
-        }
-        lock(&self.losses.state)
-            .latest
-            .clone()
-            .filter(|l| l.epoch >= armed)
     }
 }
 

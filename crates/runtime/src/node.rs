@@ -34,7 +34,7 @@ pub(crate) type BlockHook = Box<dyn FnMut() + Send>;
 #[repr(align(64))]
 pub(crate) struct MailSeq(pub(crate) std::sync::atomic::AtomicU64);
 
-pub(crate) use spillway_transport::lock;
+use spillway_transport::lock;
 
 type Shared = Arc<dyn Any + Send + Sync>;
 type WeakShared = Weak<dyn Any + Send + Sync>;

@@ -516,7 +516,7 @@ impl Rank {
     /// long as releasing the memory takes, during which the worker waits.
     pub fn on_block(&self, hook: impl FnMut() + Send + 'static) {
         let (node, local) = self.job.node_of(self.rank);
-        *crate::node::lock(&node.block_hooks[local]) = Some(Box::new(hook));
+        *spillway_transport::lock(&node.block_hooks[local]) = Some(Box::new(hook));
     }
 
     /// Enters the node's critical section: at most one rank per node holds it (BDMPI's

@@ -8,8 +8,8 @@ use spillway_transport::Envelope;
 use crate::error::Error;
 use crate::job::Job;
 use crate::mailbox::{Body, MailWait, MessageInfo, Msg, Pattern, RecvId};
-use crate::node::lock;
 use crate::sched::{WaitInfo, WaitKind, WaitOn};
+use spillway_transport::lock;
 use spillway_transport::Outgoing;
 
 impl Job {

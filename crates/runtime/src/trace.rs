@@ -89,7 +89,7 @@ pub(crate) fn interval(
 }
 
 fn lock() -> std::sync::MutexGuard<'static, Vec<Event>> {
-    crate::node::lock(&SINK)
+    spillway_transport::lock(&SINK)
 }
 
 /// Moves this thread's events to the job's list (called when a worker ends).

@@ -41,6 +41,7 @@ use spillway_runtime::SbVec;
 use crate::error::AlgoError;
 use crate::io::chunks::{agree_on_error, heap_allowance, read_chunks};
 use crate::io::{parse_snap_chunk_into, InputError};
+use crate::state::{check_state, Origin};
 
 /// The parent of an id that is in no edge.
 const ABSENT: u32 = u32::MAX;
@@ -111,6 +112,22 @@ pub fn load_edge_list(comm: &Comm, path: &Path) -> Result<EdgeList, AlgoError> {
     if n == 0 {
         return Err(InputError::new(path, None, "no edges").into());
     }
+    // Every rank's forest covers the whole id range: check what the largest id implies before
+    // `components` allocates it (all ranks counted, the most one process can hold).
+    let ranks = comm.size() as u64;
+    let units = format!("{ranks} union-find forests of {n} vertex ids");
+    let what = format!("the largest vertex id, {},", n - 1);
+    let bytes = n.saturating_mul(4).saturating_mul(ranks);
+    check_state(
+        comm,
+        bytes,
+        &units,
+        Origin::Line {
+            path,
+            line: None,
+            what: &what,
+        },
+    )?;
     Ok(EdgeList { edges: stored, n })
 }
 

@@ -15,7 +15,7 @@ use std::thread::Thread;
 use crate::config::ResumePolicy;
 use crate::error::Error;
 use crate::memory::NodeMem;
-use crate::node::lock;
+use spillway_transport::lock;
 
 pub(crate) use fiber::{Fiber, FiberYielder};
 

@@ -46,8 +46,11 @@
 //! A resumed run repeats the set-up and continues from there; its result is bitwise that of an
 //! uninterrupted run.
 
+mod keep;
 mod packed;
 mod setup;
+
+pub(crate) use keep::{Keep, Resume};
 
 use setup::set_up;
 
@@ -58,7 +61,6 @@ use spillway_comm::{Collectives, Comm, Sum};
 use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
-use crate::graph::pagerank_survive::{Keep, Resume};
 use crate::graph::DistGraph;
 use crate::Progress;
 

@@ -3,4 +3,3 @@
 pub(crate) mod cc;
 pub(crate) mod colour;
 pub(crate) mod pagerank;
-mod pagerank_mr;

@@ -28,6 +28,7 @@ pub(crate) mod coder;
 mod decode;
 pub(crate) mod format;
 pub(crate) mod quant;
+mod strided;
 pub(crate) mod traverse;
 
 use rayon::prelude::*;

@@ -13,7 +13,7 @@
 
 use super::super::float::{self, Sample};
 use super::coder::{Code, MAX_CODE};
-use super::traverse::StridedMut;
+use super::strided::StridedMut;
 
 /// `x` rounded to the nearest integer (ties to even) for `|x| < 2^51`; a deterministic value
 /// (the same on every machine) otherwise. Two additions, no library call.

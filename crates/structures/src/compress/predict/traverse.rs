@@ -23,6 +23,7 @@
 use super::super::float::Sample;
 use super::coder::table;
 use super::quant::{Bound, Quantizer};
+pub(crate) use super::strided::{Strided, StridedMut};
 
 /// A block of a structured grid: extents and memory strides of three axes (unused axes have
 /// extent 1), fastest first.
@@ -183,103 +184,6 @@ fn quadratic(m5: f64, m3: f64, m1: f64) -> f64 {
 #[inline(always)]
 fn extrapolate(m3: f64, m1: f64) -> f64 {
     -0.5 * m3 + 1.5 * m1
-}
-
-/// Points `first + j * step` (`j < len`) of a slice, with every index checked once up front.
-pub(crate) struct Strided<'a, T> {
-    s: &'a [T],
-    first: usize,
-    step: usize,
-    len: usize,
-}
-
-impl<'a, T: Copy> Strided<'a, T> {
-    /// The points `first + j * step + o` for `j < len` and `o <= span` of `s`.
-    ///
-    /// # Panics
-    /// If one of them lies outside `s`.
-    #[inline]
-    pub(crate) fn new(s: &'a [T], first: usize, step: usize, len: usize, span: usize) -> Self {
-        if len > 0 {
-            let last = (len - 1)
-                .checked_mul(step)
-                .and_then(|x| x.checked_add(first))
-                .and_then(|x| x.checked_add(span));
-            assert!(
-                last.is_some_and(|l| l < s.len()),
-                "strided access beyond the block"
-            );
-        }
-        Strided {
-            s,
-            first,
-            step,
-            len,
-        }
-    }
-
-    /// The value at `first + j * step + o`.
-    ///
-    /// # Safety
-    /// `j < len` and `o <= span` of [`Strided::new`].
-    #[inline(always)]
-    pub(crate) unsafe fn at(&self, j: usize, o: usize) -> T {
-        debug_assert!(j < self.len);
-        // SAFETY: `new` checked `first + (len - 1) * step + span < s.len()` without overflow,
-        // and the caller keeps `j < len`, `o <= span`.
-        unsafe { *self.s.get_unchecked(self.first + j * self.step + o) }
-    }
-}
-
-/// [`Strided`] for writing.
-pub(crate) struct StridedMut<'a, T> {
-    s: &'a mut [T],
-    first: usize,
-    step: usize,
-    len: usize,
-}
-
-impl<'a, T> StridedMut<'a, T> {
-    /// The points `first + j * step` for `j < len` of `s`.
-    ///
-    /// # Panics
-    /// If one of them lies outside `s`.
-    #[inline]
-    pub(crate) fn new(s: &'a mut [T], first: usize, step: usize, len: usize) -> Self {
-        if len > 0 {
-            let last = (len - 1)
-                .checked_mul(step)
-                .and_then(|x| x.checked_add(first));
-            assert!(
-                last.is_some_and(|l| l < s.len()),
-                "strided access beyond the block"
-            );
-        }
-        StridedMut {
-            s,
-            first,
-            step,
-            len,
-        }
-    }
-
-    /// The number of points.
-    #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Writes `v` at `first + j * step`.
-    ///
-    /// # Safety
-    /// `j < len` of [`StridedMut::new`].
-    #[inline(always)]
-    pub(crate) unsafe fn set(&mut self, j: usize, v: T) {
-        debug_assert!(j < self.len);
-        // SAFETY: `new` checked `first + (len - 1) * step < s.len()` without overflow, and
-        // the caller keeps `j < len`.
-        unsafe { *self.s.get_unchecked_mut(self.first + j * self.step) = v };
-    }
 }
 
 /// Fills `preds` with the predictions of points `first + j * step` under one kernel.
