@@ -11,6 +11,7 @@
 #![cfg(feature = "mpi")]
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 mod common;
 use common::{check_with_python, python, Cmd, Ran};
