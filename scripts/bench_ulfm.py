@@ -145,7 +145,7 @@ def main():
     ranks = str(2 * a.np)
     jobs = {
         "wordcount": ["run", "wordcount", "--input", text, "--fault-tolerance"],
-        "cc": ["run", "cc", "--input", graph, "--fault-tolerance"],
+        "cc": ["run", "cc", "--engine", "mapreduce", "--input", graph, "--fault-tolerance"],
         "pagerank-mr": ["run", "pagerank", "--engine", "mapreduce", "--input", graph, "--iterations", "10", "--fault-tolerance"],
         "pagerank": ["run", "pagerank", "--input", graph, "--iterations", "200"],
         "kmeans": ["run", "kmeans", "--input", points, "--k", "16", "--iterations", "40", "--init", "random:3"],
