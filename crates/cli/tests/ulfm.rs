@@ -483,7 +483,9 @@ fn losses_that_cannot_be_recovered_end_the_job_with_an_error_within_seconds() {
     // Two nodes at once (what one sent the other in the last shuffle is in neither's
     // replicas); a loss during the recovery from another; a loss in a job without fault
     // tolerance.
-    let cases: &[(&str, &[&str], &str)] = &[
+    // The second loss may also be noticed together with the first (process 2 holds process
+    // 1's replicas): then the job ends naming both as lost, which is as correct.
+    let cases: &[(&str, &[&str], &[&str])] = &[
         (
             "cc",
             &[
@@ -492,7 +494,7 @@ fn losses_that_cannot_be_recovered_end_the_job_with_an_error_within_seconds() {
                 "--inject-failure",
                 "process:3@op:2",
             ],
-            "in neither's replicas",
+            &["in neither's replicas"],
         ),
         (
             "cc",
@@ -502,14 +504,17 @@ fn losses_that_cannot_be_recovered_end_the_job_with_an_error_within_seconds() {
                 "--inject-failure",
                 "process:2@op:2:shuffle",
             ],
-            "during the recovery",
+            &[
+                "during the recovery",
+                "nodes 1-2 (MPI processes 1-2: ranks 2-5) were lost",
+            ],
         ),
     ];
     for &(what, extra, says) in cases {
         let ran = run(&l, 4, &jobs.args(what, 8, &out, extra));
         assert_eq!(ran.code, Some(1), "{ran}");
         assert!(
-            ran.stderr.contains(says) && ran.stderr.contains("--resume"),
+            says.iter().any(|s| ran.stderr.contains(s)) && ran.stderr.contains("--resume"),
             "{ran}"
         );
         assert!(!out.exists(), "no output after a failed job\n{ran}");
