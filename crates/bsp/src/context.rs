@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::machine::Machine;
 use crate::memory::Area;
 use crate::sync::published::NodeState;
+use crate::sync::{Published, Scratch};
 
 /// Options of a BSP context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +111,10 @@ pub struct Bsp<'r> {
     pub(crate) buffer: Vec<u8>,
     /// The machine parameters, read from the probe cache at the first `probe`.
     pub(crate) machine: std::cell::OnceCell<Machine>,
+    /// Last sync's publication, reused by the next.
+    pub(crate) spare: Option<Box<Published>>,
+    /// Lists reused from sync to sync.
+    pub(crate) scratch: Scratch,
 }
 
 impl<'r> Bsp<'r> {
@@ -195,13 +200,11 @@ impl<'r> Bsp<'r> {
 
     /// The published (global) area table: address and bytes per global slot index, `(0, 0)`
     /// for slots not usable remotely in this superstep.
-    pub(crate) fn global_table(&self) -> Vec<(usize, usize)> {
-        self.globals
-            .iter()
-            .map(|a| match a {
-                Some(a) if a.active_from <= self.superstep => (a.addr(), a.bytes),
-                _ => (0, 0),
-            })
-            .collect()
+    pub(crate) fn global_table(&self, table: &mut Vec<(usize, usize)>) {
+        table.clear();
+        table.extend(self.globals.iter().map(|a| match a {
+            Some(a) if a.active_from <= self.superstep => (a.addr(), a.bytes),
+            _ => (0, 0),
+        }));
     }
 }

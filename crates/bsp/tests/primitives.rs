@@ -430,3 +430,70 @@ fn requests_between_nodes_travel_in_one_message_per_node_pair() {
         );
     }
 }
+
+/// Supersteps where only some ranks queue requests (and some none at all): a rank that queued
+/// nothing must still be read by the others' gets and written by their puts. Each superstep,
+/// rank `r` is active when `(r + s) % 3 == 0`; an active rank puts its block to rank `r + 1`
+/// and gets block `r + 2` of rank `r + 2`. The expected contents are replayed sequentially.
+#[test]
+fn supersteps_where_only_some_ranks_queue_requests() {
+    let steps = 6;
+    for (r, n, k) in [
+        (2, 1, 2),
+        (4, 1, 1),
+        (5, 1, 2),
+        (6, 1, 3),
+        (5, 2, 1),
+        (7, 3, 2),
+    ] {
+        for checked in [false, true] {
+            let out = exec(&config(r, n, k), Options::checked(checked), |bsp| {
+                let p = bsp.nprocs();
+                let me = bsp.pid();
+                setup(bsp, 3, 2)?;
+                let src = bsp.register_global(Memory::Heap(vec![0u64; B]))?;
+                let dst = bsp.register_global(Memory::Heap(vec![0u64; p * B]))?;
+                let got = bsp.register_local(Memory::Heap(vec![0u64; B]))?;
+                bsp.sync()?;
+                let mut seen = Vec::new();
+                for s in 0..steps {
+                    for (i, x) in bsp.slice_mut(src).iter_mut().enumerate() {
+                        *x = value(me, s, i);
+                    }
+                    bsp.sync()?;
+                    if (me + s) % 3 == 0 {
+                        bsp.put(src, 0, (me + 1) % p, dst, me * B, B)?;
+                        bsp.get((me + 2) % p, src, 0, got, 0, B)?;
+                    }
+                    bsp.sync()?;
+                    seen.push((bsp.slice(dst).to_vec(), bsp.slice(got).to_vec()));
+                }
+                Ok::<_, Error>(seen)
+            })
+            .unwrap();
+            // Sequential replay of the same supersteps.
+            let p = r as usize;
+            let mut dst = vec![vec![0u64; p * B]; p];
+            let mut got = vec![vec![0u64; B]; p];
+            for s in 0..steps {
+                for a in (0..p).filter(|a| (a + s) % 3 == 0) {
+                    let to = (a + 1) % p;
+                    for i in 0..B {
+                        dst[to][a * B + i] = value(a, s, i);
+                    }
+                    let from = (a + 2) % p;
+                    for (i, g) in got[a].iter_mut().enumerate() {
+                        *g = value(from, s, i);
+                    }
+                }
+                for (q, seen) in out.iter().enumerate() {
+                    assert_eq!(
+                        seen[s],
+                        (dst[q].clone(), got[q].clone()),
+                        "rank {q}, superstep {s}, layout {r}/{n}/{k}, checked {checked}"
+                    );
+                }
+            }
+        }
+    }
+}

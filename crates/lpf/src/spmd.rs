@@ -15,7 +15,6 @@ use std::ffi::c_void;
 use std::ptr::NonNull;
 
 use spillway_bsp::{Bsp, Error, Slot};
-use spillway_comm::{Collectives, Sum};
 use spillway_runtime::SbVec;
 
 use crate::ctx::{Context, Fail, Res};
@@ -75,21 +74,13 @@ impl Spmd {
         }
     }
 
-    /// Number of processes that have returned from the SPMD function, summed with ours.
-    fn exchange(&mut self, returned: u64) -> Res<u64> {
-        match self.bsp().comm().allreduce(&[returned], Sum) {
-            Ok(v) => Ok(v[0]),
-            Err(e) => Err(self.fail("lpf_sync", Error::Runtime(e))),
-        }
-    }
-
-    /// The last exchange of a process that returned: whether every process returned with it.
+    /// The last sync of a process that returned: whether every process returned with it.
     pub(crate) fn finish(&mut self) -> bool {
         if self.dead {
             return false;
         }
         let n = self.bsp().nprocs() as u64;
-        matches!(self.exchange(1), Ok(k) if k == n)
+        matches!(self.bsp().sync_or_leave(true), Ok(k) if k == n)
     }
 
     /// Loads this process's storage-backed memory (it is about to run and use it).
@@ -182,13 +173,16 @@ impl Context for Spmd {
 
     fn sync(&mut self) -> Res<()> {
         self.alive()?;
-        if self.exchange(0)? > 0 {
-            // Some process has returned from the SPMD function: this sync can never complete.
-            self.dead = true;
-            return Err(Fail::Fatal);
+        match self.bsp().sync_or_leave(false) {
+            Ok(0) => {}
+            Ok(_) => {
+                // Some process has returned from the SPMD function: this sync can never
+                // complete.
+                self.dead = true;
+                return Err(Fail::Fatal);
+            }
+            Err(e) => return Err(self.fail("lpf_sync", e)),
         }
-        let r = self.bsp().sync();
-        r.map_err(|e| self.fail("lpf_sync", e))?;
         self.load();
         Ok(())
     }

@@ -3,6 +3,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::mailbox::Mailbox;
@@ -129,9 +130,16 @@ impl std::fmt::Debug for NodeTable {
 
 /// Ranks of one node waiting for a condition that another rank of the node makes true (see
 /// [`Rank::wait_until`](crate::Rank::wait_until) and [`Rank::wake_all`](crate::Rank::wake_all)).
+///
+/// Waking an empty queue costs one fence and one load, no lock: a waiter registers, then
+/// re-checks its condition; a waker makes the condition true, then looks for waiters. Both
+/// put a sequentially consistent fence between the two steps, so either the waker sees the
+/// registration or the waiter sees the condition.
 #[derive(Debug, Default)]
 pub struct WaitQueue {
     waiters: Mutex<Vec<u32>>,
+    /// `waiters.len()`, read without the lock by wakers.
+    registered: AtomicUsize,
 }
 
 impl WaitQueue {
@@ -141,10 +149,23 @@ impl WaitQueue {
     }
 
     pub(crate) fn register(&self, local: u32) {
-        lock(&self.waiters).push(local);
+        {
+            let mut w = lock(&self.waiters);
+            w.push(local);
+            self.registered.store(w.len(), Ordering::Relaxed);
+        }
+        // Pairs with the fence in `take`: the caller re-checks its condition after this.
+        fence(Ordering::SeqCst);
     }
 
     pub(crate) fn take(&self) -> Vec<u32> {
-        std::mem::take(&mut *lock(&self.waiters))
+        // Pairs with the fence in `register`: the caller made the condition true before this.
+        fence(Ordering::SeqCst);
+        if self.registered.load(Ordering::Relaxed) == 0 {
+            return Vec::new();
+        }
+        let mut w = lock(&self.waiters);
+        self.registered.store(0, Ordering::Relaxed);
+        std::mem::take(&mut *w)
     }
 }

@@ -10,16 +10,24 @@
 //! 2. publication of the node-local requests, the area tables and the requests to other
 //!    nodes' ranks; round A with other nodes: the last rank of the node to publish sends the
 //!    requests of all its node's ranks to each other node in one message, and the messages
-//!    from the other nodes are received; then a node barrier;
+//!    from the other nodes are received; then the first node barrier. On one node, a rank
+//!    that queued nothing publishes nothing: the barrier sums how many ranks published, and
+//!    when none did the superstep ends there (an empty sync is one barrier); when only some
+//!    did, the others publish and meet once more. The same sum carries LPF's count of
+//!    processes that left the SPMD function ([`Bsp::sync_or_leave`]);
 //! 3. every rank takes the requests of other nodes addressed to it, checks bounds, keeps the
 //!    put data and reads the data asked for;
 //! 4. round B (only where gets cross nodes): the get replies go back the same way, one message
 //!    per node pair, and a node barrier shares them;
 //! 5. checks: every rank verifies the requests that write its memory (bounds, slots) and that
 //!    no byte of its memory is both read and written in the superstep; a violation fails the
-//!    job before any byte moves (the check is what makes the copies below free of data races,
-//!    so it runs in every mode);
-//! 6. node barrier; data phase: each rank performs every copy *into its own memory* — puts
+//!    job. The check is what makes the copies below free of data races, so it runs in every
+//!    mode: a rank copies only into its own memory, after its own check, and a rank whose
+//!    check fails copies nothing, so nobody writes a byte that another rank reads;
+//! 6. in checked mode a node barrier, so that a violation fails the job before any byte
+//!    moves (in unchecked mode, as in LPF, the contents of the memory are undefined after a
+//!    fatal error: other ranks may have made their copies); data phase: each rank performs
+//!    every copy *into its own memory* — puts
 //!    from node ranks, its own gets from node ranks, then the data of rounds A and B — as
 //!    `memcpy`s between the registered areas (LPF's rule: destinations copy). All writes to a
 //!    rank's memory are done by its thread, one after the other: concurrent writes to one
@@ -28,15 +36,17 @@
 //!
 //! # Cost
 //! With `h` the largest number of bytes a rank sends or receives: `g*h + l`, where `l` covers
-//! the node barriers (three, and one more when gets cross nodes) and, across nodes, one
-//! message per node pair in each direction and round.
+//! the node barriers (two, one more in checked mode, when gets cross nodes or when only some
+//! ranks of a node queued requests; one for an empty superstep) and, across nodes, one message per node pair
+//! in each direction and round. The node barrier (`barrier` module) is a counter over shared
+//! atomics with a short spin: nothing is allocated and nothing locked when ranks arrive
+//! together.
 //!
 //! # Storage-backed areas
 //! Other ranks read a rank's storage-backed area in place (a shared file mapping: correct
 //! whether loaded or not) and hand the pages back with `Rank::release_read`. The owner loads
-//! its storage-backed destinations (counted against the budget) after the node barrier of step
-//! 6, the last blocking call before its copies, so no unload comes between the load and the
-//! writes.
+//! its storage-backed destinations (counted against the budget) after the last blocking call
+//! before its copies, so no unload comes between the load and the writes.
 //!
 //! # Not yet
 //! Message headers carry the superstep number (in the tag and in the node-pair messages) but
@@ -50,13 +60,35 @@ use spillway_comm::Collectives;
 use crate::context::{Bsp, PutSource};
 use crate::error::{Error, Misuse, Result};
 
+mod barrier;
 mod conflict;
 pub(crate) mod published;
+
+pub(crate) use published::Published;
 mod remote;
 
 use conflict::{check_conflicts, Touch};
-use published::{Exchange, NodeGet, NodePut, Published};
+use published::{Exchange, NodeGet, NodePut};
 use remote::Remote;
+
+/// The unit of the leaving ranks in the sum of a sync's first node barrier (the ranks that
+/// published count in units of one).
+const LEAVING: u64 = 1 << 32;
+
+/// Lists a sync fills, kept by the rank between syncs (with their capacity).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    reads: Vec<Touch>,
+    writes: Vec<Touch>,
+    copies: Vec<Copy>,
+}
+
+/// What a rank keeps of its published requests for the rest of the sync.
+struct Pending {
+    remote_gets: Vec<Vec<usize>>,
+    reads: Vec<Touch>,
+    writes: Vec<Touch>,
+}
 
 /// A write into this rank's memory found in the checks, applied in the data phase.
 struct Copy {
@@ -88,7 +120,7 @@ impl<'r> Bsp<'r> {
     #[track_caller]
     pub fn sync(&mut self) -> Result<()> {
         let location = Location::caller();
-        match self.sync_inner(location) {
+        match self.sync_inner(location, false).map(|_| ()) {
             Ok(()) => Ok(()),
             Err(e) => {
                 if !matches!(e, Error::Runtime(spillway_runtime::Error::Aborted)) {
@@ -160,25 +192,84 @@ impl<'r> Bsp<'r> {
         ))
     }
 
-    fn sync_inner(&mut self, location: &'static Location<'static>) -> Result<()> {
-        if self.options.checked {
-            self.check_agreement(location, false)?;
+    /// LPF's sync, which also tells whether a process has left: every rank calls either this
+    /// (with `leaving` false) or [`sync`](Self::sync) for each superstep, and a rank that
+    /// returns from its SPMD function while others may still sync calls it once with
+    /// `leaving` true, meeting their pending sync. Returns the number of ranks that left: 0
+    /// when the superstep ended normally; otherwise no request of the superstep was performed
+    /// and the sync can never end (the context is unusable).
+    ///
+    /// # Cost
+    /// As [`sync`](Self::sync): on one node the count travels in the sync's first node
+    /// barrier; with ranks on several nodes, or in checked mode, it takes one all-reduce more.
+    ///
+    /// # Errors
+    /// As [`sync`](Self::sync).
+    #[track_caller]
+    pub fn sync_or_leave(&mut self, leaving: bool) -> Result<u64> {
+        let location = Location::caller();
+        let r = if self.fused() {
+            self.sync_inner(location, leaving)
+        } else {
+            self.counted_sync(location, leaving)
+        };
+        r.inspect_err(|e| {
+            if !matches!(e, Error::Runtime(spillway_runtime::Error::Aborted)) {
+                self.comm.runtime().fail_job(e.to_string());
+            }
+        })
+    }
+
+    /// Whether the counts of a sync travel in its node barrier: on one node, unchecked.
+    fn fused(&self) -> bool {
+        !self.options.checked && self.local_index.iter().all(Option::is_some)
+    }
+
+    /// [`sync_or_leave`](Self::sync_or_leave) with the count in an all-reduce of its own.
+    fn counted_sync(&mut self, location: &'static Location<'static>, leaving: bool) -> Result<u64> {
+        let left = self
+            .comm
+            .allreduce(&[u64::from(leaving)], spillway_comm::Sum)?[0];
+        if left > 0 {
+            return Ok(left);
         }
+        self.sync_inner(location, false)
+    }
+
+    /// The node barrier of the syncs; returns the sum of the members' `value`s.
+    fn node_barrier(&self, value: u64) -> Result<u64> {
+        Ok(self
+            .node
+            .barrier
+            .wait(self.comm.runtime(), value, &self.node.waiting_for)?)
+    }
+
+    /// Splits this rank's requests into node-local ones and the rest and publishes them (with
+    /// the area table and, across nodes, the segments for other nodes).
+    fn publish(&mut self, multi: bool) -> Result<Pending> {
         let me_local = self.local_index[self.pid()].expect("this rank is on its node");
         let local = self.node_members.len();
-        let multi = self.local_index.iter().any(Option::is_none);
-
-        // Split the requests into node-local ones and the rest.
-        let mut puts_to = vec![Vec::new(); local];
-        let mut gets_from = vec![Vec::new(); local];
+        // Last sync's publication and lists, emptied: nothing is allocated once their
+        // capacities suffice.
+        let mut published = self.spare.take().unwrap_or_default();
+        published.puts_to.resize_with(local, Vec::new);
+        published.gets_from.resize_with(local, Vec::new);
+        published.puts_to.iter_mut().for_each(Vec::clear);
+        published.gets_from.iter_mut().for_each(Vec::clear);
+        published.remote_out.clear();
+        let Published {
+            puts_to, gets_from, ..
+        } = &mut *published;
         let mut remote_puts: Vec<Vec<usize>> = Vec::new();
         let mut remote_gets: Vec<Vec<usize>> = Vec::new();
         if multi {
             remote_puts = vec![Vec::new(); self.nprocs()];
             remote_gets = vec![Vec::new(); self.nprocs()];
         }
-        let mut reads: Vec<Touch> = Vec::new();
-        let mut writes: Vec<Touch> = Vec::new();
+        let mut reads = std::mem::take(&mut self.scratch.reads);
+        let mut writes = std::mem::take(&mut self.scratch.writes);
+        reads.clear();
+        writes.clear();
         let me = self.pid();
         for (i, p) in self.puts.iter().enumerate() {
             let (src, src_is_area) = self.put_source(p.src);
@@ -224,26 +315,80 @@ impl<'r> Bsp<'r> {
                 None => remote_gets[g.src_pid].push(i),
             }
         }
+        if multi {
+            published.remote_out = self.segments(&remote_puts, &remote_gets)?;
+        }
+        published.superstep = self.superstep;
+        self.global_table(&mut published.globals);
+        self.node.publish(me_local, published);
+        Ok(Pending {
+            remote_gets,
+            reads,
+            writes,
+        })
+    }
 
-        // Publish the requests and meet.
-        let remote_out = if multi {
-            self.segments(&remote_puts, &remote_gets)?
-        } else {
-            Vec::new()
-        };
-        let published = Arc::new(Published {
-            superstep: self.superstep,
-            globals: self.global_table(),
-            puts_to,
-            gets_from,
-            remote_out,
-        });
-        self.node.set(me_local, Some(published));
+    /// Ends the superstep: the queues empty and new capacities take effect.
+    fn end_superstep(&mut self) {
+        self.puts.clear();
+        self.gets.clear();
+        self.buffer.clear();
+        if let Some(n) = self.reg_pending.take() {
+            self.reg_capacity = n;
+        }
+        if let Some(n) = self.queue_pending.take() {
+            self.queue_capacity = n;
+        }
+        self.superstep += 1;
+    }
+
+    fn sync_inner(&mut self, location: &'static Location<'static>, leaving: bool) -> Result<u64> {
+        if self.options.checked {
+            self.check_agreement(location, false)?;
+        }
+        let me_local = self.local_index[self.pid()].expect("this rank is on its node");
+        let local = self.node_members.len();
+        let multi = self.local_index.iter().any(Option::is_none);
+
+        // Publish the requests and meet. On one node a rank with nothing queued publishes
+        // nothing, and when no rank of the node queued anything the first barrier ends the
+        // superstep; its sum tells (ranks that published in the low half, ranks leaving in
+        // the high half).
+        let requests = !self.puts.is_empty() || !self.gets.is_empty();
+        let mut pending = None;
+        if multi || (requests && !leaving) {
+            pending = Some(self.publish(multi)?);
+        }
         if multi {
             self.round_a()?;
         }
-        self.node_comm.barrier()?;
-        let all: Vec<Arc<Published>> = (0..local).map(|i| self.node.get(i)).collect();
+        let mine = u64::from(pending.is_some()) + if leaving { LEAVING } else { 0 };
+        let sum = self.node_barrier(mine)?;
+        let left = sum / LEAVING;
+        if left > 0 {
+            self.spare = self.node.take(me_local);
+            return Ok(left);
+        }
+        let publishers = (sum % LEAVING) as usize;
+        if publishers == 0 {
+            self.end_superstep();
+            return Ok(0);
+        }
+        if publishers < local {
+            if pending.is_none() {
+                pending = Some(self.publish(multi)?);
+            }
+            self.node_barrier(0)?;
+        }
+        let Pending {
+            remote_gets,
+            mut reads,
+            mut writes,
+        } = pending.expect("every rank published");
+        let node = Arc::clone(&self.node);
+        // SAFETY: every member published before the barrier above and takes its publication
+        // back only after the last barrier of this sync; `all` is dropped before that.
+        let all: Vec<&Published> = (0..local).map(|i| unsafe { node.get(i) }).collect();
 
         // Rounds A and B with the other nodes.
         let remotes: Vec<Remote> = if multi {
@@ -253,7 +398,8 @@ impl<'r> Bsp<'r> {
         };
 
         // Checks: everything that writes this rank's memory, everything that reads it.
-        let mut copies: Vec<Copy> = Vec::new();
+        let mut copies = std::mem::take(&mut self.scratch.copies);
+        copies.clear();
         for (m, p) in all.iter().enumerate() {
             if p.superstep != self.superstep {
                 return Err(Error::misuse(
@@ -357,7 +503,9 @@ impl<'r> Bsp<'r> {
             }
         }
         check_conflicts(&mut reads, &mut writes)?;
-        self.node_comm.barrier()?;
+        if self.options.checked {
+            self.node_barrier(0)?;
+        }
 
         // Load storage-backed destinations for writing: after the last blocking call of the
         // sync, so that no unload (ARAW unloads a rank's memory when it blocks) can come
@@ -390,9 +538,10 @@ impl<'r> Bsp<'r> {
             // the published table), or a received payload owned by `remotes`. Node ranks keep
             // their areas and buffers alive and unmodified until the final barrier below (they
             // are inside this sync, and only a rank itself writes its memory). Only this thread
-            // writes `dst`, and the conflict check guarantees that no thread reads `dst` in this
-            // phase and that `src` is not written in it, so the ranges do not overlap and no
-            // access races with this copy.
+            // writes `dst`, and the conflict checks guarantee that no thread reads `dst` in this
+            // phase (this rank's check, done above) and that `src` is not written in it (the
+            // check of the owner of `src`, which writes its memory only after its own check
+            // passed and writes nothing when it failed), so no access races with this copy.
             unsafe {
                 spillway_transport::copy::copy_raw(c.dst as *mut u8, c.src as *const u8, c.len);
             }
@@ -402,26 +551,20 @@ impl<'r> Bsp<'r> {
                 rank.release_read(bytes);
             }
         }
-        drop(copies);
+        self.scratch = Scratch {
+            reads,
+            writes,
+            copies,
+        };
         drop(remotes);
-        self.node_comm.barrier()?;
-        self.node.set(me_local, None);
+        drop(all);
+        self.node_barrier(0)?;
+        self.spare = self.node.take(me_local);
         if multi {
             self.node.exchange(me_local, |x| *x = Exchange::default());
         }
-
-        // The superstep is over: new capacities take effect.
-        self.puts.clear();
-        self.gets.clear();
-        self.buffer.clear();
-        if let Some(n) = self.reg_pending.take() {
-            self.reg_capacity = n;
-        }
-        if let Some(n) = self.queue_pending.take() {
-            self.queue_capacity = n;
-        }
-        self.superstep += 1;
-        Ok(())
+        self.end_superstep();
+        Ok(0)
     }
 
     /// Address of a put's source and whether it is registered memory.

@@ -3,10 +3,13 @@
 //! ([`NodeState`]), shared by the ranks of one context on one node.
 
 use std::panic::Location;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use spillway_runtime::Describe;
 use spillway_transport::{lock, AlignedBuf};
+
+use super::barrier::{Line, NodeBarrier};
 
 /// A put between ranks of one node, as published by its source.
 #[derive(Clone, Copy, Debug)]
@@ -32,9 +35,10 @@ pub(super) struct NodeGet {
     pub(super) loc: &'static Location<'static>,
 }
 
-/// What a rank publishes to its node at a sync.
+/// What a rank publishes to its node at a sync (kept by its rank between syncs, to be
+/// filled again without allocating).
 #[derive(Debug, Default)]
-pub(super) struct Published {
+pub(crate) struct Published {
     pub(super) superstep: u64,
     /// Per global slot index: (address, bytes) of the area, `(0, 0)` when not usable.
     pub(super) globals: Vec<(usize, usize)>,
@@ -59,17 +63,29 @@ pub(super) struct Exchange {
 
 /// The node object of a BSP context: where its ranks on this node publish their requests.
 pub(crate) struct NodeState {
-    pub(super) members: Box<[Mutex<Option<Arc<Published>>>]>,
+    /// What each member published in the current sync (null outside it); see [`get`].
+    ///
+    /// [`get`]: NodeState::get
+    members: Box<[Line<AtomicPtr<Published>>]>,
     pub(super) exchanges: Box<[Mutex<Exchange>]>,
     /// Arrivals of the members in each remote round, counted over the whole context: the
     /// member whose arrival completes a multiple of the member count arrives last.
     pub(super) arrivals: [AtomicU64; 2],
+    /// The node barrier of the syncs.
+    pub(super) barrier: Arc<NodeBarrier>,
+    /// The same, as what a rank waiting in it waits for.
+    pub(super) waiting_for: Arc<dyn Describe>,
 }
 
 impl NodeState {
     pub(crate) fn new(local: usize) -> NodeState {
+        let barrier = NodeBarrier::new(local);
         NodeState {
-            members: (0..local).map(|_| Mutex::new(None)).collect(),
+            waiting_for: barrier.clone(),
+            barrier,
+            members: (0..local)
+                .map(|_| Line(AtomicPtr::new(std::ptr::null_mut())))
+                .collect(),
             exchanges: (0..local).map(|_| Mutex::default()).collect(),
             arrivals: [AtomicU64::new(0), AtomicU64::new(0)],
         }
@@ -88,14 +104,53 @@ impl NodeState {
         f(&mut lock(&self.exchanges[i]))
     }
 
-    pub(super) fn get(&self, i: usize) -> Arc<Published> {
-        lock(&self.members[i])
-            .clone()
-            .expect("every node member published before the barrier")
+    /// What member `i` published in this sync.
+    ///
+    /// # Safety
+    /// Member `i` published in the current sync and does not take its publication back
+    /// while the returned reference is alive: a member takes it back only after the sync's
+    /// last node barrier, so a reference taken after the barrier that follows the
+    /// publication and dropped before the last barrier is safe.
+    ///
+    /// # Panics
+    /// When member `i` has not published.
+    pub(super) unsafe fn get(&self, i: usize) -> &Published {
+        let p = self.members[i].0.load(Ordering::Acquire);
+        assert!(
+            !p.is_null(),
+            "every node member published before the barrier"
+        );
+        // SAFETY: `p` came from `Box::into_raw` in `publish` and is freed only by `take`,
+        // which the caller guarantees does not run while the reference lives; the owner
+        // does not write the publication after handing it over (Release/Acquire above).
+        unsafe { &*p }
     }
 
-    pub(super) fn set(&self, i: usize, p: Option<Arc<Published>>) {
-        *lock(&self.members[i]) = p;
+    /// Publishes member `i`'s requests for the current sync.
+    pub(super) fn publish(&self, i: usize, p: Box<Published>) {
+        let old = self.members[i].0.swap(Box::into_raw(p), Ordering::AcqRel);
+        // SAFETY: a non-null pointer in the slot came from `Box::into_raw` and nobody else
+        // can reach it once swapped out.
+        drop((!old.is_null()).then(|| unsafe { Box::from_raw(old) }));
+    }
+
+    /// Takes member `i`'s publication back (when nobody reads it any more: see [`get`]).
+    ///
+    /// [`get`]: NodeState::get
+    pub(super) fn take(&self, i: usize) -> Option<Box<Published>> {
+        let p = self.members[i]
+            .0
+            .swap(std::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: as in `publish`.
+        (!p.is_null()).then(|| unsafe { Box::from_raw(p) })
+    }
+}
+
+impl Drop for NodeState {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            drop(self.take(i));
+        }
     }
 }
 

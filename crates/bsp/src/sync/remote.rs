@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 
-use spillway_comm::{Collectives, Source};
+use spillway_comm::Source;
 use spillway_transport::AlignedBuf;
 
 use super::conflict::Touch;
@@ -251,7 +251,10 @@ impl Bsp<'_> {
                 }
             };
             if round == ROUND_A {
-                each(&self.node.get(l).remote_out);
+                // SAFETY: round A runs after every member of the node published and before
+                // the sync's first node barrier, and no member takes its publication back
+                // before the last one.
+                each(&unsafe { self.node.get(l) }.remote_out);
             } else {
                 self.node.exchange(l, |x| each(&x.replies));
             }
@@ -326,7 +329,7 @@ impl Bsp<'_> {
     /// memory by other nodes' gets are added to `reads`.
     pub(super) fn remote_rounds(
         &self,
-        all: &[Arc<Published>],
+        all: &[&Published],
         remote_gets: &[Vec<usize>],
         reads: &mut Vec<Touch>,
     ) -> Result<Vec<Remote>> {
@@ -363,7 +366,7 @@ impl Bsp<'_> {
         // Round B: the replies go back along the pairs that carried gets.
         self.node.exchange(me_local, |x| x.replies = replies);
         self.send_and_receive(ROUND_B, &answer_to, &replies_from)?;
-        self.node_comm.barrier()?;
+        self.node_barrier(0)?;
         let expected = remote_gets.iter().filter(|g| !g.is_empty()).count();
         let mut got = 0;
         for l in 0..all.len() {
