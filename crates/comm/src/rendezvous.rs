@@ -42,14 +42,17 @@ impl Default for Inline {
 
 // SAFETY: accesses follow the protocol above: one writer (the slot's member) before its
 // arrival is published with Release, readers only after observing every arrival with Acquire,
-// and no write again until the entry is reset after every member has left.
+// and no write again until the entry is reset after every member has left. (The accumulator
+// of a small reduction, `Rendezvous::small_acc`, follows the same protocol with the stage in
+// place of the arrivals: one writer, the last member to arrive, before it raises the stage.)
 unsafe impl Sync for Inline {}
 
 impl Inline {
     /// Copies `bytes` (at most [`INLINE_BYTES`]) in.
     ///
     /// # Safety
-    /// Only the slot's member calls this, before it arrives.
+    /// Only the slot's member calls this, before it arrives (for `small_acc`: only the last
+    /// member to arrive, before it raises the stage).
     pub(crate) unsafe fn write(&self, bytes: &[u8]) {
         // SAFETY: no reader before the arrival (caller); the length is checked by the slice.
         let words = unsafe { &mut *self.0.get() };
@@ -59,7 +62,8 @@ impl Inline {
     /// The first `len` bytes (16-byte aligned).
     ///
     /// # Safety
-    /// Every member has arrived (and nobody writes until the entry is reset).
+    /// Every member has arrived (for `small_acc`: the stage was raised), and nobody writes
+    /// until the entry is reset.
     pub(crate) unsafe fn bytes(&self, len: usize) -> &[u8] {
         // SAFETY: guaranteed by the caller.
         let words = unsafe { &*self.0.get() };
@@ -124,6 +128,7 @@ impl CollRing {
                         bundles: Mutex::new(Vec::new()),
                         keep: Mutex::new(None),
                         pinned: AtomicBool::new(false),
+                        small_acc: Inline::default(),
                     })
                 })
                 .collect(),
@@ -175,6 +180,10 @@ pub(crate) struct Rendezvous {
     pub(crate) keep: Mutex<Option<Arc<CollRing>>>,
     /// Whether `keep` holds the ring.
     pub(crate) pinned: AtomicBool,
+    /// The result of a small reduction among many members: written by the last member to
+    /// arrive, before it raises the stage (Release), read by the others after they saw the
+    /// stage (Acquire), written again only in a later call (after the reset).
+    pub(crate) small_acc: Inline,
 }
 
 impl Rendezvous {

@@ -753,3 +753,59 @@ fn a_broadcast_root_that_leaves_the_job_at_once_still_reaches_late_receivers() {
         assert!(got.iter().all(|v| *v == [42, 7]), "{ranks} ranks: {got:?}");
     }
 }
+
+/// Small reductions (operands of at most 64 bytes) among more ranks of one node than fold
+/// each other's operands (beyond eight, the last to arrive folds once for all), repeated so
+/// that ring entries are reused, against sequential folds; and operands of different lengths
+/// fail the job.
+#[test]
+fn small_reductions_among_many_ranks_of_a_node() {
+    for (ranks, nodes, running) in [(9, 1, 1), (40, 1, 2), (130, 1, 2), (40, 2, 2)] {
+        let config = Config::new(ranks).nodes(nodes).running(running);
+        let out = run(&config, |rank| -> TestResult {
+            let world = Comm::world(rank);
+            let p = world.size();
+            let me = world.rank();
+            let mut ok = true;
+            for round in 0..5u64 {
+                let mine = [me as u64 * 3 + round, (me as u64) ^ round];
+                let sums = [
+                    (0..p as u64).map(|r| r * 3 + round).sum::<u64>(),
+                    (0..p as u64).map(|r| r ^ round).sum::<u64>(),
+                ];
+                ok &= world.allreduce(&mine, Sum)? == sums;
+                ok &= world.allreduce(&[me as i64 - round as i64], Max)?
+                    == [p as i64 - 1 - round as i64];
+                let root = (round as usize * 7) % p;
+                let r = world.reduce(root, &[me as f64 + 0.25], Sum)?;
+                let total = (0..p).map(|x| x as f64 + 0.25).sum::<f64>();
+                ok &= if me == root {
+                    r == Some(vec![total])
+                } else {
+                    r.is_none()
+                };
+            }
+            // A node communicator (many members even with two nodes).
+            let node = Comm::node(rank);
+            ok &= node.allreduce(&[1u32], Sum)? == [node.size() as u32];
+            check_all(&world, ok, "small reductions")
+        });
+        if let Err(e) = out {
+            panic!("ranks={ranks} nodes={nodes} running={running}: {e}");
+        }
+    }
+    // Different lengths: the job fails naming the misuse (no rank gets a wrong answer).
+    for ranks in [4, 12] {
+        let out = run(&Config::new(ranks).running(2), |rank| -> TestResult {
+            let world = Comm::world(rank);
+            let len = if world.rank() == 1 { 2 } else { 1 };
+            world.allreduce(&vec![1u64; len], Sum)?;
+            Err("a reduction of operands of different lengths returned".into())
+        });
+        let e = out.expect_err("the job must fail");
+        assert!(
+            e.to_string().contains("differ in length"),
+            "{ranks} ranks: {e}"
+        );
+    }
+}

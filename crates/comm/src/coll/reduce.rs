@@ -147,31 +147,65 @@ impl Comm<'_> {
                 .inline
                 .write(bytemuck::cast_slice(data))
         };
-        e.arrive(0, n, 0, 0);
-        e.wait(|| e.all_arrived())?;
-        if slots.iter().any(|s| s.len() != n) {
-            return Err(self.misuse(name, "reduction operands differ in length"));
-        }
-        if root.is_some_and(|r| r != self.rank()) {
-            return Ok(());
-        }
+        let last = e.arrive(0, n, 0, 0);
         let mut acc = [0u128; INLINE_BYTES / 16];
         let acc: &mut [T] =
             bytemuck::cast_slice_mut(&mut bytemuck::cast_slice_mut::<u128, u8>(&mut acc)[..bytes]);
-        // SAFETY: every member has arrived.
-        acc.copy_from_slice(bytemuck::cast_slice(unsafe {
-            slots[0].inline.bytes(bytes)
-        }));
-        for slot in &slots[1..] {
-            // SAFETY: as above.
-            op.combine(
-                acc,
-                bytemuck::cast_slice(unsafe { slot.inline.bytes(bytes) }),
-            );
+        // Folds every member's operand into `acc`, in rank order; false when the lengths
+        // differ.
+        let fold = |acc: &mut [T]| {
+            if slots.iter().any(|s| s.len() != n) {
+                return false;
+            }
+            // SAFETY: every member has arrived (the callers wait for it).
+            acc.copy_from_slice(bytemuck::cast_slice(unsafe {
+                slots[0].inline.bytes(bytes)
+            }));
+            for slot in &slots[1..] {
+                // SAFETY: as above.
+                op.combine(
+                    acc,
+                    bytemuck::cast_slice(unsafe { slot.inline.bytes(bytes) }),
+                );
+            }
+            true
+        };
+        let wanted = root.is_none_or(|r| r == self.rank());
+        if slots.len() <= SMALL_FOLD_ALL {
+            // Few members: each folds the operands itself (no second phase).
+            e.wait(|| e.all_arrived())?;
+            if !fold(acc) {
+                return Err(self.misuse(name, "reduction operands differ in length"));
+            }
+            return if wanted { sink(acc) } else { Ok(()) };
         }
+        // Many members: the last to arrive folds once for all (every member folding the
+        // others' operands costs the node a time quadratic in its members), then raises the
+        // stage: 1 when the result is in `small_acc`, 2 when the lengths differ.
+        if last {
+            let ok = fold(acc);
+            if ok {
+                // SAFETY: only the last member to arrive writes `small_acc`, before it raises
+                // the stage.
+                unsafe { e.rv.small_acc.write(bytemuck::cast_slice(acc)) };
+            }
+            e.set_stage(if ok { 1 } else { 2 });
+        }
+        e.wait(|| e.stage() >= 1)?;
+        if e.stage() == 2 {
+            return Err(self.misuse(name, "reduction operands differ in length"));
+        }
+        if !wanted {
+            return Ok(());
+        }
+        // SAFETY: the stage was raised after `small_acc` was written.
+        acc.copy_from_slice(bytemuck::cast_slice(unsafe { e.rv.small_acc.bytes(bytes) }));
         sink(acc)
     }
 }
+
+/// Up to this many members of a node, each folds the small operands itself.
+const SMALL_FOLD_ALL: usize = 8;
 
 /// The operands of [`Comm::reduce_core`]: `n` elements at `src`, and where this member wants
 /// the result of an all-reduce (`out`, or null).
