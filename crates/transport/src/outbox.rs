@@ -10,9 +10,10 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use crate::exchange::Exchange;
 use crate::Payload;
 
 /// A message for a rank of another process.
@@ -47,6 +48,10 @@ pub struct Outbox {
     drivers: AtomicUsize,
     /// Whether the progress thread sleeps in [`wait`](Self::wait) (set under the queue's lock).
     sleeping: AtomicBool,
+    /// Direct exchanges not yet started by the engine.
+    exchanges: Mutex<Vec<Arc<Exchange>>>,
+    /// Whether `exchanges` may hold any (read without its lock).
+    exchanges_queued: AtomicBool,
 }
 
 /// A rank's turn at driving the engine while it waits ([`Outbox::start_driving`]).
@@ -128,6 +133,40 @@ impl Outbox {
             // under this lock before it looks at the queue.
             self.sleeping.load(Ordering::Relaxed)
         };
+        self.hand_over(sleeping);
+    }
+
+    /// Whether ranks may use direct exchanges ([`start_exchange`](Self::start_exchange)): only
+    /// when they may drive the engine, so that a waiting rank completes its own exchange.
+    pub fn exchanges(&self) -> bool {
+        self.drivable()
+    }
+
+    /// Starts a direct exchange (see [`Exchange`]): the engine sends its message and posts
+    /// the receive of the one it expects, on this thread when no other thread is making
+    /// progress right now. The caller then waits for [`Exchange::is_done`] (driving the engine
+    /// meanwhile), or gives up with [`Exchange::abandon`].
+    pub fn start_exchange(&self, ex: Arc<Exchange>) {
+        let sleeping = {
+            let _q = crate::sync::lock(&self.queue);
+            crate::sync::lock(&self.exchanges).push(ex);
+            self.exchanges_queued.store(true, Ordering::Release);
+            self.sleeping.load(Ordering::Relaxed)
+        };
+        self.hand_over(sleeping);
+    }
+
+    /// The direct exchanges to start.
+    pub fn take_exchanges(&self) -> Vec<Arc<Exchange>> {
+        if !self.exchanges_queued.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *crate::sync::lock(&self.exchanges))
+    }
+
+    /// After something was queued: one round of the engine on this thread when possible,
+    /// else the progress thread is woken if it sleeps.
+    fn hand_over(&self, sleeping: bool) {
         let sent = self
             .driver
             .get()
@@ -155,7 +194,10 @@ impl Outbox {
     pub fn wait(&self, wait: Duration) {
         let q = crate::sync::lock(&self.queue);
         self.sleeping.store(true, Ordering::Relaxed);
-        if q.is_empty() && !self.poke.swap(false, Ordering::AcqRel) {
+        if q.is_empty()
+            && !self.exchanges_queued.load(Ordering::Acquire)
+            && !self.poke.swap(false, Ordering::AcqRel)
+        {
             let (q, _) = self
                 .signal
                 .wait_timeout(q, wait)

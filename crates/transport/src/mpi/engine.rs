@@ -225,6 +225,10 @@ impl Engine {
         }
         let mut p = self.lock();
         p.closed = true;
+        p.direct.close();
+        for ex in p.outbox.take_exchanges() {
+            ex.fail();
+        }
         if p.transport_failed || p.live.silent.is_some() {
             p.release_rank_memory();
         }

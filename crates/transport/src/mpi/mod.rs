@@ -45,6 +45,7 @@
 
 pub use ::mpi as rsmpi;
 
+mod direct;
 mod engine;
 mod frame;
 mod liveness;

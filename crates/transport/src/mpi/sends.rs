@@ -78,7 +78,8 @@ impl Sends {
         self.framed(net, dest, TAG_CONTROL, framed(head, text))
     }
 
-    /// Sends one framed buffer, kept with its request until it completes.
+    /// Sends one framed buffer on the header communicator, kept with its request until it
+    /// completes.
     fn framed(
         &mut self,
         net: &Net,
@@ -86,10 +87,22 @@ impl Sends {
         tag: c_int,
         buf: AlignedBuf,
     ) -> Result<bool, String> {
+        self.raw(net, net.comm, dest, tag, buf)
+    }
+
+    /// Sends `buf` on `comm` with `tag`, kept with its request until it completes. Returns
+    /// false if `dest` failed meanwhile (noted on `net`; nothing is sent).
+    pub(super) fn raw(
+        &mut self,
+        net: &Net,
+        comm: ffi::MPI_Comm,
+        dest: c_int,
+        tag: c_int,
+        buf: AlignedBuf,
+    ) -> Result<bool, String> {
         // SAFETY: `buf` moves into the pending send (its heap storage does not move) and is
         // dropped only after the request completes.
-        let request =
-            unsafe { net.isend(net.comm, buf.as_bytes().as_ptr(), buf.len(), dest, tag)? };
+        let request = unsafe { net.isend(comm, buf.as_bytes().as_ptr(), buf.len(), dest, tag)? };
         let Some(request) = request else {
             return Ok(false);
         };

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use mpi::ffi;
 
+use super::direct::Direct;
 use super::frame::{
     unframe, CONTROL_ABORT, CONTROL_DEADLOCK, CONTROL_HEARTBEAT, CONTROL_TOKEN, TAG_HEADER,
 };
@@ -58,6 +59,8 @@ pub(super) struct Progress {
     layout: Layout,
     pub(super) sends: Sends,
     pub(super) receives: Receives,
+    /// Direct exchanges (see [`Direct`]).
+    pub(super) direct: Direct,
     pub(super) peers: Peers,
     term: Termination,
     pub(super) live: Liveness,
@@ -103,6 +106,7 @@ impl Progress {
             },
             layout: layout.clone(),
             sends: Sends::default(),
+            direct: Direct::default(),
             peers: Peers::new(me, size),
             term: Termination::new(),
             live: Liveness::new(peer_timeout),
@@ -281,6 +285,18 @@ impl Progress {
         for out in self.outbox.take() {
             self.send_message(out)?;
             busy = true;
+        }
+        for ex in self.outbox.take_exchanges() {
+            if self.peers.alive(ex.to as c_int) && self.peers.alive(ex.from as c_int) {
+                self.direct
+                    .start(&self.net, &mut self.sends, &self.outbox, ex)?;
+            } else {
+                ex.fail();
+            }
+            busy = true;
+        }
+        if self.direct.active() {
+            busy |= self.direct.test(&self.net, &self.outbox)?;
         }
         if !self.sends.is_empty() {
             busy |= self.sends.test(&self.net)?;
