@@ -12,6 +12,9 @@ use crate::AlignedBuf;
 /// Largest payload of a direct exchange (bytes); larger messages go through the outbox.
 pub const EXCHANGE_MAX: usize = 8 << 10;
 
+/// Bytes of the key (context, tag) in front of the payload of a direct message.
+pub(crate) const EXCHANGE_KEY: usize = 16;
+
 const PENDING: u8 = 0;
 const DONE: u8 = 1;
 const FAILED: u8 = 2;
@@ -26,11 +29,11 @@ pub struct Exchange {
     pub(crate) context: u64,
     /// Tag of both messages.
     pub(crate) tag: i32,
-    /// The outgoing payload, until the engine sends it.
+    /// The outgoing message (the key, then the payload), until the engine sends it.
     out: Mutex<Option<AlignedBuf>>,
     state: AtomicU8,
     /// The payload received.
-    received: Mutex<Option<AlignedBuf>>,
+    received: Mutex<Vec<u8>>,
     /// Set by the waiting side when it gives up (the job failed or lost a process).
     abandoned: AtomicBool,
     wake: Box<dyn Fn() + Send + Sync>,
@@ -50,8 +53,8 @@ impl std::fmt::Debug for Exchange {
 
 impl Exchange {
     /// An exchange that sends `out` (at most [`EXCHANGE_MAX`] bytes) to node `to` and expects
-    /// a message with the same context and tag from node `from`; `wake` is called (on the
-    /// engine's thread) when it has arrived or the exchange failed.
+    /// a message with the same context and tag from node `from`, of about `expect` bytes;
+    /// `wake` is called (on the engine's thread) when it has arrived or the exchange failed.
     ///
     /// # Panics
     /// If `out` is longer than [`EXCHANGE_MAX`].
@@ -61,6 +64,7 @@ impl Exchange {
         context: u64,
         tag: i32,
         out: &[u8],
+        expect: usize,
         wake: Box<dyn Fn() + Send + Sync>,
     ) -> Exchange {
         assert!(
@@ -68,14 +72,19 @@ impl Exchange {
             "direct exchange of {} bytes",
             out.len()
         );
+        let mut framed = AlignedBuf::for_overwrite(EXCHANGE_KEY + out.len());
+        let bytes = framed.as_bytes_mut();
+        bytes[..8].copy_from_slice(&context.to_le_bytes());
+        bytes[8..16].copy_from_slice(&(tag as u32 as u64).to_le_bytes());
+        bytes[EXCHANGE_KEY..].copy_from_slice(out);
         Exchange {
             to,
             from,
             context,
             tag,
-            out: Mutex::new(Some(AlignedBuf::from_bytes(out))),
+            out: Mutex::new(Some(framed)),
             state: AtomicU8::new(PENDING),
-            received: Mutex::new(None),
+            received: Mutex::new(Vec::with_capacity(expect.min(EXCHANGE_MAX))),
             abandoned: AtomicBool::new(false),
             wake,
         }
@@ -93,8 +102,8 @@ impl Exchange {
     }
 
     /// The payload received, once [`is_done`](Self::is_done).
-    pub fn take(&self) -> Option<AlignedBuf> {
-        crate::sync::lock(&self.received).take()
+    pub fn take(&self) -> Vec<u8> {
+        std::mem::take(&mut *crate::sync::lock(&self.received))
     }
 
     /// The waiting side gives up on the exchange: the engine forgets it.
@@ -106,14 +115,19 @@ impl Exchange {
         self.abandoned.load(Ordering::Acquire)
     }
 
-    /// The payload to send (once).
+    /// The message to send (once): the key (context and tag, [`EXCHANGE_KEY`] bytes), then
+    /// the payload.
     pub(crate) fn take_out(&self) -> Option<AlignedBuf> {
         crate::sync::lock(&self.out).take()
     }
 
     /// The expected message arrived with `payload`.
-    pub(crate) fn complete(&self, payload: AlignedBuf) {
-        *crate::sync::lock(&self.received) = Some(payload);
+    pub(crate) fn complete(&self, payload: &[u8]) {
+        {
+            let mut received = crate::sync::lock(&self.received);
+            received.clear();
+            received.extend_from_slice(payload);
+        }
         self.state.store(DONE, Ordering::Release);
         (self.wake)();
     }

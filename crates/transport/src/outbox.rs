@@ -74,6 +74,11 @@ pub trait Drive: Send + Sync {
     /// Makes one round of progress on the calling thread, which thereby sends what is
     /// queued, unless another thread is making progress right now; returns whether it did.
     fn try_send(&self) -> bool;
+
+    /// Starts the direct exchange `ex` on the calling thread and, for up to `spin`, tests
+    /// for its message and nothing else, unless another thread is making progress right now
+    /// (`None`: the caller queues it). `Some(true)` when the message arrived.
+    fn exchange_now(&self, ex: &Arc<Exchange>, spin: Duration) -> Option<bool>;
 }
 
 impl std::fmt::Debug for Outbox {
@@ -154,6 +159,21 @@ impl Outbox {
             self.sleeping.load(Ordering::Relaxed)
         };
         self.hand_over(sleeping);
+    }
+
+    /// Starts a direct exchange as [`start_exchange`](Self::start_exchange) does, but on
+    /// this thread when no other thread is making progress right now, and then waits for its
+    /// message for up to `spin` testing nothing else: the shortest path for a step of a
+    /// collective whose peers are there. Returns whether the message arrived; if not, the
+    /// engine goes on with the exchange and the caller waits for it as after
+    /// [`start_exchange`](Self::start_exchange).
+    pub fn exchange_now(&self, ex: &Arc<Exchange>, spin: Duration) -> bool {
+        let engine = self.driver.get().and_then(Weak::upgrade);
+        if let Some(done) = engine.and_then(|e| e.exchange_now(ex, spin)) {
+            return done;
+        }
+        self.start_exchange(Arc::clone(ex));
+        false
     }
 
     /// The direct exchanges to start.

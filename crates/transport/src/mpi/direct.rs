@@ -1,10 +1,11 @@
 //! Direct exchanges ([`Exchange`]): the engine sends a small message framed with its context
-//! and tag on the data communicator, under a tag derived from both, and receives the expected
-//! one with a receive posted before it arrives (one per source and derived tag, into a buffer
-//! of the engine's), so a latency-bound step of a collective costs one send, one matched
-//! receive and the tests that complete them: no header probe, no receive of unknown size, no
-//! mailbox. A message that arrives for a receive posted for another key (two keys with the
-//! same derived tag) is handed to the exchange that expects it, or kept until one does.
+//! and tag on the data communicator, and receives the expected one with a receive posted
+//! before it arrives: once a process has exchanged with a peer, a receive for the next direct
+//! message from that peer is always posted (into a buffer of the engine's), so a
+//! latency-bound step of a collective costs one send, one matched receive and the tests that
+//! complete them: no header probe, no receive of unknown size, no mailbox, no unexpected
+//! message for MPI to buffer. A message is handed to the exchange that expects it (by source,
+//! context and tag), or kept until that exchange starts.
 //!
 //! Counting for the deadlock detection: an exchange counts one message sent and one received
 //! when its expected message has arrived (both at once, so the totals stay balanced). A rank
@@ -25,27 +26,14 @@ use crate::exchange::{Exchange, EXCHANGE_MAX};
 use crate::outbox::Outbox;
 use crate::AlignedBuf;
 
-/// Bytes of the key (context, tag) in front of the payload.
-const KEY: usize = 16;
+use crate::exchange::EXCHANGE_KEY as KEY;
 
-/// Tags of direct exchanges on the data communicator are `FIRST_TAG..FIRST_TAG + TAGS` (payload
-/// chunks use a tag below; every MPI allows tags up to 32767).
-const FIRST_TAG: c_int = 16;
-const TAGS: u64 = 32_000;
+/// Tag of direct messages on the data communicator (payload chunks use another).
+const TAG: c_int = 16;
 
-/// The MPI tag of the exchanges with `context` and `tag`.
-fn mpi_tag(context: u64, tag: i32) -> c_int {
-    let mixed = context
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        .rotate_left(17)
-        .wrapping_add(tag as u32 as u64);
-    FIRST_TAG + (mixed % TAGS) as c_int
-}
-
-/// A receive posted for messages from `peer` under `tag`.
+/// The receive posted for the next direct message from `peer`.
 struct Posted {
     peer: c_int,
-    tag: c_int,
     request: ffi::MPI_Request,
     buf: AlignedBuf,
 }
@@ -63,7 +51,16 @@ pub(super) struct Direct {
     early: Vec<(u32, u64, i32, AlignedBuf)>,
 }
 
+/// Messages kept for exchanges not started yet (beyond this, the oldest go: they belong to
+/// exchanges given up on).
+const EARLY: usize = 1024;
+
 impl Direct {
+    /// Whether an exchange awaits its message.
+    pub(super) fn waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
     /// Whether anything needs testing.
     pub(super) fn active(&self) -> bool {
         !self.posted.is_empty() || !self.zombies.is_empty()
@@ -79,14 +76,8 @@ impl Direct {
         outbox: &Outbox,
         ex: Arc<Exchange>,
     ) -> Result<(), String> {
-        if let Some(payload) = ex.take_out() {
-            let mut framed = AlignedBuf::for_overwrite(KEY + payload.len());
-            let bytes = framed.as_bytes_mut();
-            bytes[..8].copy_from_slice(&ex.context.to_le_bytes());
-            bytes[8..16].copy_from_slice(&(ex.tag as u32 as u64).to_le_bytes());
-            bytes[KEY..].copy_from_slice(payload.as_bytes());
-            let tag = mpi_tag(ex.context, ex.tag);
-            sends.raw(net, net.data, ex.to as c_int, tag, framed)?;
+        if let Some(framed) = ex.take_out() {
+            sends.raw(net, net.data, ex.to as c_int, TAG, framed)?;
         }
         if let Some(i) = self
             .early
@@ -94,29 +85,18 @@ impl Direct {
             .position(|(s, c, t, _)| *s == ex.from && *c == ex.context && *t == ex.tag)
         {
             let (_, _, _, payload) = self.early.swap_remove(i);
-            finish(outbox, &ex, payload);
+            finish(outbox, &ex, payload.as_bytes());
             return Ok(());
         }
-        let (peer, tag) = (ex.from as c_int, mpi_tag(ex.context, ex.tag));
+        let peer = ex.from as c_int;
         self.waiting.push(ex);
-        if !self.posted.iter().any(|p| p.peer == peer && p.tag == tag) {
-            self.post(
-                net,
-                peer,
-                tag,
-                AlignedBuf::for_overwrite(KEY + EXCHANGE_MAX),
-            )?;
+        if !self.posted.iter().any(|p| p.peer == peer) {
+            self.post(net, peer, AlignedBuf::for_overwrite(KEY + EXCHANGE_MAX))?;
         }
         Ok(())
     }
 
-    fn post(
-        &mut self,
-        net: &Net,
-        peer: c_int,
-        tag: c_int,
-        mut buf: AlignedBuf,
-    ) -> Result<(), String> {
+    fn post(&mut self, net: &Net, peer: c_int, mut buf: AlignedBuf) -> Result<(), String> {
         let mut request = empty_request();
         // SAFETY: `buf` moves into the posted receive (its heap storage does not move) and is
         // dropped only after the request completed (or, cancelled, as a zombie).
@@ -126,18 +106,13 @@ impl Direct {
                 buf.len() as c_int,
                 ffi::RSMPI_UINT8_T,
                 peer,
-                tag,
+                TAG,
                 net.data,
                 &mut request,
             )
         };
         if net.check("MPI_Irecv (exchange)", code)? {
-            self.posted.push(Posted {
-                peer,
-                tag,
-                request,
-                buf,
-            });
+            self.posted.push(Posted { peer, request, buf });
         }
         Ok(())
     }
@@ -170,7 +145,7 @@ impl Direct {
             let mut count: c_int = 0;
             // SAFETY: `status` was filled by the completed receive.
             unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) };
-            let Posted { peer, tag, buf, .. } = self.posted.swap_remove(i);
+            let Posted { peer, buf, .. } = self.posted.swap_remove(i);
             let bytes = &buf.as_bytes()[..(count.max(0) as usize).min(buf.len())];
             if bytes.len() < KEY {
                 return Err(format!(
@@ -181,7 +156,6 @@ impl Direct {
             let context = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
             let key_tag =
                 u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes")) as u32 as i32;
-            let payload = AlignedBuf::from_bytes(&bytes[KEY..]);
             let from = peer as u32;
             match self
                 .waiting
@@ -190,18 +164,19 @@ impl Direct {
             {
                 Some(w) => {
                     let ex = self.waiting.swap_remove(w);
-                    finish(outbox, &ex, payload);
+                    finish(outbox, &ex, &bytes[KEY..]);
                 }
-                None => self.early.push((from, context, key_tag, payload)),
+                None => {
+                    if self.early.len() >= EARLY {
+                        self.early.remove(0);
+                    }
+                    let payload = AlignedBuf::from_bytes(&bytes[KEY..]);
+                    self.early.push((from, context, key_tag, payload));
+                }
             }
-            if self
-                .waiting
-                .iter()
-                .any(|e| e.from == from && mpi_tag(e.context, e.tag) == tag)
-            {
-                self.post(net, peer, tag, buf)?;
-            }
-            // (The receive just re-posted, if any, goes to the end and is tested next round.)
+            // The next message from this peer finds its receive posted.
+            self.post(net, peer, buf)?;
+            // (The receive just posted goes to the end and is tested next round.)
         }
         if self.waiting.iter().any(|e| e.is_abandoned()) {
             self.forget_abandoned();
@@ -209,18 +184,10 @@ impl Direct {
         Ok(busy)
     }
 
-    /// Drops the exchanges their ranks gave up on, and cancels the receives nobody waits on.
+    /// Drops the exchanges their ranks gave up on (a message for one that still comes is
+    /// kept with the early ones).
     fn forget_abandoned(&mut self) {
         self.waiting.retain(|e| !e.is_abandoned());
-        let waiting = &self.waiting;
-        let (keep, cancel): (Vec<Posted>, Vec<Posted>) =
-            std::mem::take(&mut self.posted).into_iter().partition(|p| {
-                waiting
-                    .iter()
-                    .any(|e| e.from as c_int == p.peer && mpi_tag(e.context, e.tag) == p.tag)
-            });
-        self.posted = keep;
-        self.cancel(cancel);
     }
 
     fn cancel(&mut self, posted: Vec<Posted>) {
@@ -281,7 +248,7 @@ impl Direct {
 
 /// Completes `ex` with `payload`, counting one message sent and one received (sent first: a
 /// wave reads `received` before `sent`).
-fn finish(outbox: &Outbox, ex: &Exchange, payload: AlignedBuf) {
+fn finish(outbox: &Outbox, ex: &Exchange, payload: &[u8]) {
     outbox.sent.fetch_add(1, Ordering::AcqRel);
     outbox.received.fetch_add(1, Ordering::AcqRel);
     ex.complete(payload);

@@ -12,6 +12,9 @@ use super::net::Net;
 use crate::outbox::Outgoing;
 use crate::{AlignedBuf, Payload};
 
+/// Sends up to this size are tested once as soon as they are started.
+const EAGER: usize = 256;
+
 struct PendingSend {
     /// The process the requests send to.
     dest: c_int,
@@ -103,9 +106,14 @@ impl Sends {
         // SAFETY: `buf` moves into the pending send (its heap storage does not move) and is
         // dropped only after the request completes.
         let request = unsafe { net.isend(comm, buf.as_bytes().as_ptr(), buf.len(), dest, tag)? };
-        let Some(request) = request else {
+        let Some(mut request) = request else {
             return Ok(false);
         };
+        if buf.len() <= EAGER && net.test(&mut request, "MPI_Test (send)")? {
+            // Small sends usually complete at once (copied into the shared-memory queue):
+            // nothing to keep.
+            return Ok(true);
+        }
         self.pending.push(PendingSend {
             dest,
             requests: vec![request],
