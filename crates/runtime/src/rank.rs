@@ -37,6 +37,15 @@ const DIRECT_MIN: usize = 8 << 10;
 /// before it waits as for any message (driving the engine, then blocking).
 const EXCHANGE_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
+/// What a rank waits for in a direct exchange (for deadlock reports).
+struct AwaitedFrom(u32);
+
+impl Describe for AwaitedFrom {
+    fn describe(&self) -> String {
+        format!("a message from rank {} (another process)", self.0)
+    }
+}
+
 /// Whether the transport is done with the bytes of a [`Rank::send_while`].
 #[derive(Default)]
 struct SendDone {
@@ -375,9 +384,12 @@ impl Rank {
             s.bytes_sent += out.len() as u64;
         });
         if !remote.exchange_now(&ex, EXCHANGE_SPIN) {
-            let waited = self
-                .job
-                .wait_until(self.rank, &done.queue, kind, None, &mut || ex.is_done());
+            let describe: Arc<dyn Describe> = Arc::new(AwaitedFrom(from));
+            let waited =
+                self.job
+                    .wait_until(self.rank, &done.queue, kind, Some(&describe), &mut || {
+                        ex.is_done()
+                    });
             if let Err(e) = waited {
                 ex.abandon();
                 return Err(e);

@@ -52,6 +52,8 @@ pub struct Outbox {
     exchanges: Mutex<Vec<Arc<Exchange>>>,
     /// Whether `exchanges` may hold any (read without its lock).
     exchanges_queued: AtomicBool,
+    /// Whether ranks may use direct exchanges (set before the job starts).
+    exchanges_allowed: AtomicBool,
 }
 
 /// A rank's turn at driving the engine while it waits ([`Outbox::start_driving`]).
@@ -141,10 +143,17 @@ impl Outbox {
         self.hand_over(sleeping);
     }
 
-    /// Whether ranks may use direct exchanges ([`start_exchange`](Self::start_exchange)): only
-    /// when they may drive the engine, so that a waiting rank completes its own exchange.
+    /// Lets ranks use direct exchanges ([`start_exchange`](Self::start_exchange)). Called
+    /// before the job's ranks start, and on every process alike (when the engine will let
+    /// waiting ranks drive it), since the ranks of both ends of an exchange must decide
+    /// alike whether to use one.
+    pub fn allow_exchanges(&self) {
+        self.exchanges_allowed.store(true, Ordering::Release);
+    }
+
+    /// Whether ranks may use direct exchanges (see [`allow_exchanges`](Self::allow_exchanges)).
     pub fn exchanges(&self) -> bool {
-        self.drivable()
+        self.exchanges_allowed.load(Ordering::Acquire)
     }
 
     /// Starts a direct exchange (see [`Exchange`]): the engine sends its message and posts
