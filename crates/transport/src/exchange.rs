@@ -111,17 +111,20 @@ impl Exchange {
         self.abandoned.store(true, Ordering::Release);
     }
 
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn is_abandoned(&self) -> bool {
         self.abandoned.load(Ordering::Acquire)
     }
 
     /// The message to send (once): the key (context and tag, [`EXCHANGE_KEY`] bytes), then
     /// the payload.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn take_out(&self) -> Option<AlignedBuf> {
         crate::sync::lock(&self.out).take()
     }
 
     /// The expected message arrived with `payload`.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn complete(&self, payload: &[u8]) {
         {
             let mut received = crate::sync::lock(&self.received);
@@ -133,6 +136,7 @@ impl Exchange {
     }
 
     /// The expected message will not come.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn fail(&self) {
         if self
             .state

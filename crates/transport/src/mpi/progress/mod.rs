@@ -311,7 +311,7 @@ impl Progress {
                 // that the message is seen soon after it arrives; every few rounds the rest
                 // (probes, sends, other receives) moves too.
                 self.light_rounds = self.light_rounds.wrapping_add(1);
-                if self.light_rounds % LIGHT_ROUNDS != 0 {
+                if !self.light_rounds.is_multiple_of(LIGHT_ROUNDS) {
                     return Ok(false);
                 }
             }
