@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::machine::Machine;
 use crate::memory::Area;
 use crate::sync::published::NodeState;
-use crate::sync::{Published, Scratch};
+use crate::sync::published::Published;
+use crate::sync::scratch::Scratch;
 
 /// Options of a BSP context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

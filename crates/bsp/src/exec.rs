@@ -10,7 +10,7 @@ use spillway_runtime::{Config, JobError};
 use crate::context::{Bsp, Options};
 use crate::error::{Error, Result};
 use crate::sync::published::NodeState;
-use crate::sync::Scratch;
+use crate::sync::scratch::Scratch;
 
 /// Runs `f` as an SPMD function on the `config.ranks_total()` ranks of a new job, each with a
 /// fresh BSP context (LPF's `lpf_exec`); returns every rank's result in rank order.

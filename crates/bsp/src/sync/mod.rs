@@ -63,40 +63,23 @@ use crate::error::{Error, Misuse, Result};
 mod barrier;
 mod conflict;
 pub(crate) mod published;
-
-pub(crate) use published::Published;
 mod remote;
+pub(crate) mod scratch;
 
 use conflict::{check_conflicts, Touch};
-use published::{Exchange, NodeGet, NodePut};
+use published::{Exchange, NodeGet, NodePut, Published};
 use remote::Remote;
+use scratch::{Copy, Scratch};
 
 /// The unit of the leaving ranks in the sum of a sync's first node barrier (the ranks that
 /// published count in units of one).
 const LEAVING: u64 = 1 << 32;
-
-/// Lists a sync fills, kept by the rank between syncs (with their capacity).
-#[derive(Default)]
-pub(crate) struct Scratch {
-    reads: Vec<Touch>,
-    writes: Vec<Touch>,
-    copies: Vec<Copy>,
-}
 
 /// What a rank keeps of its published requests for the rest of the sync.
 struct Pending {
     remote_gets: Vec<Vec<usize>>,
     reads: Vec<Touch>,
     writes: Vec<Touch>,
-}
-
-/// A write into this rank's memory found in the checks, applied in the data phase.
-struct Copy {
-    src: usize,
-    dst: usize,
-    len: usize,
-    /// Whether the source is another rank's memory that may be storage-backed.
-    foreign: bool,
 }
 
 impl<'r> Bsp<'r> {
