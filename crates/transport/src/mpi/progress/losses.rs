@@ -136,7 +136,6 @@ impl Progress {
             }
         }
         let peers = &self.peers;
-        self.direct.abandon(&|p| !peers.alive(p));
         self.sends.abandon(&self.net, |p| !peers.alive(p));
         self.net.take_peer_failed();
     }
