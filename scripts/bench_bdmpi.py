@@ -11,8 +11,8 @@ iteration (the set-up excluded) and a result that must agree between the launche
   * in memory: PageRank (push, 1-D) and K-means (Lloyd, dense) on P ranks;
   * out of core: the same on 2P ranks whose data is several times a memory cgroup (v1, which
     counts the page cache): bdmprun with -sbma araw and -rm = the cgroup minus 64 MiB per
-    running rank, and mpirun in the same cgroup; with the numbers of the same jobs in memory
-    (no cgroup) beside them.
+    running rank (32 MiB with --quick), and mpirun in the same cgroup; with the numbers of
+    the same jobs in memory (no cgroup) beside them.
 
 Run it under `cpu quiet`. Needs root (cgroups), gcc, mpicc, mpirun and the release build of
 spillway-bdmpi.
@@ -125,10 +125,10 @@ def jobs(quick):
     if quick:
         return {"memory": {"pagerank": ["400000", "8", "5"], "kmeans": ["400000", "16", "16", "5"]},
                 "ooc": {"pagerank": ["2000000", "8", "3"], "kmeans": ["1000000", "32", "16", "3"]},
-                "p": 4, "limit": 128 * MIB}
+                "p": 4, "limit": 128 * MIB, "reserve": 32 * MIB}
     return {"memory": {"pagerank": ["1000000", "8", "10"], "kmeans": ["2000000", "16", "16", "10"]},
             "ooc": {"pagerank": ["6000000", "8", "5"], "kmeans": ["4000000", "32", "16", "5"]},
-            "p": 8, "limit": 192 * MIB}
+            "p": 8, "limit": 192 * MIB, "reserve": 64 * MIB}
 
 
 def timed(cmd, reps, timeout=900):
@@ -164,7 +164,7 @@ def memory(exes, work, cfg, reps):
 
 def ooc(exes, work, cfg):
     p = 2 * cfg["p"]
-    limit = cfg["limit"]
+    limit, reserve = cfg["limit"], cfg["reserve"]
     wd = os.path.join(work, "wd")
     print(f"\n== out of core: {p} ranks, memory cgroup of {limit // MIB} MiB (page cache counted), "
           "seconds per iteration")
@@ -178,9 +178,9 @@ def ooc(exes, work, cfg):
                 ("bdmprun -nr 1, in memory", [BDMPRUN, "-ns", str(p), "-nr", "1", "-wd", wd, bd, *args], False),
                 ("mpirun, cgroup", ["mpirun", "-np", str(p), mp, *args], True),
                 ("bdmprun -nr 1 araw, cgroup", [BDMPRUN, "-ns", str(p), "-nr", "1", "-sbma", "araw", "-rm",
-                                                str((limit - 64 * MIB) // 4096), "-wd", wd, bd, *args], True),
+                                                str((limit - reserve) // 4096), "-wd", wd, bd, *args], True),
                 ("bdmprun -nr 2 araw, cgroup", [BDMPRUN, "-ns", str(p), "-nr", "2", "-sbma", "araw", "-rm",
-                                                str((limit - 128 * MIB) // 4096), "-wd", wd, bd, *args], True)):
+                                                str((limit - 2 * reserve) // 4096), "-wd", wd, bd, *args], True)):
             cg = Cgroup(f"bdmpi-bench-{os.getpid()}", limit) if limited else None
             try:
                 rc, out, err, secs = run(cg.wrap(cmd) if cg else cmd, 1200)

@@ -55,7 +55,9 @@ int main(int argc, char **argv) {
     /* set-up: the distinct remote targets per owner; edges renumbered into [0, nl + nsend) */
     size_t *scount = calloc(p, sizeof *scount), *sdispl = calloc(p + 1, sizeof *sdispl);
     size_t *rcount = calloc(p, sizeof *rcount), *rdispl = calloc(p + 1, sizeof *rdispl);
-    int *remote = malloc((nnz ? nnz : 1) * sizeof *remote);
+    /* storage-backed too: every rank holds it across the all-to-alls below, and with many
+     * ranks per node plain malloc'd memory of the waiting ranks would add up in memory */
+    int *remote = BDMPI_sbmalloc((nnz ? nnz : 1) * sizeof *remote);
     size_t nremote = 0;
     for (size_t k = 0; k < nnz; k++)
         if (col[k] < lo || col[k] >= hi) remote[nremote++] = col[k];
@@ -84,7 +86,7 @@ int main(int argc, char **argv) {
     int *rinds = BDMPI_sbmalloc((nrecv ? nrecv : 1) * sizeof *rinds);
     BDMPI_Alltoallv(remote, scount, sdispl, BDMPI_INT, rinds, rcount, rdispl, BDMPI_INT,
                     BDMPI_COMM_WORLD);
-    free(remote);
+    BDMPI_sbfree(remote);
     for (size_t k = 0; k < nrecv; k++) rinds[k] -= (int)lo;
 
     double *pr = BDMPI_sbmalloc(nl * sizeof *pr), *acc = BDMPI_sbmalloc((nl + nsend + 1) * sizeof *acc);

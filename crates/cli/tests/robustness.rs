@@ -174,9 +174,20 @@ fn a_closed_stdout_ends_the_program_without_a_panic() {
 fn a_huge_vertex_id_is_refused_before_anything_that_large_is_allocated() {
     let dir = tempfile::tempdir().unwrap();
     let g = dir.path().join("huge.txt");
-    std::fs::write(&g, "0 1\n1 4000000000\n2 0\n").unwrap();
-    for budget in [None, Some("64M")] {
-        let mut args = vec!["run", "pagerank", "--input", g.to_str().unwrap()];
+    // Line 3 holds the id again: the refusal names the first line that holds it.
+    std::fs::write(&g, "0 1\n1 4000000000\n4000000000 0\n2 0\n").unwrap();
+    // Every engine whose state grows with the largest id (PageRank's direct and MapReduce
+    // engines, the union-find forests of direct CC), with and without a memory budget.
+    let jobs: [&[&str]; 3] = [
+        &["pagerank"],
+        &["pagerank", "--engine", "mapreduce"],
+        &["cc", "--engine", "direct"],
+    ];
+    // Three ranks: the line is counted across the ranks' parts of the file.
+    for (job, budget) in jobs.iter().flat_map(|j| [(j, None), (j, Some("64M"))]) {
+        let mut args = vec!["run"];
+        args.extend_from_slice(job);
+        args.extend(["--input", g.to_str().unwrap(), "--ranks", "3"]);
         if let Some(b) = budget {
             args.extend(["--mem-budget", b]);
         }

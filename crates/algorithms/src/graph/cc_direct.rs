@@ -39,6 +39,7 @@ use spillway_comm::{Collectives, Comm, Max, Sum};
 use spillway_runtime::SbVec;
 
 use crate::error::AlgoError;
+use crate::graph::load::LargestId;
 use crate::io::chunks::{agree_on_error, heap_allowance, read_chunks};
 use crate::io::{parse_snap_chunk_into, InputError};
 use crate::state::{check_state, Origin};
@@ -86,12 +87,13 @@ impl EdgeList {
 /// on every rank), or an unreadable file.
 pub fn load_edge_list(comm: &Comm, path: &Path) -> Result<EdgeList, AlgoError> {
     let mut stored: SbVec<[u32; 2]> = SbVec::with_capacity(comm.runtime(), 0)?;
-    let mut top = 0u64;
+    let mut largest = LargestId::default();
     let mut parsed: Vec<(u32, u32)> = Vec::new();
     let chunk = heap_allowance(comm) / 2;
     let (read, before) = read_chunks(comm, path, 0, chunk, |bytes| {
         parsed.clear();
         let error = parse_snap_chunk_into(bytes, &mut parsed);
+        largest.observe(bytes, &parsed);
         let start = stored.len();
         stored.resize(start + parsed.len())?;
         for (o, &(u, v)) in stored
@@ -100,7 +102,6 @@ pub fn load_edge_list(comm: &Comm, path: &Path) -> Result<EdgeList, AlgoError> {
             .zip(&parsed)
         {
             *o = [u, v];
-            top = top.max(u64::from(u.max(v)) + 1);
         }
         if comm.runtime().mem_budget().is_some() {
             stored.unload();
@@ -108,15 +109,15 @@ pub fn load_edge_list(comm: &Comm, path: &Path) -> Result<EdgeList, AlgoError> {
         Ok(error)
     })?;
     agree_on_error(comm, path, read.error, before)?;
-    let n = comm.allreduce(&[top], Max)?[0];
-    if n == 0 {
+    let Some((id, line)) = largest.agree(comm, before)? else {
         return Err(InputError::new(path, None, "no edges").into());
-    }
+    };
+    let n = id + 1;
     // Every rank's forest covers the whole id range: check what the largest id implies before
     // `components` allocates it (all ranks counted, the most one process can hold).
     let ranks = comm.size() as u64;
     let units = format!("{ranks} union-find forests of {n} vertex ids");
-    let what = format!("the largest vertex id, {},", n - 1);
+    let what = format!("vertex id {id}");
     let bytes = n.saturating_mul(4).saturating_mul(ranks);
     check_state(
         comm,
@@ -124,7 +125,7 @@ pub fn load_edge_list(comm: &Comm, path: &Path) -> Result<EdgeList, AlgoError> {
         &units,
         Origin::Line {
             path,
-            line: None,
+            line: Some(line),
             what: &what,
         },
     )?;

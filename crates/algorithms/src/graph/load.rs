@@ -125,13 +125,46 @@ fn check_vertex_memory(
     }
 }
 
-/// The largest vertex id of every rank's edges, and the first line that holds it.
-fn agree_on_max_id(comm: &Comm, mine: Option<(u64, u64)>) -> Result<Option<(u64, u64)>, AlgoError> {
-    let all = comm.allgather_obj(&mine)?;
-    Ok(all
-        .into_iter()
-        .flatten()
-        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1))))
+/// The largest vertex id in a rank's part of an edge list and the first line holding it,
+/// followed chunk by chunk as [`read_chunks`] hands them over; [`LargestId::agree`] finds the
+/// job's largest id and its line in the file, so a refusal of that id names its line.
+#[derive(Debug, Default)]
+pub(crate) struct LargestId {
+    /// The largest id so far and its 0-based line within this rank's part.
+    max: Option<(u64, u64)>,
+    /// Lines of the chunks seen so far.
+    lines: u64,
+}
+
+impl LargestId {
+    /// Notes the edges `parsed` from `bytes` (the chunk just parsed).
+    pub(crate) fn observe(&mut self, bytes: &[u8], parsed: &[(u32, u32)]) {
+        let mut chunk_max: Option<(u64, usize)> = None;
+        for (k, &(s, d)) in parsed.iter().enumerate() {
+            let id = u64::from(s.max(d));
+            if chunk_max.is_none_or(|(m, _)| id > m) {
+                chunk_max = Some((id, k));
+            }
+        }
+        if let Some((id, k)) = chunk_max {
+            if self.max.is_none_or(|(m, _)| id > m) {
+                self.max = Some((id, self.lines + line_of_edge(bytes, k)));
+            }
+        }
+        self.lines += count_lines(bytes);
+    }
+
+    /// The largest id of all ranks and the 1-based line of the file that first holds it
+    /// (`before`: lines of the lower ranks' parts, from [`read_chunks`]); `None` without edges.
+    /// A collective.
+    pub(crate) fn agree(&self, comm: &Comm, before: u64) -> Result<Option<(u64, u64)>, AlgoError> {
+        let mine = self.max.map(|(id, line)| (id, before + line + 1));
+        let all = comm.allgather_obj(&mine)?;
+        Ok(all
+            .into_iter()
+            .flatten()
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1))))
+    }
 }
 
 /// Loads or generates a graph and distributes its rows balanced by non-zeros plus a weight per
@@ -152,30 +185,17 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
     let (edges, n, origin) = match source {
         GraphSource::EdgeList(path) => {
             let mut stored: SbVec<[u32; 2]> = SbVec::with_capacity(comm.runtime(), 0)?;
-            let mut max: Option<(u64, u64)> = None;
-            let mut lines_so_far = 0u64;
+            let mut largest = LargestId::default();
             let mut parsed = Vec::new();
             let (read, before) = read_chunks(comm, path, 0, chunk, |bytes| {
                 parsed.clear();
                 let error = parse_snap_chunk_into(bytes, &mut parsed);
-                let mut chunk_max: Option<(u64, usize)> = None;
-                for (k, &(s, d)) in parsed.iter().enumerate() {
-                    let id = u64::from(s.max(d));
-                    if chunk_max.is_none_or(|(m, _)| id > m) {
-                        chunk_max = Some((id, k));
-                    }
-                }
-                if let Some((id, k)) = chunk_max {
-                    if max.is_none_or(|(m, _)| id > m) {
-                        max = Some((id, lines_so_far + line_of_edge(bytes, k)));
-                    }
-                }
+                largest.observe(bytes, &parsed);
                 append_pairs(&mut stored, &parsed)?;
-                lines_so_far += count_lines(bytes);
                 Ok(error)
             })?;
             agree_on_error(comm, path, read.error, before)?;
-            let max = agree_on_max_id(comm, max.map(|(id, line)| (id, before + line + 1)))?;
+            let max = largest.agree(comm, before)?;
             let Some((id, line)) = max else {
                 return Err(InputError::new(path, None, "no edges").into());
             };

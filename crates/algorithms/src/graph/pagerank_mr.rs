@@ -9,13 +9,14 @@
 use std::time::{Duration, Instant};
 
 use spillway_checkpoint::{header, split_header, Checkpointer};
-use spillway_comm::{Collectives, Comm, Max};
+use spillway_comm::Comm;
 use spillway_mapreduce::{
     Chain, Dataset, DatasetBuilder, Emitter, FaultTolerance, FtStats, Input, MapReduce, OpStats,
     Output,
 };
 
 use crate::error::AlgoError;
+use crate::graph::load::LargestId;
 use crate::graph::pagerank::PageRankOptions;
 use crate::graph::GraphSource;
 use crate::io::chunks::{agree_on_error, heap_allowance, read_chunks};
@@ -140,22 +141,22 @@ pub fn load_edge_dataset(
     let chunk = heap_allowance(comm) / 2;
     let n = match source {
         GraphSource::EdgeList(path) => {
-            let mut max: Option<u32> = None;
+            let mut largest = LargestId::default();
             let (read, before) = read_chunks(comm, path, 0, chunk, |bytes| {
                 let parsed = parse_snap_chunk(bytes);
+                largest.observe(bytes, &parsed.edges);
                 for &(u, v) in &parsed.edges {
-                    max = max.max(Some(u.max(v)));
                     edges.push(&u, &v)?;
                 }
                 Ok(parsed.error)
             })?;
             agree_on_error(comm, path, read.error, before)?;
-            let m = comm.allreduce(&[max.map_or(0, |m| u64::from(m) + 1)], Max)?[0];
-            if m == 0 {
+            let Some((id, line)) = largest.agree(comm, before)? else {
                 return Err(InputError::new(path, None, "no edges").into());
-            }
-            let what = format!("the largest vertex id, {},", m - 1);
-            check_vertex_records(comm, m, path, None, &what)?;
+            };
+            let m = id + 1;
+            let what = format!("vertex id {id}");
+            check_vertex_records(comm, m, path, Some(line), &what)?;
             m
         }
         GraphSource::MatrixMarket(path) => {

@@ -1,16 +1,28 @@
-//! `run colour`: Jones-Plassmann graph colouring.
+//! `run colour`: greedy graph colouring in a priority order, distributed as Jones-Plassmann.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde::Serialize;
-use spillway::algorithms::graph::colour::colour;
+use spillway::algorithms::graph::colour::{colour, Order};
 use spillway::algorithms::graph::{load_graph, GraphSource};
 use spillway::{Collectives, Comm};
 
 use crate::driver::{Command, CommonArgs, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
 use crate::options::is_matrix_market;
+
+/// The order in which vertices are coloured.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ColourOrder {
+    /// Larger degree first, ties to the smaller id (networkx's `largest_first`).
+    LargestFirst,
+    /// Random priorities from `--seed` (Jones-Plassmann's).
+    Random,
+}
+
+/// Recolouring passes of `run colour` at most (each is about as costly as the first pass).
+const MAX_PASSES: usize = 1000;
 
 /// `run colour`.
 #[derive(Args, Debug)]
@@ -19,9 +31,16 @@ pub(crate) struct Colour {
     /// undirected; `-` reads standard input.
     #[arg(long)]
     input: PathBuf,
-    /// Seed of the vertex priorities.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// The order of the greedy colouring.
+    #[arg(long, value_enum, default_value_t = ColourOrder::LargestFirst)]
+    order: ColourOrder,
+    /// Seed of the random priorities (with `--order random`) [default: 1].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Recolouring passes after the first colouring (iterated greedy: each takes the colour
+    /// classes in reverse order and never needs more colours); 0 keeps the first colouring.
+    #[arg(long, default_value_t = 2)]
+    passes: usize,
     /// Output: "vertex colour" per vertex, colours from 0.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -50,6 +69,19 @@ impl Command for Colour {
             .output("--out", self.out.as_deref())
     }
 
+    fn check(&self) -> Result<(), Failure> {
+        if self.seed.is_some() && self.order != ColourOrder::Random {
+            return Err(Failure::usage("--seed needs --order random"));
+        }
+        if self.passes > MAX_PASSES {
+            return Err(Failure::usage(format!(
+                "--passes: {} is more than {MAX_PASSES}",
+                self.passes
+            )));
+        }
+        Ok(())
+    }
+
     fn run(&self, job: &Job<'_>) -> Result<Option<ColourFacts>, Failure> {
         let path = job.input(&self.input);
         let source = if is_matrix_market(&self.input, &path) {
@@ -64,7 +96,13 @@ impl Command for Colour {
             world.barrier()?;
             let load = t0.elapsed();
             let t1 = Instant::now();
-            let result = colour(&world, &graph, self.seed, &mut |_| {})?;
+            let order = match self.order {
+                ColourOrder::LargestFirst => Order::LargestFirst,
+                ColourOrder::Random => Order::Random {
+                    seed: self.seed.unwrap_or(1),
+                },
+            };
+            let result = colour(&world, &graph, order, self.passes, &mut |_| {})?;
             let compute = t1.elapsed();
             if let Some(path) = &self.out {
                 job.write_ordered(&world, path, |w| {
