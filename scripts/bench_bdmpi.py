@@ -10,13 +10,15 @@ iteration (the set-up excluded) and a result that must agree between the launche
     returns at once (Iprobe), bdmprun -nr 1 and 2 against mpirun;
   * in memory: PageRank (push, 1-D) and K-means (Lloyd, dense) on P ranks;
   * out of core: the same on 2P ranks whose data is several times a memory cgroup (v1, which
-    counts the page cache): bdmprun with -sbma araw and -rm = the cgroup minus 64 MiB per
+    counts the page cache): bdmprun with -sbma araw and lraw (storage-backed memory read
+    back whole on resume, or page by page as touched) and -rm = the cgroup minus 64 MiB per
     running rank (32 MiB with --quick), and mpirun in the same cgroup; with the numbers of
     the same jobs in memory (no cgroup) beside them.
 
 Run it under `cpu quiet`. Needs root (cgroups), gcc, mpicc, mpirun and the release build of
 spillway-bdmpi.
 Usage: python3 scripts/bench_bdmpi.py [--quick] [--reps 3] [--only pingpong|memory|ooc]
+           [--program pagerank|kmeans]
 """
 import argparse
 import os
@@ -177,10 +179,10 @@ def ooc(exes, work, cfg):
                 ("mpirun -np 1, in memory", ["mpirun", "-np", "1", mp, *args], False),
                 ("bdmprun -nr 1, in memory", [BDMPRUN, "-ns", str(p), "-nr", "1", "-wd", wd, bd, *args], False),
                 ("mpirun, cgroup", ["mpirun", "-np", str(p), mp, *args], True),
-                ("bdmprun -nr 1 araw, cgroup", [BDMPRUN, "-ns", str(p), "-nr", "1", "-sbma", "araw", "-rm",
-                                                str((limit - reserve) // 4096), "-wd", wd, bd, *args], True),
-                ("bdmprun -nr 2 araw, cgroup", [BDMPRUN, "-ns", str(p), "-nr", "2", "-sbma", "araw", "-rm",
-                                                str((limit - 2 * reserve) // 4096), "-wd", wd, bd, *args], True)):
+                *[(f"bdmprun -nr {nr} {pol}, cgroup",
+                   [BDMPRUN, "-ns", str(p), "-nr", str(nr), "-sbma", pol, "-rm",
+                    str((limit - nr * reserve) // 4096), "-wd", wd, bd, *args], True)
+                  for pol in ("araw", "lraw") for nr in (1, 2)]):
             cg = Cgroup(f"bdmpi-bench-{os.getpid()}", limit) if limited else None
             try:
                 rc, out, err, secs = run(cg.wrap(cmd) if cg else cmd, 1200)
@@ -208,6 +210,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", choices=["pingpong", "memory", "ooc"])
+    ap.add_argument("--program", choices=["pagerank", "kmeans"], help="only this program")
     args = ap.parse_args()
     if args.reps < 1:
         print("error: --reps must be at least 1", file=sys.stderr)
@@ -219,6 +222,9 @@ def main():
         print("error: needs the cgroup v1 memory controller (and root)", file=sys.stderr)
         return 2
     cfg = jobs(args.quick)
+    if args.program:
+        for part in ("memory", "ooc"):
+            cfg[part] = {args.program: cfg[part][args.program]}
     with tempfile.TemporaryDirectory() as work:
         os.makedirs(os.path.join(work, "wd"))
         print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "

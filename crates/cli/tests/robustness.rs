@@ -249,3 +249,123 @@ fn absurd_arguments_and_unusable_paths_are_usage_errors() {
     ]);
     assert_eq!(out.code, Some(2));
 }
+
+fn mkfifo(path: &Path) {
+    let rc = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(rc.success(), "mkfifo {}", path.display());
+}
+
+/// Standard input and a FIFO give the same output as the file itself, for PageRank and
+/// connected components at two layouts.
+#[test]
+fn standard_input_and_a_fifo_give_the_output_of_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("graph.txt");
+    let ok = run(&[
+        "gen",
+        "rmat",
+        "--scale",
+        "10",
+        "--edge-factor",
+        "4",
+        "--out",
+        g.to_str().unwrap(),
+    ]);
+    assert_eq!(ok.code, Some(0), "{ok}");
+    let text = std::fs::read(&g).unwrap();
+    for job in ["pagerank", "cc"] {
+        for ranks in ["1", "3"] {
+            let out = |name: &str| dir.path().join(format!("{job}-{ranks}-{name}.txt"));
+            let base = ["run", job, "--ranks", ranks];
+            let from_file = Cmd::spillway()
+                .args(base)
+                .args(["--input", g.to_str().unwrap(), "--out"])
+                .arg(out("file"))
+                .run();
+            assert_eq!(from_file.code, Some(0), "{from_file}");
+            let from_stdin = Cmd::spillway()
+                .args(base)
+                .args(["--input", "-", "--out"])
+                .arg(out("stdin"))
+                .stdin_file(&g)
+                .run();
+            assert_eq!(from_stdin.code, Some(0), "{from_stdin}");
+            let fifo = dir.path().join(format!("{job}-{ranks}.fifo"));
+            mkfifo(&fifo);
+            let (writer_path, bytes) = (fifo.clone(), text.clone());
+            let writer = std::thread::spawn(move || std::fs::write(&writer_path, bytes));
+            let from_fifo = Cmd::spillway()
+                .args(base)
+                .args(["--input", fifo.to_str().unwrap(), "--out"])
+                .arg(out("fifo"))
+                .timeout(Duration::from_secs(60))
+                .run();
+            assert_eq!(from_fifo.code, Some(0), "{from_fifo}");
+            writer.join().unwrap().unwrap();
+            let expected = std::fs::read(out("file")).unwrap();
+            assert!(!expected.is_empty());
+            assert!(
+                std::fs::read(out("stdin")).unwrap() == expected,
+                "{job} at {ranks} ranks: standard input gave another output"
+            );
+            assert!(
+                std::fs::read(out("fifo")).unwrap() == expected,
+                "{job} at {ranks} ranks: the FIFO gave another output"
+            );
+        }
+    }
+}
+
+/// SIGINT while the job waits for a writer on its input FIFO ends it with 130 and one line,
+/// leaving no output behind.
+#[test]
+fn sigint_while_waiting_on_an_input_fifo_ends_with_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("in.fifo");
+    mkfifo(&fifo);
+    let out = dir.path().join("ranks.txt");
+    let mut child = Cmd::spillway()
+        .args([
+            "run",
+            "pagerank",
+            "--input",
+            fifo.to_str().unwrap(),
+            "--out",
+        ])
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the job should wait for a writer"
+    );
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the job did not end after SIGINT while waiting on its input FIFO");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("SIGINT"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line on stderr: {err}");
+    assert_eq!(listing(dir.path()), ["in.fifo"]);
+}
