@@ -89,6 +89,34 @@ fn outputs_to_a_device_a_fifo_and_a_symlink_write_through_and_stay_what_they_wer
     );
 }
 
+/// Sends `signal` (called `name`) to `child` and checks that it ends within 30 s with status
+/// 128 + signal and one line on stderr naming the signal.
+fn signal_and_expect_one_line(child: &mut std::process::Child, signal: i32, name: &str) {
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("the job did not end after {name}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(128 + signal), "{name}: {err}");
+    assert!(err.contains(name), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line on stderr: {err}");
+}
+
 /// Starts an out-of-core job, sends `signal` once it runs, and checks the exit code and that
 /// neither its spill directory nor its output directory holds anything afterwards.
 fn interrupt_with(signal: i32, name: &str) {
@@ -116,29 +144,7 @@ fn interrupt_with(signal: i32, name: &str) {
         .unwrap();
     drop(child.stdout.take());
     std::thread::sleep(Duration::from_millis(2500));
-    // SAFETY: sending a signal to our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the job did not end after {name}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert_eq!(status.code(), Some(128 + signal), "{name}: {err}");
-    assert!(err.contains(name), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "one line on stderr: {err}");
+    signal_and_expect_one_line(&mut child, signal, name);
     assert!(listing(spill.path()).is_empty(), "spill files left");
     assert!(listing(outdir.path()).is_empty(), "output files left");
 }
@@ -344,28 +350,6 @@ fn sigint_while_waiting_on_an_input_fifo_ends_with_130() {
         child.try_wait().unwrap().is_none(),
         "the job should wait for a writer"
     );
-    // SAFETY: sending a signal to our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("the job did not end after SIGINT while waiting on its input FIFO");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert_eq!(status.code(), Some(130), "{err}");
-    assert!(err.contains("SIGINT"), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "one line on stderr: {err}");
+    signal_and_expect_one_line(&mut child, libc::SIGINT, "SIGINT");
     assert_eq!(listing(dir.path()), ["in.fifo"]);
 }

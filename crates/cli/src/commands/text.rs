@@ -10,9 +10,7 @@ use spillway::mapreduce::NodeAggregation;
 use spillway::{ByteSize, Collectives, Comm, Max};
 
 use crate::commands::ft::{unless_lost, FtArgs};
-use crate::driver::{
-    Command, CommonArgs, Declared, Failure, Job, OpReport, RankOut, RuntimeArgs, Timing,
-};
+use crate::driver::{Command, CommonArgs, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
 use crate::options::{named, nonzero_size};
 
 /// `run wordcount`.
@@ -105,14 +103,14 @@ impl Command for WordCount {
                     distinct_words: distinct,
                     input_bytes_per_second: bytes as f64 / compute.as_secs_f64().max(1e-12),
                 },
-                timing: Timing {
-                    iterations: 1,
-                    iteration_times: vec![compute],
+                timing: Timing::mapreduce(
+                    1,
+                    vec![compute],
+                    Duration::ZERO,
                     compute,
-                    operations: vec![OpReport::from(&wc.stats)],
-                    fault_tolerance: wc.ft,
-                    ..Timing::default()
-                },
+                    std::slice::from_ref(&wc.stats),
+                    wc.ft,
+                ),
                 lead: comm.rank() == 0,
             }))
         })?;

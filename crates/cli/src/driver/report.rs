@@ -28,6 +28,28 @@ pub(crate) struct Timing {
     pub(crate) fault_tolerance: Option<spillway::mapreduce::FtStats>,
 }
 
+impl Timing {
+    /// The timing of a MapReduce job: its operations' statistics and fault-tolerance costs.
+    pub(crate) fn mapreduce(
+        iterations: usize,
+        iteration_times: Vec<Duration>,
+        load: Duration,
+        compute: Duration,
+        operations: &[spillway::mapreduce::OpStats],
+        fault_tolerance: Option<spillway::mapreduce::FtStats>,
+    ) -> Timing {
+        Timing {
+            iterations,
+            iteration_times,
+            load,
+            compute,
+            operations: operations.iter().map(OpReport::from).collect(),
+            fault_tolerance,
+            ..Timing::default()
+        }
+    }
+}
+
 /// The layout and counters of a job.
 #[derive(Debug, Serialize)]
 pub(crate) struct RunSection {

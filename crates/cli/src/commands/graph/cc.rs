@@ -13,8 +13,7 @@ use spillway::{ByteSize, Collectives, Comm, Sum};
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
 use crate::commands::ft::{unless_lost, FtArgs};
 use crate::driver::{
-    CheckpointArgs, Command, CommonArgs, Declared, Failure, Job, OpReport, RankOut, RuntimeArgs,
-    Timing,
+    CheckpointArgs, Command, CommonArgs, Declared, Failure, Job, RankOut, RuntimeArgs, Timing,
 };
 use crate::options::{named, nonzero_size};
 
@@ -188,19 +187,18 @@ impl Command for Cc {
                     label_seconds: None,
                     checkpoint,
                 },
-                timing: Timing {
-                    iterations: result.star_operations,
-                    iteration_times: result
+                timing: Timing::mapreduce(
+                    result.star_operations,
+                    result
                         .stats
                         .iter()
                         .map(|s| s.map + s.combine + s.shuffle + s.reduce)
                         .collect(),
                     load,
                     compute,
-                    operations: result.stats.iter().map(OpReport::from).collect(),
-                    fault_tolerance: result.ft,
-                    ..Timing::default()
-                },
+                    &result.stats,
+                    result.ft,
+                ),
                 lead: comm.rank() == 0,
             }))
         })?;

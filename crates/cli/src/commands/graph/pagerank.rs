@@ -319,7 +319,7 @@ mod mapreduce {
     use super::{PageRank, PageRankFacts};
     use crate::commands::checkpoint::{checkpoint_facts, restore};
     use crate::commands::ft::unless_lost;
-    use crate::driver::{Failure, Job, OpReport, RankOut, Timing};
+    use crate::driver::{Failure, Job, RankOut, Timing};
 
     /// Runs the MapReduce engine.
     pub(crate) fn run(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failure> {
@@ -381,15 +381,14 @@ mod mapreduce {
                     edges_per_second: m as f64 * performed / compute.as_secs_f64().max(1e-12),
                     checkpoint,
                 },
-                timing: Timing {
-                    iterations: result.iterations,
-                    iteration_times: result.iteration_times,
+                timing: Timing::mapreduce(
+                    result.iterations,
+                    result.iteration_times,
                     load,
                     compute,
-                    operations: result.stats.iter().map(OpReport::from).collect(),
-                    fault_tolerance: result.ft,
-                    ..Timing::default()
-                },
+                    &result.stats,
+                    result.ft,
+                ),
                 lead: comm.rank() == 0,
             }))
         })?;
