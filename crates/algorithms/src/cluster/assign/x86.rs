@@ -2,7 +2,7 @@
 //! stored, then scanned) and AVX-512 (the best and second-best scores kept in registers), and
 //! the run-time choice between them.
 
-use super::{Best, Centres, Kernel, Simd, Stored, ROWS, WIDE, WIDTH};
+use super::{Best, Centres, Kernel, Simd, ROWS, WIDE, WIDTH};
 
 /// Detects (once) the widest kernel this CPU runs. `SPILLWAY_NO_AVX512` (any value) limits it
 /// to AVX2, to compare the two kernels on one machine.
@@ -178,11 +178,83 @@ impl Centres {
 /// The AVX2/FMA kernel; used only after the CPU was checked.
 pub(super) struct Avx2;
 
-impl Stored for Avx2 {
+impl Kernel for Avx2 {
+    const SCORES: usize = 1;
+
     #[inline(always)]
-    fn scores(centres: &Centres, block: &[f64], range: std::ops::Range<usize>, scores: &mut [f64]) {
+    fn update(
+        centres: &Centres,
+        block: &[f64],
+        best: &mut [Best],
+        range: std::ops::Range<usize>,
+        scores: &mut [f64],
+    ) {
         // SAFETY: `Avx2` is only chosen by `Centres::assign` after detecting AVX2 and FMA.
-        unsafe { centres.scores_avx2(block, range, scores) };
+        unsafe {
+            centres.scores_avx2(block, range.clone(), scores);
+            take_scores_avx2(best, range, scores);
+        }
+    }
+}
+
+/// Takes the stored scores of `range` (row `r` at `r * range.len()`) into the running bests of
+/// the [`ROWS`] points, eight centres at a time without branches: centres `c0..c0 + 4` go to
+/// lanes 0-3, `c0 + 4..c0 + 8` to lanes 4-7, each lane keeping its best score, that score's
+/// centre (the first of equal ones) and its second-best score, as the AVX-512 kernel does. The
+/// padding centres score `+inf` and never count.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn take_scores_avx2(best: &mut [Best], range: std::ops::Range<usize>, scores: &[f64]) {
+    use std::arch::x86_64::*;
+    let n = range.len();
+    assert!(best.len() == ROWS && scores.len() >= ROWS * n && n.is_multiple_of(WIDTH));
+    let four = _mm256_set1_epi64x(4);
+    for (r, b) in best.iter_mut().enumerate() {
+        // SAFETY: `Best` is `repr(C)` and 64-byte aligned, its three arrays are 8 values of 8
+        // bytes; the loads of row `r`'s scores end at `r * n + n <= ROWS * n` (asserted).
+        unsafe {
+            let mut first = [
+                _mm256_load_pd(b.first.as_ptr()),
+                _mm256_load_pd(b.first.as_ptr().add(4)),
+            ];
+            let mut second = [
+                _mm256_load_pd(b.second.as_ptr()),
+                _mm256_load_pd(b.second.as_ptr().add(4)),
+            ];
+            let mut index = [
+                _mm256_load_si256(b.index.as_ptr().cast()),
+                _mm256_load_si256(b.index.as_ptr().add(4).cast()),
+            ];
+            let start = range.start as i64;
+            let mut ids = [
+                _mm256_set_epi64x(start + 3, start + 2, start + 1, start),
+                _mm256_set_epi64x(start + 7, start + 6, start + 5, start + 4),
+            ];
+            let row = scores.as_ptr().add(r * n);
+            for c in (0..n).step_by(WIDTH) {
+                for h in 0..2 {
+                    let s = _mm256_loadu_pd(row.add(c + 4 * h));
+                    // The operand order makes a NaN score drop out, as in the AVX-512 kernel.
+                    second[h] = _mm256_min_pd(_mm256_max_pd(s, first[h]), second[h]);
+                    let better = _mm256_cmp_pd::<_CMP_LT_OQ>(s, first[h]);
+                    index[h] = _mm256_castpd_si256(_mm256_blendv_pd(
+                        _mm256_castsi256_pd(index[h]),
+                        _mm256_castsi256_pd(ids[h]),
+                        better,
+                    ));
+                    first[h] = _mm256_min_pd(s, first[h]);
+                    ids[h] = _mm256_add_epi64(ids[h], _mm256_add_epi64(four, four));
+                }
+            }
+            _mm256_store_pd(b.first.as_mut_ptr(), first[0]);
+            _mm256_store_pd(b.first.as_mut_ptr().add(4), first[1]);
+            _mm256_store_pd(b.second.as_mut_ptr(), second[0]);
+            _mm256_store_pd(b.second.as_mut_ptr().add(4), second[1]);
+            _mm256_store_si256(b.index.as_mut_ptr().cast(), index[0]);
+            _mm256_store_si256(b.index.as_mut_ptr().add(4).cast(), index[1]);
+        }
     }
 }
 
