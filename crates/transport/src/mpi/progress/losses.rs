@@ -136,6 +136,7 @@ impl Progress {
             }
         }
         let peers = &self.peers;
+        self.direct.abandon(&|p| !peers.alive(p));
         self.sends.abandon(&self.net, |p| !peers.alive(p));
         self.net.take_peer_failed();
     }
