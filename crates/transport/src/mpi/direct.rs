@@ -232,6 +232,8 @@ impl Direct {
     }
 
     /// The engine stops: every exchange still waiting fails and every receive is cancelled.
+    /// Buffers of receives that MPI has not let go of after a second are leaked, not freed
+    /// (MPI could still write into them).
     pub(super) fn close(&mut self) {
         for e in self.waiting.drain(..) {
             e.fail();
@@ -242,6 +244,9 @@ impl Direct {
         while !self.zombies.is_empty() && std::time::Instant::now() < deadline {
             self.bury();
             std::thread::yield_now();
+        }
+        for z in self.zombies.drain(..) {
+            std::mem::forget(z.buf);
         }
     }
 }
