@@ -132,9 +132,13 @@ impl Direct {
             let code =
                 unsafe { ffi::MPI_Test(&mut self.posted[i].request, &mut flag, &mut status) };
             if !net.check("MPI_Test (exchange)", code)? {
-                // The peer failed: MPI freed the request; the loss handling fails its
-                // exchanges.
-                self.posted.swap_remove(i);
+                // The peer failed: MPI completed the receive in error and freed the request
+                // (it let go of the buffer); the loss handling fails its exchanges.
+                let gone = self.posted.swap_remove(i);
+                net.note_peer_failed(&format!(
+                    "MPI_Test of the direct-exchange receive from process {}",
+                    gone.peer
+                ));
                 continue;
             }
             if flag == 0 {
@@ -248,6 +252,31 @@ impl Direct {
         for z in self.zombies.drain(..) {
             std::mem::forget(z.buf);
         }
+    }
+
+    /// What the exchanges waiting here wait for, e.g. "2 from process 3 (tags 5, 6)", for
+    /// reports; empty when none waits.
+    pub(super) fn describe_waiting(&self) -> String {
+        let mut from: Vec<(u32, Vec<i32>)> = Vec::new();
+        for e in self.waiting.iter().filter(|e| !e.is_abandoned()) {
+            match from.iter_mut().find(|(p, _)| *p == e.from) {
+                Some((_, tags)) => tags.push(e.tag),
+                None => from.push((e.from, vec![e.tag])),
+            }
+        }
+        from.sort_unstable_by_key(|(p, _)| *p);
+        from.iter()
+            .map(|(p, tags)| {
+                let tags: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+                format!(
+                    "{} from process {p} (tag{} {})",
+                    tags.len(),
+                    if tags.len() == 1 { "" } else { "s" },
+                    tags.join(", ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 

@@ -73,7 +73,26 @@ pub(super) struct Progress {
     pub(super) closed: bool,
     /// Rounds that only tested direct exchanges (see [`fast_step`](Self::fast_step)).
     light_rounds: u32,
+    /// Reports of failed processes that changed nothing (see `on_peer_failed`).
+    stale: StaleFailures,
 }
+
+/// Reports of failed processes that brought nothing new.
+#[derive(Default)]
+struct StaleFailures {
+    /// Since when every report has been stale (`None` after a shrink).
+    since: Option<Instant>,
+    /// Stale reports since then.
+    reports: u64,
+    /// When the failures were last acknowledged.
+    last_ack: Option<Instant>,
+}
+
+/// Stale reports acknowledge failures at most this often.
+const ACK_EVERY: Duration = Duration::from_millis(10);
+
+/// Stale reports needed (besides the peer timeout) before they end the job.
+const STALE_REPORTS: u64 = 1000;
 
 /// While a direct exchange is awaited, one round in this many does everything else too.
 const LIGHT_ROUNDS: u32 = 4;
@@ -121,6 +140,7 @@ impl Progress {
             end: End::Running,
             closed: false,
             light_rounds: 0,
+            stale: StaleFailures::default(),
         }
     }
 
@@ -284,8 +304,7 @@ impl Progress {
         }
         busy |= self.fast_step()?;
         if self.net.peer_failed() {
-            self.on_peer_failed();
-            busy = true;
+            busy |= self.on_peer_failed();
         }
         busy |= self.detect_deadlock()?;
         Ok(busy)
