@@ -341,7 +341,8 @@ impl Rank {
     /// # Errors
     /// [`Error::InvalidArgument`] when the exchange is not possible or the message received is
     /// longer than `into`; [`Error::Aborted`] or [`Error::ProcessLost`] when the job ends or
-    /// loses a process while waiting.
+    /// loses a process while waiting, or (`ProcessLost`) when it lost one that this rank has
+    /// not acknowledged yet (as every blocking call).
     #[allow(clippy::too_many_arguments)]
     pub fn exchange(
         &self,
@@ -360,6 +361,12 @@ impl Rank {
         }
         if self.job.aborted() {
             return Err(Error::Aborted);
+        }
+        // Like every blocking call: a loss this rank was told of and has not acknowledged
+        // fails it, even when the expected message is already here (the exchange below may
+        // complete without waiting).
+        if let Some(e) = self.job.loss_unacknowledged(self.rank) {
+            return Err(e);
         }
         let remote = self.job.remote.as_deref().expect("checked by can_exchange");
         let done = Arc::new(SendDone::default());
