@@ -7,8 +7,9 @@
 //! and as many messages received as sent, nothing was in flight and nothing changed in
 //! between: every process reports a deadlock with what its own ranks wait for. Messages to and
 //! from lost processes are left out of the counts; a loss restarts the waves (a token may
-//! have been lost with its holder). A token that has not come back after [`WAVE_LOST`] is
-//! taken for lost too (e.g. forwarded to a process that died by another process that did not
+//! have been lost with its holder). A token that has not come back after [`WAVE_LOST`]
+//! (doubled after each wave given up, up to a minute, so that a slow ring still completes
+//! waves) is taken for lost too (e.g. forwarded to a process that died by another process that did not
 //! know yet) and a new wave starts: without that one lost token would end the detection for
 //! good, and a later deadlock would hang instead of being reported.
 //!
@@ -53,6 +54,8 @@ pub(super) struct Termination {
     wave_out: bool,
     /// When the wave under way started.
     wave_started: Instant,
+    /// How long to wait for its token.
+    wave_patience: Duration,
     waves: u64,
     /// The totals of the last complete quiet wave.
     last_quiet: Option<(u64, u64)>,
@@ -65,6 +68,7 @@ impl Termination {
         Termination {
             wave_out: false,
             wave_started: Instant::now(),
+            wave_patience: WAVE_LOST,
             waves: 0,
             last_quiet: None,
             next_wave: Instant::now() + Duration::from_millis(50),
@@ -73,11 +77,12 @@ impl Termination {
 
     /// The leader: a new wave's token, when one is due and this process is passive.
     pub(super) fn start(&mut self, now: Instant, mine: Counts) -> Option<Token> {
-        if self.wave_out && now.saturating_duration_since(self.wave_started) > WAVE_LOST {
+        if self.wave_out && now.saturating_duration_since(self.wave_started) > self.wave_patience {
             // The token was lost: its wave gives no verdict (if it still comes back, its
             // number is stale).
             self.wave_out = false;
             self.last_quiet = None;
+            self.wave_patience = (self.wave_patience * 2).min(Duration::from_secs(60));
         }
         if self.wave_out || now < self.next_wave {
             return None;
@@ -113,6 +118,7 @@ impl Termination {
             return TokenStep::Nothing;
         }
         self.wave_out = false;
+        self.wave_patience = WAVE_LOST;
         let now = Instant::now();
         let quiet = token.all_passive && token.sent == token.received;
         if !quiet {
