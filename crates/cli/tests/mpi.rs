@@ -155,6 +155,34 @@ fn deadlocks_across_processes_are_reported_by_every_process() {
 }
 
 #[test]
+fn a_deadlock_in_a_collective_between_processes_is_reported() {
+    // One rank per process: the barrier's steps go as direct exchanges between processes.
+    for np in [2, 3] {
+        let ran = mpirun(
+            np,
+            60,
+            &[],
+            CHECK,
+            &["deadlock-collective", &np.to_string()],
+        );
+        assert_ne!(ran.code, Some(0), "{ran}");
+        assert!(
+            ran.stderr
+                .contains("rank 0 (node 0): blocked in collective barrier, waiting for"),
+            "np {np}: rank 0\n{ran}"
+        );
+        for rank in 1..np {
+            assert!(
+                ran.stderr.contains(&format!(
+                    "rank {rank} (node {rank}): blocked in receive, waiting for a message from rank 0"
+                )),
+                "np {np}: rank {rank}\n{ran}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_failing_rank_ends_the_job_on_every_process_with_its_id() {
     let ran = mpirun(3, 60, &[], CHECK, &["fail", "5"]);
     assert_ne!(ran.code, Some(0), "{ran}");

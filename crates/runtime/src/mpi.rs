@@ -123,6 +123,11 @@ where
         None => engine::measure_link(comms.comm()).map_err(lost_at_start)?,
     };
     let remote = Arc::new(Outbox::default());
+    if shared {
+        // Known on every process before any rank runs (the progress thread sets up the
+        // engine's driving later).
+        remote.allow_exchanges();
+    }
     let remote_handle = Arc::clone(&remote);
     let part = Part {
         local_nodes: me..me + 1,

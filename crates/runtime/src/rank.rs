@@ -33,6 +33,19 @@ pub struct Rank {
 /// messages travel inside their header), and larger sends may be read in place.
 const DIRECT_MIN: usize = 8 << 10;
 
+/// How long a rank that starts a direct exchange waits for its message testing nothing else,
+/// before it waits as for any message (driving the engine, then blocking).
+const EXCHANGE_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// What a rank waits for in a direct exchange (for deadlock reports).
+struct AwaitedFrom(u32);
+
+impl Describe for AwaitedFrom {
+    fn describe(&self) -> String {
+        format!("a message from rank {} (another process)", self.0)
+    }
+}
+
 /// Whether the transport is done with the bytes of a [`Rank::send_while`].
 #[derive(Default)]
 struct SendDone {
@@ -302,6 +315,101 @@ impl Rank {
         }
         self.post(dest, context, tag, Payload::copy_of(bytes))?;
         Ok(meanwhile())
+    }
+
+    /// Whether [`exchange`](Self::exchange) can send `len` bytes to global rank `to` and
+    /// receive as many from global rank `from`: both are held by other processes, the engine
+    /// lets waiting ranks make progress themselves, and `len` is at most
+    /// [`EXCHANGE_MAX`](spillway_transport::EXCHANGE_MAX). The answer is the same on every
+    /// process of the job for the same arguments.
+    pub fn can_exchange(&self, to: u32, from: u32, len: usize) -> bool {
+        len <= spillway_transport::EXCHANGE_MAX
+            && to < self.size()
+            && from < self.size()
+            && !self.job.is_local(to)
+            && !self.job.is_local(from)
+            && self.job.remote.as_deref().is_some_and(|r| r.exchanges())
+    }
+
+    /// Sends `out` to global rank `to` and receives the message with the same `context` and
+    /// `tag` from global rank `from` into `into`, as a direct exchange of the engine (a receive
+    /// posted before the message arrives, no mailbox): the latency-bound step of a collective
+    /// between processes. Only where [`can_exchange`](Self::can_exchange) says so, for
+    /// messages that the receiving rank takes the same way (`to` calls `exchange` with this
+    /// rank as `from`). Returns the number of bytes received (at most `into.len()`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the exchange is not possible or the message received is
+    /// longer than `into`; [`Error::Aborted`] or [`Error::ProcessLost`] when the job ends or
+    /// loses a process while waiting, or (`ProcessLost`) when it lost one that this rank has
+    /// not acknowledged yet (as every blocking call).
+    #[allow(clippy::too_many_arguments)]
+    pub fn exchange(
+        &self,
+        to: u32,
+        from: u32,
+        context: u64,
+        tag: i32,
+        out: &[u8],
+        into: &mut [u8],
+        kind: WaitKind,
+    ) -> Result<usize, Error> {
+        if !self.can_exchange(to, from, out.len().max(into.len())) {
+            return Err(Error::InvalidArgument(
+                "a direct exchange needs ranks of other processes and small messages",
+            ));
+        }
+        if self.job.aborted() {
+            return Err(Error::Aborted);
+        }
+        // Like every blocking call: a loss this rank was told of and has not acknowledged
+        // fails it, even when the expected message is already here (the exchange below may
+        // complete without waiting).
+        if let Some(e) = self.job.loss_unacknowledged(self.rank) {
+            return Err(e);
+        }
+        let remote = self.job.remote.as_deref().expect("checked by can_exchange");
+        let done = Arc::new(SendDone::default());
+        let ex = {
+            let (job, done) = (Arc::clone(&self.job), Arc::clone(&done));
+            let rank = self.rank;
+            Arc::new(spillway_transport::Exchange::new(
+                self.job.layout.node_of(to),
+                self.job.layout.node_of(from),
+                context,
+                tag,
+                out,
+                into.len(),
+                Box::new(move || {
+                    done.flag.store(true, std::sync::atomic::Ordering::Release);
+                    job.wake_all(rank, &done.queue);
+                }),
+            ))
+        };
+        self.update_stats(|s| {
+            s.messages_sent += 1;
+            s.bytes_sent += out.len() as u64;
+        });
+        if !remote.exchange_now(&ex, EXCHANGE_SPIN) {
+            let describe: Arc<dyn Describe> = Arc::new(AwaitedFrom(from));
+            let waited =
+                self.job
+                    .wait_until(self.rank, &done.queue, kind, Some(&describe), &mut || {
+                        ex.is_done()
+                    });
+            if let Err(e) = waited {
+                ex.abandon();
+                return Err(e);
+            }
+        }
+        let got = ex.take();
+        if got.len() > into.len() {
+            return Err(Error::InvalidArgument(
+                "a direct exchange received a longer message than expected",
+            ));
+        }
+        into[..got.len()].copy_from_slice(&got);
+        Ok(got.len())
     }
 
     fn open(&self, msg: Msg) -> Result<Envelope, Error> {

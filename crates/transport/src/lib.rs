@@ -15,6 +15,7 @@
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod copy;
+mod exchange;
 mod host;
 mod layout;
 #[cfg(feature = "mpi")]
@@ -24,6 +25,7 @@ mod payload;
 mod pool;
 mod sync;
 
+pub use exchange::{Exchange, EXCHANGE_MAX};
 pub use host::{Announced, Claim, Expect, Failure, Host, Lost};
 pub use layout::{Layout, LayoutError};
 pub use outbox::{Drive, Driving, Outbox, Outgoing};

@@ -10,9 +10,10 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use crate::exchange::Exchange;
 use crate::Payload;
 
 /// A message for a rank of another process.
@@ -47,6 +48,12 @@ pub struct Outbox {
     drivers: AtomicUsize,
     /// Whether the progress thread sleeps in [`wait`](Self::wait) (set under the queue's lock).
     sleeping: AtomicBool,
+    /// Direct exchanges not yet started by the engine.
+    exchanges: Mutex<Vec<Arc<Exchange>>>,
+    /// Whether `exchanges` may hold any (read without its lock).
+    exchanges_queued: AtomicBool,
+    /// Whether ranks may use direct exchanges (set before the job starts).
+    exchanges_allowed: AtomicBool,
 }
 
 /// A rank's turn at driving the engine while it waits ([`Outbox::start_driving`]).
@@ -69,6 +76,11 @@ pub trait Drive: Send + Sync {
     /// Makes one round of progress on the calling thread, which thereby sends what is
     /// queued, unless another thread is making progress right now; returns whether it did.
     fn try_send(&self) -> bool;
+
+    /// Starts the direct exchange `ex` on the calling thread and, for up to `spin`, tests
+    /// for its message and nothing else, unless another thread is making progress right now
+    /// (`None`: the caller queues it). `Some(true)` when the message arrived.
+    fn exchange_now(&self, ex: &Arc<Exchange>, spin: Duration) -> Option<bool>;
 }
 
 impl std::fmt::Debug for Outbox {
@@ -128,6 +140,62 @@ impl Outbox {
             // under this lock before it looks at the queue.
             self.sleeping.load(Ordering::Relaxed)
         };
+        self.hand_over(sleeping);
+    }
+
+    /// Lets ranks use direct exchanges ([`start_exchange`](Self::start_exchange)). Called
+    /// before the job's ranks start, and on every process alike (when the engine will let
+    /// waiting ranks drive it), since the ranks of both ends of an exchange must decide
+    /// alike whether to use one.
+    pub fn allow_exchanges(&self) {
+        self.exchanges_allowed.store(true, Ordering::Release);
+    }
+
+    /// Whether ranks may use direct exchanges (see [`allow_exchanges`](Self::allow_exchanges)).
+    pub fn exchanges(&self) -> bool {
+        self.exchanges_allowed.load(Ordering::Acquire)
+    }
+
+    /// Starts a direct exchange (see [`Exchange`]): the engine sends its message and posts
+    /// the receive of the one it expects, on this thread when no other thread is making
+    /// progress right now. The caller then waits for [`Exchange::is_done`] (driving the engine
+    /// meanwhile), or gives up with [`Exchange::abandon`].
+    pub fn start_exchange(&self, ex: Arc<Exchange>) {
+        let sleeping = {
+            let _q = crate::sync::lock(&self.queue);
+            crate::sync::lock(&self.exchanges).push(ex);
+            self.exchanges_queued.store(true, Ordering::Release);
+            self.sleeping.load(Ordering::Relaxed)
+        };
+        self.hand_over(sleeping);
+    }
+
+    /// Starts a direct exchange as [`start_exchange`](Self::start_exchange) does, but on
+    /// this thread when no other thread is making progress right now, and then waits for its
+    /// message for up to `spin` testing nothing else: the shortest path for a step of a
+    /// collective whose peers are there. Returns whether the message arrived; if not, the
+    /// engine goes on with the exchange and the caller waits for it as after
+    /// [`start_exchange`](Self::start_exchange).
+    pub fn exchange_now(&self, ex: &Arc<Exchange>, spin: Duration) -> bool {
+        let engine = self.driver.get().and_then(Weak::upgrade);
+        if let Some(done) = engine.and_then(|e| e.exchange_now(ex, spin)) {
+            return done;
+        }
+        self.start_exchange(Arc::clone(ex));
+        false
+    }
+
+    /// The direct exchanges to start.
+    pub fn take_exchanges(&self) -> Vec<Arc<Exchange>> {
+        if !self.exchanges_queued.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *crate::sync::lock(&self.exchanges))
+    }
+
+    /// After something was queued: one round of the engine on this thread when possible,
+    /// else the progress thread is woken if it sleeps.
+    fn hand_over(&self, sleeping: bool) {
         let sent = self
             .driver
             .get()
@@ -155,7 +223,10 @@ impl Outbox {
     pub fn wait(&self, wait: Duration) {
         let q = crate::sync::lock(&self.queue);
         self.sleeping.store(true, Ordering::Relaxed);
-        if q.is_empty() && !self.poke.swap(false, Ordering::AcqRel) {
+        if q.is_empty()
+            && !self.exchanges_queued.load(Ordering::Acquire)
+            && !self.poke.swap(false, Ordering::AcqRel)
+        {
             let (q, _) = self
                 .signal
                 .wait_timeout(q, wait)

@@ -220,6 +220,29 @@ fn case_deadlock(ranks: u32) -> ExitCode {
     }
 }
 
+/// Rank 0 enters a barrier while every other rank waits for a message from rank 0: with one
+/// rank per process the barrier's steps are direct exchanges between processes.
+fn case_deadlock_collective(ranks: u32) -> ExitCode {
+    let outcome = spillway::run(&config(ranks), |rank| {
+        let world = Comm::world(rank);
+        if world.rank() == 0 {
+            world.barrier()
+        } else {
+            world.recv::<u8>(0, 9).map(drop)
+        }
+    });
+    match outcome {
+        Err(JobError::Deadlock(report)) => {
+            say(report);
+            ExitCode::from(3)
+        }
+        other => {
+            say(format!("expected a deadlock, got {other:?}"));
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn case_fail(ranks: u32) -> ExitCode {
     let outcome = spillway::run(&config(ranks), |rank| -> Result<(), BoxError> {
         let world = Comm::world(rank);
@@ -307,18 +330,19 @@ fn main() -> ExitCode {
         None => 6,
         Some(Ok(r)) if r > 0 => r,
         _ => {
-            say("usage: spillway-mpi-check <comm|deadlock|fail|hook|lost> [ranks]");
+            say("usage: spillway-mpi-check <comm|deadlock|deadlock-collective|fail|hook|lost> [ranks]");
             return ExitCode::from(2);
         }
     };
     let result = match args.first().map(String::as_str) {
         Some("comm") => case_comm(ranks),
         Some("deadlock") => return case_deadlock(ranks),
+        Some("deadlock-collective") => return case_deadlock_collective(ranks),
         Some("fail") => return case_fail(ranks),
         Some("hook") => case_hook(ranks),
         Some("lost") => return case_lost(ranks),
         _ => {
-            say("usage: spillway-mpi-check <comm|deadlock|fail|hook|lost> [ranks]");
+            say("usage: spillway-mpi-check <comm|deadlock|deadlock-collective|fail|hook|lost> [ranks]");
             return ExitCode::from(2);
         }
     };

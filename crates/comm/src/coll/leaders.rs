@@ -90,14 +90,54 @@ impl Comm<'_> {
         self.shape().leader(g)
     }
 
+    /// Sends `out` to member `to` and receives a message of exactly `into.len()` bytes with
+    /// the same tag from member `from`: a direct exchange of the engine when both are on
+    /// other processes and the messages small (see [`Rank::exchange`]), else a message and a
+    /// receive. Every member of one step decides alike (the same sizes, the same layout).
+    ///
+    /// [`Rank::exchange`]: spillway_runtime::Rank::exchange
+    pub(crate) fn cexchange(
+        &self,
+        to: usize,
+        from: usize,
+        tag: i32,
+        out: &[u8],
+        into: &mut [u8],
+        name: &'static str,
+    ) -> Result<()> {
+        let (gto, gfrom) = (self.shape().global(to), self.shape().global(from));
+        if self
+            .rank
+            .can_exchange(gto, gfrom, out.len().max(into.len()))
+        {
+            let got = self.rank.exchange(
+                gto,
+                gfrom,
+                self.coll_context(),
+                tag,
+                out,
+                into,
+                WaitKind::Collective(name),
+            )?;
+            if got != into.len() {
+                return Err(length_mismatch());
+            }
+            return Ok(());
+        }
+        self.csend_while(to, tag, out, || self.crecv_exact(from, tag, name, into))
+    }
+
     /// Dissemination barrier among the leaders.
     pub(crate) fn leaders_barrier(&self, tag: i32) -> Result<()> {
         let l = self.shape().groups();
         let g = self.inner.my_group;
         let mut dist = 1;
         while dist < l {
-            self.csend(self.leader_of((g + dist) % l), tag, Payload::empty())?;
-            self.crecv(self.leader_of((g + l - dist) % l), tag, "barrier")?;
+            let (to, from) = (
+                self.leader_of((g + dist) % l),
+                self.leader_of((g + l - dist) % l),
+            );
+            self.cexchange(to, from, tag, &[], &mut [], "barrier")?;
             dist <<= 1;
         }
         Ok(())
@@ -329,9 +369,14 @@ impl Comm<'_> {
         while mask < l {
             let partner = self.leader_of(g ^ mask);
             let other_bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut other);
-            self.csend_while(partner, tag, bytemuck::cast_slice(acc), || {
-                self.crecv_exact(partner, tag, name, other_bytes)
-            })?;
+            self.cexchange(
+                partner,
+                partner,
+                tag,
+                bytemuck::cast_slice(acc),
+                other_bytes,
+                name,
+            )?;
             let partner = g ^ mask;
             if partner < g {
                 op.combine(&mut other, acc);

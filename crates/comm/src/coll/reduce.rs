@@ -3,6 +3,7 @@
 //! leaders' tree or ring.
 
 use bytemuck::Pod;
+use spillway_transport::EXCHANGE_MAX;
 
 use super::node::{Entered, IN_PLACE_MIN};
 use crate::codec::check_type;
@@ -46,8 +47,16 @@ impl Comm<'_> {
         }
         let tag = self.next_coll_tag();
         let multi = shape.groups() > 1;
-        let e = Entered::join(self, name, true)?;
         let bytes = n * std::mem::size_of::<T>();
+        if multi && root.is_none() && self.local_size() == 1 && bytes <= EXCHANGE_MAX {
+            // The only member on its node: no node phase (nobody else here takes part), the
+            // leaders' all-reduce straight on a copy of the operand.
+            // SAFETY: `src` holds `n` readable elements (caller).
+            let mut acc = unsafe { std::slice::from_raw_parts(src, n) }.to_vec();
+            self.leaders_allreduce(&mut acc, op, tag, name)?;
+            return sink(&acc);
+        }
+        let e = Entered::join(self, name, true)?;
         if !multi && bytes <= INLINE_BYTES && std::mem::align_of::<T>() <= 16 {
             // SAFETY: `src` holds `n` readable elements (caller).
             let data = unsafe { std::slice::from_raw_parts(src, n) };

@@ -22,8 +22,12 @@ use crate::{Error, Result};
 impl Collectives for Comm<'_> {
     fn barrier(&self) -> Result<()> {
         let tag = self.next_coll_tag();
-        let e = Entered::join(self, "barrier", false)?;
         let multi = self.shape().groups() > 1;
+        if multi && self.local_size() == 1 {
+            // The only member on its node: no node phase.
+            return self.leaders_barrier(tag);
+        }
+        let e = Entered::join(self, "barrier", false)?;
         let last = e.arrive(0, 0, 0, 0);
         if !multi {
             if last {

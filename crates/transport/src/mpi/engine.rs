@@ -12,6 +12,7 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 
 use super::net::Net;
 use super::progress::{Pause, Progress};
+use crate::exchange::Exchange;
 use crate::host::Host;
 use crate::outbox::{Drive, Outbox};
 use crate::Layout;
@@ -32,6 +33,26 @@ impl Drive for Engine {
             p.transport_failure(e);
         }
         true
+    }
+
+    fn exchange_now(&self, ex: &Arc<Exchange>, spin: Duration) -> Option<bool> {
+        let mut guard = self.state.try_lock().ok()?;
+        let p = &mut *guard;
+        if p.closed || p.transport_failed {
+            return None;
+        }
+        if let Err(e) = p.start_exchange(Arc::clone(ex)) {
+            p.transport_failure(e);
+            return Some(false);
+        }
+        let start = Instant::now();
+        while !ex.is_done() && !ex.failed() && start.elapsed() < spin {
+            if let Err(e) = p.direct.test(&p.net, &p.outbox) {
+                p.transport_failure(e);
+                return Some(false);
+            }
+        }
+        Some(ex.is_done())
     }
 
     fn drive(&self) -> bool {
@@ -225,6 +246,10 @@ impl Engine {
         }
         let mut p = self.lock();
         p.closed = true;
+        p.direct.close();
+        for ex in p.outbox.take_exchanges() {
+            ex.fail();
+        }
         if p.transport_failed || p.live.silent.is_some() {
             p.release_rank_memory();
         }

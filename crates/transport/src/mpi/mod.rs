@@ -20,6 +20,11 @@
 //!   messages of each source process in the order they were sent, so MPI's non-overtaking
 //!   rule holds between spillway ranks; the host stores them (spilling large ones under its
 //!   memory budget).
+//! * **Direct exchanges** ([`direct`]). The latency-bound steps of collectives between
+//!   processes (a barrier's rounds, a small all-reduce's recursive doubling) skip the outbox
+//!   and the mailboxes: the rank sends its small message framed with its context and tag and
+//!   tests for the expected one itself, under the engine's lock, with a receive for the next
+//!   direct message from each peer always posted ([`Exchange`](crate::Exchange)).
 //! * **Failures.** The first failure of a rank is announced to every other process, whose
 //!   ranks then abort; each process ends with its own error naming the node where it began.
 //!   Every MPI call on the engine's communicators returns its error code
@@ -45,6 +50,7 @@
 
 pub use ::mpi as rsmpi;
 
+mod direct;
 mod engine;
 mod frame;
 mod liveness;

@@ -2,7 +2,7 @@
 //! a failed process (ULFM) is noted for the loss handling, anything else is a transport
 //! failure.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_int, c_void};
 
 use mpi::ffi;
@@ -20,6 +20,9 @@ pub(super) struct Net {
     /// Set when a call reported a failed process (ULFM): the engine then finds out which
     /// ones, with the other survivors.
     peer_failed: Cell<bool>,
+    /// The last call that reported a failed process (for reports when the reports do not
+    /// stop).
+    last_failed_call: RefCell<String>,
 }
 
 impl Net {
@@ -30,6 +33,7 @@ impl Net {
             me,
             size,
             peer_failed: Cell::new(false),
+            last_failed_call: RefCell::new(String::new()),
         }
     }
 
@@ -40,6 +44,9 @@ impl Net {
             Ok(true)
         } else if ulfm::is_process_failure(code) {
             self.peer_failed.set(true);
+            let mut last = self.last_failed_call.borrow_mut();
+            last.clear();
+            last.push_str(call);
             Ok(false)
         } else {
             Err(mpi_error(call, code))
@@ -58,9 +65,17 @@ impl Net {
         self.peer_failed.replace(false)
     }
 
-    /// Notes a failed process found otherwise (e.g. by another process).
-    pub(super) fn note_peer_failed(&self) {
+    /// Notes a failed process found otherwise (e.g. by another process) by `call`.
+    pub(super) fn note_peer_failed(&self, call: &str) {
         self.peer_failed.set(true);
+        let mut last = self.last_failed_call.borrow_mut();
+        last.clear();
+        last.push_str(call);
+    }
+
+    /// The last call that reported a failed process.
+    pub(super) fn last_failed_call(&self) -> String {
+        self.last_failed_call.borrow().clone()
     }
 
     /// Tests `request`; returns whether it is complete. A request that failed because its

@@ -85,20 +85,30 @@ impl Receives {
     /// Receives the next message of any tag (headers and control messages: data travels in
     /// receives posted when its header arrives) into a new buffer; returns its source, tag
     /// and bytes. `None` when nothing arrived, or when a process failed (noted on `net`).
+    ///
+    /// A matched probe (`MPI_Improbe`) takes the message out of MPI's queue before it is
+    /// received (`MPI_Mrecv`): a message that cannot be received any more (its sender died
+    /// before MPI had all of it) is dropped with its sender instead of being found first by
+    /// every later probe, which would keep every other message of the communicator (headers,
+    /// heartbeats, tokens) from being received.
     pub(super) fn probe(net: &Net) -> Result<Option<(c_int, c_int, AlignedBuf)>, String> {
         let mut flag: c_int = 0;
         let mut status = empty_status();
-        // SAFETY: valid communicator; the status and flag are written by the call.
+        // SAFETY: reads an immutable handle constant exported by the MPI library.
+        let mut message = unsafe { ffi::RSMPI_MESSAGE_NULL };
+        // SAFETY: valid communicator; the flag, message handle and status are written by the
+        // call.
         let code = unsafe {
-            ffi::MPI_Iprobe(
+            ffi::MPI_Improbe(
                 ffi::RSMPI_ANY_SOURCE,
                 ffi::RSMPI_ANY_TAG,
                 net.comm,
                 &mut flag,
+                &mut message,
                 &mut status,
             )
         };
-        if !net.check("MPI_Iprobe", code)? || flag == 0 {
+        if !net.check("MPI_Improbe", code)? || flag == 0 {
             return Ok(None);
         }
         let (source, tag) = (status.MPI_SOURCE, status.MPI_TAG);
@@ -113,21 +123,21 @@ impl Receives {
         // SAFETY: `status` was filled by the successful probe.
         unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) };
         let mut buf = AlignedBuf::for_overwrite(count.max(0) as usize);
-        // SAFETY: the buffer holds `count` bytes; the probed message is received at once
-        // (receives on the communicator are made under the engine's lock, so nothing else can
-        // match it).
+        // SAFETY: the buffer holds `count` bytes, the size of the matched message, which only
+        // this call receives (the handle is consumed).
         let code = unsafe {
-            ffi::MPI_Recv(
+            ffi::MPI_Mrecv(
                 buf.as_bytes_mut().as_mut_ptr().cast::<c_void>(),
                 count,
                 ffi::RSMPI_UINT8_T,
-                source,
-                tag,
-                net.comm,
+                &mut message,
                 ffi::RSMPI_STATUS_IGNORE,
             )
         };
-        if !net.check("MPI_Recv", code)? {
+        if !net.check("MPI_Mrecv", code)? {
+            net.note_peer_failed(&format!(
+                "MPI_Mrecv of a {count}-byte message (tag {tag}) from process {source}"
+            ));
             return Ok(None);
         }
         Ok(Some((source, tag, buf)))

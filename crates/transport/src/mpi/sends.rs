@@ -12,6 +12,9 @@ use super::net::Net;
 use crate::outbox::Outgoing;
 use crate::{AlignedBuf, Payload};
 
+/// Sends up to this size are tested once as soon as they are started.
+const EAGER: usize = 256;
+
 struct PendingSend {
     /// The process the requests send to.
     dest: c_int,
@@ -78,7 +81,8 @@ impl Sends {
         self.framed(net, dest, TAG_CONTROL, framed(head, text))
     }
 
-    /// Sends one framed buffer, kept with its request until it completes.
+    /// Sends one framed buffer on the header communicator, kept with its request until it
+    /// completes.
     fn framed(
         &mut self,
         net: &Net,
@@ -86,13 +90,30 @@ impl Sends {
         tag: c_int,
         buf: AlignedBuf,
     ) -> Result<bool, String> {
+        self.raw(net, net.comm, dest, tag, buf)
+    }
+
+    /// Sends `buf` on `comm` with `tag`, kept with its request until it completes. Returns
+    /// false if `dest` failed meanwhile (noted on `net`; nothing is sent).
+    pub(super) fn raw(
+        &mut self,
+        net: &Net,
+        comm: ffi::MPI_Comm,
+        dest: c_int,
+        tag: c_int,
+        buf: AlignedBuf,
+    ) -> Result<bool, String> {
         // SAFETY: `buf` moves into the pending send (its heap storage does not move) and is
         // dropped only after the request completes.
-        let request =
-            unsafe { net.isend(net.comm, buf.as_bytes().as_ptr(), buf.len(), dest, tag)? };
-        let Some(request) = request else {
+        let request = unsafe { net.isend(comm, buf.as_bytes().as_ptr(), buf.len(), dest, tag)? };
+        let Some(mut request) = request else {
             return Ok(false);
         };
+        if buf.len() <= EAGER && net.test(&mut request, "MPI_Test (send)")? {
+            // Small sends usually complete at once (copied into the shared-memory queue):
+            // nothing to keep.
+            return Ok(true);
+        }
         self.pending.push(PendingSend {
             dest,
             requests: vec![request],

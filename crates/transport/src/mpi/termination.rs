@@ -7,7 +7,11 @@
 //! and as many messages received as sent, nothing was in flight and nothing changed in
 //! between: every process reports a deadlock with what its own ranks wait for. Messages to and
 //! from lost processes are left out of the counts; a loss restarts the waves (a token may
-//! have been lost with its holder).
+//! have been lost with its holder). A token that has not come back after [`WAVE_LOST`]
+//! (doubled after each wave given up, up to a minute, so that a slow ring still completes
+//! waves) is taken for lost too (e.g. forwarded to a process that died by another process that did not
+//! know yet) and a new wave starts: without that one lost token would end the detection for
+//! good, and a later deadlock would hang instead of being reported.
 //!
 //! This module is the waves' logic only; the engine sends the tokens.
 
@@ -41,10 +45,17 @@ pub(super) enum TokenStep {
     Nothing,
 }
 
+/// How long the leader waits for a wave's token before it takes it for lost.
+pub(super) const WAVE_LOST: Duration = Duration::from_secs(2);
+
 /// The leader's state of the waves.
 pub(super) struct Termination {
     /// Whether a wave is under way.
     wave_out: bool,
+    /// When the wave under way started.
+    wave_started: Instant,
+    /// How long to wait for its token.
+    wave_patience: Duration,
     waves: u64,
     /// The totals of the last complete quiet wave.
     last_quiet: Option<(u64, u64)>,
@@ -56,6 +67,8 @@ impl Termination {
     pub(super) fn new() -> Termination {
         Termination {
             wave_out: false,
+            wave_started: Instant::now(),
+            wave_patience: WAVE_LOST,
             waves: 0,
             last_quiet: None,
             next_wave: Instant::now() + Duration::from_millis(50),
@@ -64,6 +77,13 @@ impl Termination {
 
     /// The leader: a new wave's token, when one is due and this process is passive.
     pub(super) fn start(&mut self, now: Instant, mine: Counts) -> Option<Token> {
+        if self.wave_out && now.saturating_duration_since(self.wave_started) > self.wave_patience {
+            // The token was lost: its wave gives no verdict (if it still comes back, its
+            // number is stale).
+            self.wave_out = false;
+            self.last_quiet = None;
+            self.wave_patience = (self.wave_patience * 2).min(Duration::from_secs(60));
+        }
         if self.wave_out || now < self.next_wave {
             return None;
         }
@@ -74,6 +94,7 @@ impl Termination {
         }
         self.waves += 1;
         self.wave_out = true;
+        self.wave_started = now;
         Some(Token {
             wave: self.waves,
             sent: mine.sent,
@@ -97,6 +118,7 @@ impl Termination {
             return TokenStep::Nothing;
         }
         self.wave_out = false;
+        self.wave_patience = WAVE_LOST;
         let now = Instant::now();
         let quiet = token.all_passive && token.sent == token.received;
         if !quiet {
@@ -178,5 +200,35 @@ mod tests {
             TokenStep::Nothing
         );
         assert!(t.last_quiet.is_none());
+    }
+
+    #[test]
+    fn a_lost_token_is_given_up_and_the_waves_go_on() {
+        let mut t = Termination::new();
+        let t0 = Instant::now() + Duration::from_secs(1);
+        let lost = t.start(t0, counts(0, 0, true)).unwrap();
+        // The token does not come back: no new wave while it may still come.
+        assert!(t.start(t0 + WAVE_LOST / 2, counts(0, 0, true)).is_none());
+        // Later it is taken for lost, and a new wave starts.
+        let t1 = t0 + WAVE_LOST + Duration::from_millis(1);
+        let first = t.start(t1, counts(0, 0, true)).unwrap();
+        assert_ne!(first.wave, lost.wave);
+        // The lost token, if it shows up after all, changes nothing.
+        assert_eq!(
+            t.on_token(true, lost, counts(0, 0, true)),
+            TokenStep::Nothing
+        );
+        // Two quiet waves still make a deadlock.
+        assert_eq!(
+            t.on_token(true, first, counts(0, 0, true)),
+            TokenStep::Nothing
+        );
+        let second = t
+            .start(t1 + Duration::from_millis(10), counts(0, 0, true))
+            .unwrap();
+        assert_eq!(
+            t.on_token(true, second, counts(0, 0, true)),
+            TokenStep::Deadlock
+        );
     }
 }

@@ -87,8 +87,10 @@ pub(crate) fn acknowledge(comm: ffi::MPI_Comm) -> Result<Vec<c_int>, String> {
         if code != 0 {
             return Err(super::mpi_error("MPIX_Comm_failure_ack", code));
         }
-        // SAFETY: as above; the call makes a group that is freed below.
+        // SAFETY: reads an immutable handle constant exported by the MPI library.
         let mut failed = unsafe { ffi::RSMPI_GROUP_NULL };
+        // SAFETY: `comm` is a valid communicator; the call makes a group (written to
+        // `failed`) that is freed below.
         let code = unsafe { sys::MPIX_Comm_failure_get_acked(comm, &mut failed) };
         if code != 0 {
             return Err(super::mpi_error("MPIX_Comm_failure_get_acked", code));

@@ -125,11 +125,12 @@ impl Keep {
         self.times.push(took);
     }
 
-    /// The kept state of iteration `it`.
+    /// The kept state of iteration `it`, if this rank holds it complete (not before the
+    /// first replication has ended, e.g. when a process is lost while the run starts).
     pub(crate) fn of(&self, it: usize) -> Option<&Gen> {
         [Some(&self.cur), self.prev.as_ref()]
             .into_iter()
             .flatten()
-            .find(|g| g.iteration == it)
+            .find(|g| g.iteration == it && g.wards.len() == self.wards.len() && !g.own.is_empty())
     }
 }

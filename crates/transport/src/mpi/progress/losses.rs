@@ -26,9 +26,9 @@ impl Progress {
         if !ulfm::is_process_failure(code) {
             return Err(mpi_error("MPI_Iprobe (collectives)", code));
         }
-        self.net.note_peer_failed();
-        self.on_peer_failed();
-        Ok(true)
+        self.net
+            .note_peer_failed("MPI_Iprobe on the collective communicator");
+        Ok(self.on_peer_failed())
     }
 
     /// A call reported a failed process (or the collective communicator was revoked). With
@@ -38,27 +38,73 @@ impl Progress {
     ///
     /// Only while the job runs here: once this process entered the end agreement, the
     /// agreement itself settles what happened (see [`finish_round`](Self::finish_round)).
-    pub(in crate::mpi) fn on_peer_failed(&mut self) {
+    ///
+    /// Reports that bring nothing new (late errors of operations with processes already
+    /// lost) acknowledge the failures at most every [`ACK_EVERY`] (each acknowledgement
+    /// costs MPI a group; a failure not acknowledged yet is reported again, by the probe
+    /// of the collective communicator at the latest). If MPI goes on reporting failures
+    /// for longer than the peer timeout without any new one and without a shrink, the job
+    /// ends with a transport failure that names the call and what the ranks here wait for.
+    /// Returns whether the collectives were shrunk.
+    pub(in crate::mpi) fn on_peer_failed(&mut self) -> bool {
         self.net.take_peer_failed();
         if !matches!(self.end, End::Running) {
-            return;
+            return false;
         }
-        let mut known: Vec<c_int> = Vec::new();
-        for comm in [self.net.comm, self.net.data] {
-            match ulfm::acknowledge(comm) {
-                Ok(failed) => known.extend(failed),
-                Err(e) => {
-                    self.transport_failure(e);
-                    return;
+        let now = Instant::now();
+        let ack_due = self
+            .stale
+            .last_ack
+            .is_none_or(|t| now.duration_since(t) >= ACK_EVERY);
+        let mut new = false;
+        if ack_due {
+            self.stale.last_ack = Some(now);
+            let mut known: Vec<c_int> = Vec::new();
+            for comm in [self.net.comm, self.net.data] {
+                match ulfm::acknowledge(comm) {
+                    Ok(failed) => known.extend(failed),
+                    Err(e) => {
+                        self.transport_failure(e);
+                        return false;
+                    }
                 }
             }
+            new = known.iter().any(|&p| self.peers.alive(p));
         }
-        let new = known.iter().any(|&p| self.peers.alive(p));
         if !new && !self.collectives_revoked() {
-            // A late error from a process already known lost.
+            // A late error from a process already known lost (or one acknowledged at the
+            // next report).
+            self.stale_failure_report(now);
+            return false;
+        }
+        self.stale.since = None;
+        self.shrink_collectives();
+        true
+    }
+
+    /// A report of a failed process that changed nothing: if such reports go on for longer
+    /// than the peer timeout, the job ends saying who waits for what.
+    fn stale_failure_report(&mut self, now: Instant) {
+        let since = *self.stale.since.get_or_insert(now);
+        self.stale.reports += 1;
+        let limit = self.live.peer_timeout();
+        if now.duration_since(since) <= limit || self.stale.reports < STALE_REPORTS {
             return;
         }
-        self.shrink_collectives();
+        let waiting = self.direct.describe_waiting();
+        let lost = self.peers.lost_nodes();
+        self.transport_failure(format!(
+            "MPI has reported a failed process {} times in {:.0?} without any new failure              or revoked communicator (last by {}; processes lost so far: {lost:?});              direct exchanges waiting here: {}",
+            self.stale.reports,
+            now.duration_since(since),
+            self.net.last_failed_call(),
+            if waiting.is_empty() {
+                "none".to_string()
+            } else {
+                waiting
+            }
+        ));
+        self.stale = StaleFailures::default();
     }
 
     /// Whether the collective communicator was revoked by another process.
@@ -136,6 +182,7 @@ impl Progress {
             }
         }
         let peers = &self.peers;
+        self.direct.abandon(&|p| !peers.alive(p));
         self.sends.abandon(&self.net, |p| !peers.alive(p));
         self.net.take_peer_failed();
     }

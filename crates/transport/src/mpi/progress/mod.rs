@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use mpi::ffi;
 
+use super::direct::Direct;
 use super::frame::{
     unframe, CONTROL_ABORT, CONTROL_DEADLOCK, CONTROL_HEARTBEAT, CONTROL_TOKEN, TAG_HEADER,
 };
@@ -18,6 +19,7 @@ use super::receives::Receives;
 use super::sends::Sends;
 use super::termination::{Counts, Termination, Token, TokenStep};
 use super::{empty_request, mpi_error, ulfm};
+use crate::exchange::Exchange;
 use crate::host::{Failure, Host};
 use crate::outbox::{Outbox, Outgoing};
 use crate::{AlignedBuf, Layout};
@@ -58,6 +60,8 @@ pub(super) struct Progress {
     layout: Layout,
     pub(super) sends: Sends,
     pub(super) receives: Receives,
+    /// Direct exchanges (see [`Direct`]).
+    pub(super) direct: Direct,
     pub(super) peers: Peers,
     term: Termination,
     pub(super) live: Liveness,
@@ -67,7 +71,31 @@ pub(super) struct Progress {
     end: End,
     /// Set by the progress thread when it leaves its loop: nobody else calls MPI then.
     pub(super) closed: bool,
+    /// Rounds that only tested direct exchanges (see [`fast_step`](Self::fast_step)).
+    light_rounds: u32,
+    /// Reports of failed processes that changed nothing (see `on_peer_failed`).
+    stale: StaleFailures,
 }
+
+/// Reports of failed processes that brought nothing new.
+#[derive(Default)]
+struct StaleFailures {
+    /// Since when every report has been stale (`None` after a shrink).
+    since: Option<Instant>,
+    /// Stale reports since then.
+    reports: u64,
+    /// When the failures were last acknowledged.
+    last_ack: Option<Instant>,
+}
+
+/// Stale reports acknowledge failures at most this often.
+const ACK_EVERY: Duration = Duration::from_millis(10);
+
+/// Stale reports needed (besides the peer timeout) before they end the job.
+const STALE_REPORTS: u64 = 1000;
+
+/// While a direct exchange is awaited, one round in this many does everything else too.
+const LIGHT_ROUNDS: u32 = 4;
 
 // SAFETY: the raw MPI handles (communicators, requests) are process-wide objects, not tied
 // to a thread. A `Progress` is used by one thread at a time: the progress thread alone when
@@ -103,6 +131,7 @@ impl Progress {
             },
             layout: layout.clone(),
             sends: Sends::default(),
+            direct: Direct::default(),
             peers: Peers::new(me, size),
             term: Termination::new(),
             live: Liveness::new(peer_timeout),
@@ -110,6 +139,8 @@ impl Progress {
             transport_failed: false,
             end: End::Running,
             closed: false,
+            light_rounds: 0,
+            stale: StaleFailures::default(),
         }
     }
 
@@ -221,7 +252,8 @@ impl Progress {
     /// for messages from other nodes) it also only yields, for up to `SPIN` after the last
     /// activity: answers within a collective come quickly and nothing here needs the core.
     /// Otherwise it sleeps on the outbox with a growing timeout of up to 200 us; a rank's send
-    /// wakes it at once. While ranks drive the engine themselves it sleeps 200 us at a time.
+    /// wakes it at once. While ranks drive the engine themselves, or may do so and some rank
+    /// runs (nothing in flight), it sleeps 200 us at a time.
     pub(super) fn pause(&self, idle: u32, idle_for: Duration) -> Pause {
         const SPIN: Duration = Duration::from_millis(5);
         if self.outbox.driven() {
@@ -233,6 +265,12 @@ impl Progress {
             return Pause::None;
         }
         let in_flight = !self.sends.is_empty() || self.receives.in_flight();
+        if self.outbox.drivable() && !in_flight && !self.host.passive() {
+            // Ranks run here and make progress themselves when they wait: keep off their
+            // core (MPI typically binds the process to one), waking only for the periodic
+            // work and for anything sent to a rank meanwhile.
+            return Pause::Sleep(Duration::from_micros(200));
+        }
         if idle < 64 || in_flight || (self.host.passive() && idle_for < SPIN) {
             return Pause::Yield;
         }
@@ -266,8 +304,7 @@ impl Progress {
         }
         busy |= self.fast_step()?;
         if self.net.peer_failed() {
-            self.on_peer_failed();
-            busy = true;
+            busy |= self.on_peer_failed();
         }
         busy |= self.detect_deadlock()?;
         Ok(busy)
@@ -282,6 +319,22 @@ impl Progress {
             self.send_message(out)?;
             busy = true;
         }
+        for ex in self.outbox.take_exchanges() {
+            self.start_exchange(ex)?;
+            busy = true;
+        }
+        if self.direct.active() {
+            busy |= self.direct.test(&self.net, &self.outbox)?;
+            if !busy && self.direct.waiting() {
+                // A rank waits for a direct exchange: most rounds only test its receive, so
+                // that the message is seen soon after it arrives; every few rounds the rest
+                // (probes, sends, other receives) moves too.
+                self.light_rounds = self.light_rounds.wrapping_add(1);
+                if !self.light_rounds.is_multiple_of(LIGHT_ROUNDS) {
+                    return Ok(false);
+                }
+            }
+        }
         if !self.sends.is_empty() {
             busy |= self.sends.test(&self.net)?;
         }
@@ -295,6 +348,17 @@ impl Progress {
             self.outbox.notify();
         }
         Ok(busy)
+    }
+
+    /// Starts a direct exchange (it fails at once if its peers were lost).
+    pub(super) fn start_exchange(&mut self, ex: Arc<Exchange>) -> Result<(), String> {
+        if self.peers.alive(ex.to as c_int) && self.peers.alive(ex.from as c_int) {
+            self.direct
+                .start(&self.net, &mut self.sends, &self.outbox, ex)
+        } else {
+            ex.fail();
+            Ok(())
+        }
     }
 
     fn send_message(&mut self, out: Outgoing) -> Result<(), String> {
