@@ -210,7 +210,12 @@ def main():
     import zfpy
     from pysz import sz, szConfig, szErrorBoundMode
 
-    out_dir = tempfile.mkdtemp(prefix="bench-structures-")
+    with tempfile.TemporaryDirectory(prefix="bench-structures-") as out_dir:
+        tables(args, out_dir, zfpy, sz, szConfig, szErrorBoundMode)
+
+
+def tables(args, out_dir, zfpy, sz, szConfig, szErrorBoundMode):
+    """Prints the tables, with the grids and outputs in `out_dir` (removed by the caller)."""
     datasets = load_datasets()
     print("### The default method against SZ3 and zfp (real grids)")
     print()
