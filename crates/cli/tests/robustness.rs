@@ -29,11 +29,7 @@ fn outputs_to_a_device_a_fifo_and_a_symlink_write_through_and_stay_what_they_wer
 
     // A FIFO with a reader: the ranks are written through it, the FIFO stays.
     let fifo = dir.path().join("ranks.fifo");
-    let rc = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(rc.success());
+    mkfifo(&fifo);
     let reader_path = fifo.clone();
     let reader = std::thread::spawn(move || {
         let mut text = String::new();
