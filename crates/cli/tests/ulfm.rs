@@ -396,7 +396,11 @@ impl Jobs {
     /// The failure-free output of `what` at `np` processes, and the run's seconds.
     fn reference(&self, launcher: &str, what: &str, np: u32, ft: bool) -> (PathBuf, f64) {
         let out = self.path(&format!("{what}-{np}-reference.txt"));
-        let extra: &[&str] = if ft { &["--fault-tolerance"] } else { &[] };
+        let extra: &[&str] = if ft {
+            &["--fault-tolerance", "--json"]
+        } else {
+            &["--json"]
+        };
         let ran = run(launcher, np, &self.args(what, 2 * np, &out, extra));
         assert_eq!(ran.code, Some(0), "{ran}");
         (out, ran.seconds)
@@ -447,19 +451,26 @@ fn jobs_survive_a_process_killed_from_outside() {
     let jobs = Jobs::new();
     // (job, np, victim, when: a fraction of the failure-free run after the ranks started):
     // the direct engines recover without asking for it, the MapReduce ones with
-    // --fault-tolerance.
+    // --fault-tolerance. At 0 the kill lands while the ranks read the input, before the
+    // first iteration: the survivors start over.
     let cases: &[(&str, u32, u32, f64)] = &[
         ("pagerank", 4, 2, 0.5),
         ("pagerank", 6, 0, 0.3),
+        ("pagerank", 4, 1, 0.0),
         ("kmeans", 4, 1, 0.5),
         ("kmeans", 6, 5, 0.3),
+        ("kmeans", 4, 2, 0.0),
         ("cc", 4, 3, 0.4),
     ];
     for &(what, np, victim, at) in cases {
         let ft = !matches!(what, "pagerank" | "kmeans");
         let (want, seconds) = jobs.reference(&l, what, np, ft);
         let got = jobs.path(&format!("{what}-{np}-killed-{victim}.txt"));
-        let extra: &[&str] = if ft { &["--fault-tolerance"] } else { &[] };
+        let extra: &[&str] = if ft {
+            &["--fault-tolerance", "--json"]
+        } else {
+            &["--json"]
+        };
         let args = jobs.args(what, 2 * np, &got, extra);
         let (mut ran, mut killed) = run_killing(&l, np, &args, &[victim], at, seconds);
         if !killed {
@@ -471,6 +482,26 @@ fn jobs_survive_a_process_killed_from_outside() {
             "the job ended before the kill, twice: make it longer\n{ran}"
         );
         assert_eq!(ran.code, Some(0), "{ran}");
+        // The report names the recovery and the victim's ranks (two per process).
+        let report: serde_json::Value = serde_json::from_str(ran.stdout.trim())
+            .unwrap_or_else(|e| panic!("one JSON report expected ({e})\n{ran}"));
+        let recoveries = if ft {
+            &report["fault_tolerance"]["recoveries"]
+        } else {
+            &report["recoveries"]
+        };
+        let lost: Vec<u64> = recoveries
+            .as_array()
+            .unwrap_or_else(|| panic!("recoveries in the report\n{ran}"))
+            .iter()
+            .flat_map(|r| r["lost_ranks"].as_array().cloned().unwrap_or_default())
+            .filter_map(|v| v.as_u64())
+            .collect();
+        let victim_ranks = [2 * u64::from(victim), 2 * u64::from(victim) + 1];
+        assert!(
+            victim_ranks.iter().all(|r| lost.contains(r)),
+            "ranks {victim_ranks:?} reported lost expected, got {lost:?}\n{ran}"
+        );
         same_output(what, &want, &got, &ran);
     }
 }

@@ -511,13 +511,21 @@ pub struct Survived<'r> {
     /// The ranks still in the job.
     pub comm: Comm<'r>,
     /// The recoveries: the iteration the survivors went on from, the ranks lost, and the
-    /// time taken (the exchange, reading the points again and the assignment).
+    /// time taken (the exchange, reading the points again and the caller's `ready`).
     pub recoveries: Vec<(usize, Vec<u32>, Duration)>,
 }
 
-/// [`kmeans_checkpointed`] that survives processes lost for real (MPI with ULFM, see
+/// What a caller of [`kmeans_surviving`] does once the points are loaded, before the first
+/// iteration: checks of the input, a barrier, restoring a checkpoint. It is called after
+/// every load (the first one and each after a recovery, then without the checkpointer) and
+/// may communicate: a loss in it is recovered like one in an iteration.
+pub type Ready<'a> =
+    dyn FnMut(&Comm, &DistPoints, Option<&mut Checkpointer>) -> Result<(), AlgoError> + 'a;
+
+/// [`kmeans_checkpointed`] on the points of `source`, read by this call, that survives
+/// processes lost for real (MPI with ULFM, see
 /// [`Rank::survives_lost_processes`](spillway_runtime::Rank::survives_lost_processes)): the
-/// survivors go on in the same job.
+/// survivors go on in the same job. `ready` runs after each load (see [`Ready`]).
 ///
 /// # Recovery
 /// The state of an iteration is the centroids, the same on every rank: every rank keeps
@@ -525,42 +533,59 @@ pub struct Survived<'r> {
 /// exchange them, and go on from the survivor that got furthest (a survivor that completed
 /// the last all-reduce holds its result, to which the lost ranks contributed); they read the
 /// points again from `source`, split over the survivors, and assign them against the centroids
-/// the last iteration started from, as a resumed checkpoint does. The result equals an
-/// uninterrupted run's up to the order of the sums (the partial sums come from other ranks).
-/// Nothing is replicated: a recovery costs reading the input once more and one assignment
-/// pass. Checkpoints stop after a recovery (the survivors are another layout).
+/// the last iteration started from, as a resumed checkpoint does. A loss before the first
+/// iteration (while the points are read, in `ready`, while the initial centroids are chosen)
+/// starts the run over on the survivors. The result equals an uninterrupted run's up to the
+/// order of the sums (the partial sums come from other ranks). Nothing is replicated: a
+/// recovery costs reading the input once more and one assignment pass. Checkpoints stop
+/// after a recovery (the survivors are another layout).
 ///
 /// # Errors
-/// As [`kmeans_checkpointed`]; a loss during the recovery is recovered like the first one.
+/// As [`kmeans_checkpointed`] and [`load_points`]; a loss during the recovery is recovered
+/// like the first one.
 pub fn kmeans_surviving<'r>(
     comm: &Comm<'r>,
     source: &PointSource,
-    points: DistPoints,
     options: &KMeansOptions,
     progress: &mut dyn FnMut(&Progress),
     mut checkpoint: Option<&mut Checkpointer>,
+    ready: &mut Ready<'_>,
 ) -> Result<Survived<'r>, AlgoError> {
     let survivable = comm.runtime().survives_lost_processes();
-    let kd = options.k * points.dim;
+    let dim = source.dimension()?;
+    let kd = options.k * dim;
     let mut comm = comm.clone();
-    let mut points = points;
-    let mut keep = State::default();
     let mut resume: Option<State> = None;
     let mut recoveries = Vec::new();
+    // The recovery under way (iteration, ranks lost, start) until the points are read again.
+    let mut recovering: Option<(usize, Vec<u32>, Instant)> = None;
     let mut times: Vec<Duration> = Vec::new();
     loop {
-        let keeping = survivable.then_some(&mut keep);
-        let outcome = run_kmeans(
-            &comm,
-            &points,
-            options,
-            progress,
-            checkpoint.as_deref_mut(),
-            resume.take(),
-            keeping,
-        );
+        // What a loss before the next iteration reports: the state this load goes on from
+        // (nothing done on the first).
+        let mut keep = resume.clone().unwrap_or_default();
+        let loaded = load_points(&comm, source).and_then(|points| {
+            ready(&comm, &points, checkpoint.as_deref_mut())?;
+            Ok(points)
+        });
+        if let (Ok(_), Some((from, lost, t))) = (&loaded, recovering.take()) {
+            recoveries.push((from, lost, t.elapsed()));
+        }
+        let outcome = loaded.and_then(|points| {
+            let keeping = survivable.then_some(&mut keep);
+            let r = run_kmeans(
+                &comm,
+                &points,
+                options,
+                progress,
+                checkpoint.as_deref_mut(),
+                resume.clone(),
+                keeping,
+            );
+            r.map(|r| (r, points))
+        });
         match outcome {
-            Ok(mut result) => {
+            Ok((mut result, points)) => {
                 times.append(&mut result.iteration_times);
                 result.iteration_times = times;
                 return Ok(Survived {
@@ -583,8 +608,9 @@ pub fn kmeans_surviving<'r>(
                 times.append(&mut keep.times);
                 times.truncate(best.done);
                 comm = new;
-                points = load_points(&comm, source)?;
-                recoveries.push((best.done, lost.ranks.clone(), t.elapsed()));
+                // A loss during a recovery adds its ranks to the same recovery.
+                let since = recovering.take().map_or(t, |(_, _, since)| since);
+                recovering = Some((best.done, lost.ranks.clone(), since));
                 resume = Some(best);
                 checkpoint = None;
             }

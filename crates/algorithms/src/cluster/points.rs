@@ -19,6 +19,19 @@ pub enum PointSource {
     Blobs(BlobsSpec),
 }
 
+impl PointSource {
+    /// The coordinates per point, known before the points are read (a CSV file's first row).
+    ///
+    /// # Errors
+    /// [`AlgoError::Input`] if the file cannot be read or its first row holds no number.
+    pub fn dimension(&self) -> Result<usize, AlgoError> {
+        match self {
+            PointSource::Csv(path) => Ok(csv_dimension(path)?.0),
+            PointSource::Blobs(spec) => Ok(spec.d),
+        }
+    }
+}
+
 /// This rank's block of a distributed point set.
 #[derive(Debug)]
 pub struct DistPoints {

@@ -42,43 +42,79 @@ pub struct Survived<'r> {
     pub recoveries: Vec<(usize, Vec<u32>, Duration)>,
 }
 
-/// [`pagerank_checkpointed`](crate::graph::pagerank::pagerank_checkpointed) that survives
-/// processes lost for real (MPI with ULFM, see
+/// What a caller of [`pagerank_surviving`] does once the graph is loaded, before the first
+/// iteration: a barrier, restoring a checkpoint. It is called after every load (the first one
+/// and each after a recovery, then without the checkpointer) and may communicate: a loss in
+/// it is recovered like one in an iteration.
+pub type Ready<'a> =
+    dyn FnMut(&Comm, &DistGraph, Option<&mut Checkpointer>) -> Result<(), AlgoError> + 'a;
+
+/// [`pagerank_checkpointed`](crate::graph::pagerank::pagerank_checkpointed) on the graph of
+/// `source`, read by this call, that survives processes lost for real (MPI with ULFM, see
 /// [`Rank::survives_lost_processes`](spillway_runtime::Rank::survives_lost_processes)): the
-/// survivors go on in the same job (see the module notes). `graph` must have been loaded from
-/// `source` over `comm`. Without ULFM it is `pagerank_checkpointed`. Checkpoints stop after a
-/// recovery (the survivors are another layout).
+/// survivors go on in the same job (see the module notes); a loss before the first
+/// iteration's values are replicated (while the graph is read, in `ready`) starts the run
+/// over on the survivors. `ready` runs after each load (see [`Ready`]). Without ULFM it is
+/// `pagerank_checkpointed`. Checkpoints stop after a recovery (the survivors are another
+/// layout).
 ///
 /// # Errors
-/// As `pagerank_checkpointed`; a loss the replicas do not cover (a rank and the rank holding
-/// its replicas) ends the job with [`AlgoError::Unrecoverable`].
+/// As `pagerank_checkpointed` and [`load_graph`]; a loss the replicas do not cover (a rank and
+/// the rank holding its replicas) ends the job with [`AlgoError::Unrecoverable`].
 pub fn pagerank_surviving<'r>(
     comm: &Comm<'r>,
     source: &GraphSource,
-    graph: DistGraph,
     options: &PageRankOptions,
     progress: &mut dyn FnMut(&Progress),
     mut checkpoint: Option<&mut Checkpointer>,
+    ready: &mut Ready<'_>,
 ) -> Result<Survived<'r>, AlgoError> {
     let survivable = comm.runtime().survives_lost_processes();
     let mut comm = comm.clone();
-    let mut graph = graph;
-    let mut resume: Option<Resume> = None;
+    // What a recovery moves to the new owners once the graph is read again: the iteration,
+    // its dangling mass and L1 change, and the values this rank holds (first row, values).
+    type Moving = (usize, f64, f64, Vec<(u64, Vec<f64>)>);
+    let mut moving: Option<Moving> = None;
     let mut recoveries = Vec::new();
+    // The recovery under way (iteration, ranks lost, start) until the values have moved.
+    let mut recovering: Option<(usize, Vec<u32>, Instant)> = None;
     let mut times: Vec<Duration> = Vec::new();
     loop {
-        let mut keep = survivable.then(|| Keep::new(&comm, &graph));
-        let outcome = run_pagerank(
-            &comm,
-            &graph,
-            options,
-            progress,
-            checkpoint.as_deref_mut(),
-            resume.take(),
-            keep.as_mut(),
-        );
+        let mut keep: Option<Keep> = None;
+        let outcome = (|| -> Result<(PageRankResult, DistGraph), AlgoError> {
+            let graph = load_graph(&comm, source)?;
+            ready(&comm, &graph, checkpoint.as_deref_mut())?;
+            let resume = match &moving {
+                Some((done, dangling, delta, pieces)) => {
+                    let pieces: Vec<(u64, &[f64])> =
+                        pieces.iter().map(|(at, v)| (*at, &v[..])).collect();
+                    let x_rows = move_values(&comm, &pieces, &graph)?;
+                    Some(Resume {
+                        done: *done,
+                        dangling: *dangling,
+                        delta: *delta,
+                        x_rows,
+                    })
+                }
+                None => None,
+            };
+            if let Some((from, lost, t)) = recovering.take() {
+                recoveries.push((from, lost, t.elapsed()));
+            }
+            keep = survivable.then(|| Keep::new(&comm, &graph));
+            let result = run_pagerank(
+                &comm,
+                &graph,
+                options,
+                progress,
+                checkpoint.as_deref_mut(),
+                resume,
+                keep.as_mut(),
+            )?;
+            Ok((result, graph))
+        })();
         match outcome {
-            Ok(mut result) => {
+            Ok((mut result, graph)) => {
                 times.append(&mut result.iteration_times);
                 result.iteration_times = times;
                 return Ok(Survived {
@@ -90,10 +126,31 @@ pub fn pagerank_surviving<'r>(
             }
             Err(e) if survivable && e.is_process_lost() => {
                 let t = Instant::now();
-                let keep = keep.expect("kept state");
-                let (new, all, lost) = regroup(&comm, &[keep.cur.iteration as f64])?;
-                let from = all.iter().fold(f64::INFINITY, |a, &b| a.min(b)) as usize;
-                times.extend_from_slice(&keep.times);
+                // The iteration whose values this rank holds; -1 before it kept any (a loss
+                // while the graph was read or the values were first replicated). A loss while
+                // the values of a recovery move reports that recovery's iteration again: every
+                // rank still holds what it was moving.
+                let held = match (&keep, &moving) {
+                    (Some(k), _) if k.of(k.cur.iteration).is_some() => k.cur.iteration as f64,
+                    (None, Some((done, ..))) => *done as f64,
+                    _ => -1.0,
+                };
+                let (new, all, lost) = regroup(&comm, &[held])?;
+                let from = all.iter().fold(f64::INFINITY, |a, &b| a.min(b));
+                if let Some(k) = &keep {
+                    times.extend_from_slice(&k.times);
+                }
+                let since = recovering.take().map_or(t, |(_, _, since)| since);
+                checkpoint = None;
+                if from < 0.0 {
+                    // Some survivor kept nothing: start over.
+                    comm = new;
+                    times.clear();
+                    moving = None;
+                    recovering = Some((0, lost.ranks.clone(), since));
+                    continue;
+                }
+                let from = from as usize;
                 times.truncate(from);
                 let old_rank =
                     |g: u32| (0..comm.size()).find(|&r| comm.global_rank(r).ok() == Some(g));
@@ -114,32 +171,29 @@ pub fn pagerank_surviving<'r>(
                         }
                     }
                 }
-                let Some(gen) = keep.of(from) else {
-                    return Err(unrecoverable(
-                        &lost,
-                        &format!("no rank kept the values of iteration {from}"),
-                    ));
-                };
-                // The values of iteration `from` this rank holds: its own rows and those of
-                // its lost wards.
-                let mut pieces: Vec<(u64, &[f64])> = vec![(keep.bounds[keep.me], &gen.own[..])];
-                for (i, &w) in keep.wards.iter().enumerate() {
-                    if lost_members.contains(&w) {
-                        pieces.push((keep.bounds[w], &gen.wards[i][..]));
+                moving = Some(match (&keep, moving.take()) {
+                    (Some(keep), _) => {
+                        let Some(gen) = keep.of(from) else {
+                            return Err(unrecoverable(
+                                &lost,
+                                &format!("no rank kept the values of iteration {from}"),
+                            ));
+                        };
+                        // The values of iteration `from` this rank holds: its own rows and
+                        // those of its lost wards.
+                        let mut pieces = vec![(keep.bounds[keep.me], gen.own.to_vec())];
+                        for (i, &w) in keep.wards.iter().enumerate() {
+                            if lost_members.contains(&w) {
+                                pieces.push((keep.bounds[w], gen.wards[i].to_vec()));
+                            }
+                        }
+                        (from, gen.dangling, gen.delta, pieces)
                     }
-                }
-                let (dangling, delta) = (gen.dangling, gen.delta);
-                comm = new;
-                graph = load_graph(&comm, source)?;
-                let x_rows = move_values(&comm, &pieces, &graph)?;
-                recoveries.push((from, lost.ranks.clone(), t.elapsed()));
-                resume = Some(Resume {
-                    done: from,
-                    dangling,
-                    delta,
-                    x_rows,
+                    (None, Some(m)) => m,
+                    (None, None) => unreachable!("a rank without values reports -1"),
                 });
-                checkpoint = None;
+                comm = new;
+                recovering = Some((from, lost.ranks.clone(), since));
             }
             Err(e) => return Err(e),
         }

@@ -26,6 +26,32 @@ pub(crate) struct Timing {
     pub(crate) operations: Vec<OpReport>,
     /// Fault-tolerance costs and recoveries (MapReduce with `--fault-tolerance`).
     pub(crate) fault_tolerance: Option<spillway::mapreduce::FtStats>,
+    /// Recoveries of a direct engine from processes lost for real (MPI with ULFM).
+    pub(crate) recoveries: Vec<Recovery>,
+}
+
+/// A direct engine's recovery from lost processes: the survivors went on in the same job.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Recovery {
+    /// The iteration the survivors went on from (0: they started over).
+    pub(crate) from_iteration: usize,
+    /// The ranks lost.
+    pub(crate) lost_ranks: Vec<u32>,
+    /// The exchange among the survivors, reading the input again and moving the state.
+    pub(crate) seconds: f64,
+}
+
+impl Recovery {
+    /// The recoveries an engine returns: (iteration gone on from, ranks lost, time).
+    pub(crate) fn list(r: &[(usize, Vec<u32>, Duration)]) -> Vec<Recovery> {
+        r.iter()
+            .map(|(from, lost, t)| Recovery {
+                from_iteration: *from,
+                lost_ranks: lost.clone(),
+                seconds: t.as_secs_f64(),
+            })
+            .collect()
+    }
 }
 
 impl Timing {
@@ -87,6 +113,9 @@ pub(crate) struct RunSection {
     /// Fault-tolerance costs and recoveries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) fault_tolerance: Option<spillway::mapreduce::FtStats>,
+    /// Recoveries of a direct engine from processes lost for real.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) recoveries: Vec<Recovery>,
 }
 
 impl RunSection {
@@ -126,6 +155,7 @@ impl RunSection {
             peak_rss: stats.peak_rss,
             operations: timing.operations,
             fault_tolerance: timing.fault_tolerance,
+            recoveries: timing.recoveries,
         }
     }
 }
@@ -348,6 +378,13 @@ fn run_lines(o: &mut String, run: &RunSection) {
     );
     if let Some(rss) = run.peak_rss {
         let _ = writeln!(o, "  peak RSS    {:.1} MiB", mib(rss));
+    }
+    for r in &run.recoveries {
+        let _ = writeln!(
+            o,
+            "  recovered   lost ranks {:?}; went on from iteration {} after {:.3} s",
+            r.lost_ranks, r.from_iteration, r.seconds
+        );
     }
     if let Some(ft) = &run.fault_tolerance {
         let _ = writeln!(

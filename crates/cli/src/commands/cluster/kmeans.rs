@@ -8,17 +8,18 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use spillway::algorithms::cluster::harp::{kmeans_regroup, prefer_regroup};
 use spillway::algorithms::cluster::kmeans::{kmeans_surviving, Init, KMeansOptions};
-use spillway::algorithms::cluster::points::{load_points, PointSource};
+use spillway::algorithms::cluster::points::{load_points, DistPoints, PointSource};
 use spillway::algorithms::generate::BlobsSpec;
 use spillway::algorithms::io::InputError;
 use spillway::algorithms::{AlgoError, Progress};
+use spillway::checkpoint::Checkpointer;
 use spillway::{Collectives, Comm, Sum};
 
 use super::csv_line;
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
 use crate::driver::{
     CheckpointArgs, Command, CommonArgs, Declared, Estimate, Failure, Inputs, Job, RankOut,
-    RuntimeArgs, Timing,
+    Recovery, RuntimeArgs, Timing,
 };
 use crate::iostat::IoProbe;
 use crate::options::{blobs_spec, GenSpec};
@@ -208,21 +209,27 @@ impl Command for KMeans {
             let world = Comm::world(rank);
             let mut ck = self.checkpoint.checkpointer(&fingerprint);
             let t0 = Instant::now();
-            let points = load_points(&world, &source)?;
-            if let PointSource::Csv(path) = &source {
-                if self.k > points.total {
-                    return Err(AlgoError::Input(InputError::new(
-                        path,
-                        None,
-                        format!(
-                            "k = {} is larger than the number of points ({})",
-                            self.k, points.total
-                        ),
-                    )));
+            // What follows each load of the points (K-means reads them again after a loss):
+            // the check of k, the barrier, the restore; the time to the first is the load.
+            let mut load = None;
+            let mut ready = |world: &Comm, points: &DistPoints, ck: Option<&mut Checkpointer>| {
+                if let PointSource::Csv(path) = &source {
+                    if self.k > points.total {
+                        return Err(AlgoError::Input(InputError::new(
+                            path,
+                            None,
+                            format!(
+                                "k = {} is larger than the number of points ({})",
+                                self.k, points.total
+                            ),
+                        )));
+                    }
                 }
-            }
-            world.barrier()?;
-            let load = t0.elapsed();
+                world.barrier()?;
+                restore(world, ck)?;
+                load.get_or_insert_with(|| t0.elapsed());
+                Ok(())
+            };
             let mut probe = (world.rank() == 0).then(|| IoProbe::start(rank.spill_dir()));
             let mut on_progress = |p: &Progress| {
                 if let Some(probe) = &mut probe {
@@ -230,21 +237,22 @@ impl Command for KMeans {
                 }
                 bar.tick(&world, p.iteration, format!("{} points moved", p.delta));
             };
-            let t1 = Instant::now();
             let regroup = match self.collective {
                 // Checkpoints are implemented for the allreduce engine only.
                 // The allreduce engine survives lost processes (MPI with ULFM).
                 Collective::Auto => {
                     ck.is_none()
                         && !rank.survives_lost_processes()
-                        && prefer_regroup(options.k, points.dim)
+                        && prefer_regroup(options.k, source.dimension()?)
                 }
                 Collective::Allreduce => false,
                 Collective::Regroup => true,
             };
-            restore(&world, ck.as_mut())?;
+            let mut recoveries = Vec::new();
             let (centroids, assignment, iterations, converged, times, phases, world, points) =
                 if regroup {
+                    let points = load_points(&world, &source)?;
+                    ready(&world, &points, ck.as_mut())?;
                     let r = kmeans_regroup(&world, &points, &options, &mut on_progress)?;
                     // Each phase's time averaged over the ranks (a rank's reduce includes waiting
                     // for the slowest rank's compute).
@@ -271,16 +279,18 @@ impl Command for KMeans {
                     let s = kmeans_surviving(
                         &world,
                         &source,
-                        points,
                         &options,
                         &mut on_progress,
                         ck.as_mut(),
+                        &mut ready,
                     )?;
+                    recoveries = Recovery::list(&s.recoveries);
                     let r = s.result;
                     let (a, i, c, t) = (r.assignment, r.iterations, r.converged, r.iteration_times);
                     (r.centroids, a, i, c, t, Vec::new(), s.comm, s.points)
                 };
-            let compute = t1.elapsed();
+            let load = load.unwrap_or_default();
+            let compute = t0.elapsed().saturating_sub(load);
             let checkpoint = checkpoint_facts(&world, ck.as_ref())?;
             if let Some(path) = &self.out {
                 job.write_root(&world, path, |w| {
@@ -322,6 +332,7 @@ impl Command for KMeans {
                     load,
                     compute,
                     io: probe.map(|p| p.per_iteration()).unwrap_or_default(),
+                    recoveries,
                     ..Timing::default()
                 },
                 lead: world.rank() == 0,

@@ -9,15 +9,16 @@ use serde::Serialize;
 use spillway::algorithms::generate::RmatSpec;
 use spillway::algorithms::graph::pagerank::PageRankOptions;
 use spillway::algorithms::graph::pagerank_survive::pagerank_surviving;
-use spillway::algorithms::graph::{load_graph, GraphSource, VERTEX_STATE_BYTES};
+use spillway::algorithms::graph::{DistGraph, GraphSource, VERTEX_STATE_BYTES};
 use spillway::algorithms::Progress;
+use spillway::checkpoint::Checkpointer;
 use spillway::{ByteSize, Collectives, Comm, Max, Sum};
 
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
 use crate::commands::ft::FtArgs;
 use crate::driver::{
     CheckpointArgs, Command, CommonArgs, Declared, Estimate, Failure, Inputs, Job, RankOut,
-    RuntimeArgs, Timing,
+    Recovery, RuntimeArgs, Timing,
 };
 use crate::iostat::IoProbe;
 use crate::options::{is_matrix_market, non_negative, nonzero_size, rmat_spec};
@@ -240,10 +241,14 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
         let world = Comm::world(rank);
         let mut ck = args.checkpoint.checkpointer(&fingerprint);
         let t0 = Instant::now();
-        let graph = load_graph(&world, &source)?;
-        world.barrier()?;
-        restore(&world, ck.as_mut())?;
-        let load = t0.elapsed();
+        // The time to the first iteration: reading the graph, the barrier, the restore.
+        let mut load = None;
+        let mut ready = |world: &Comm, _: &DistGraph, ck: Option<&mut Checkpointer>| {
+            world.barrier()?;
+            restore(world, ck)?;
+            load.get_or_insert_with(|| t0.elapsed());
+            Ok(())
+        };
         let mut probe = (world.rank() == 0).then(|| IoProbe::start(rank.spill_dir()));
         let mut on_progress = |p: &Progress| {
             if let Some(probe) = &mut probe {
@@ -252,19 +257,20 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
             bar.tick(&world, p.iteration, format!("L1 change {:.3e}", p.delta));
         };
         let io_before = node_io(rank);
-        let t1 = Instant::now();
         // Survives lost processes under MPI with ULFM: the survivors go on (with the graph
         // read again over them), write the output and report.
         let survived = pagerank_surviving(
             &world,
             &source,
-            graph,
             &options,
             &mut on_progress,
             ck.as_mut(),
+            &mut ready,
         )?;
+        let load = load.unwrap_or_default();
+        let compute = t0.elapsed().saturating_sub(load);
+        let recoveries = Recovery::list(&survived.recoveries);
         let (result, graph, world) = (survived.result, survived.graph, survived.comm);
-        let compute = t1.elapsed();
         let checkpoint = checkpoint_facts(&world, ck.as_ref())?;
         let io = world.allreduce(&[node_io(rank) - io_before], Sum)?[0];
         if let Some(path) = &args.out {
@@ -301,6 +307,7 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
                 load,
                 compute,
                 io: probe.map(|p| p.per_iteration()).unwrap_or_default(),
+                recoveries,
                 ..Timing::default()
             },
             lead: world.rank() == 0,
