@@ -34,8 +34,9 @@ pub(crate) struct WordCount {
     /// budget, unbounded without one); beyond it, sorted runs spill.
     #[arg(long, value_name = "SIZE", value_parser = nonzero_size)]
     mr_memory: Option<ByteSize>,
-    /// Bytes of text read at a time.
-    #[arg(long, default_value = "4M", value_parser = nonzero_size)]
+    /// Bytes of text read at a time (under a memory budget, at most an eighth of a rank's
+    /// share of it).
+    #[arg(long, default_value = "16M", value_parser = nonzero_size)]
     chunk: ByteSize,
     #[command(flatten)]
     ft: FtArgs,
