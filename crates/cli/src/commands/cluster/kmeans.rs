@@ -18,8 +18,8 @@ use spillway::{Collectives, Comm, Sum};
 use super::csv_line;
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
 use crate::driver::{
-    CheckpointArgs, Command, CommonArgs, Declared, Estimate, Failure, Inputs, Job, RankOut,
-    Recovery, RuntimeArgs, Timing,
+    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, RankOut, Recovery,
+    RuntimeArgs, Timing,
 };
 use crate::iostat::IoProbe;
 use crate::options::{blobs_spec, GenSpec};
@@ -73,8 +73,6 @@ pub(crate) struct KMeans {
     checkpoint: CheckpointArgs,
     #[command(flatten)]
     runtime: RuntimeArgs,
-    #[command(flatten)]
-    common: CommonArgs,
 }
 
 /// What `run kmeans` reports.
@@ -118,17 +116,12 @@ impl Command for KMeans {
     type Facts = KMeansFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common)
-            .runtime(&self.runtime)
+        Declared::job(&self.runtime)
             .input("--input", self.input.as_deref())
             .input("--init", self.init_file())
             .output("--out", self.out.as_deref())
             .output("--assign", self.assign.as_deref())
-            .dir(
-                "--checkpoint-dir",
-                self.checkpoint.checkpoint_dir.as_deref(),
-                true,
-            )
+            .checkpoints(&self.checkpoint)
             .generated(self.input.is_none().then(|| self.generated_name()))
     }
 

@@ -12,7 +12,7 @@ use spillway::algorithms::{AlgoError, Progress};
 use spillway::{Collectives, Comm, Max};
 
 use super::csv_line;
-use crate::driver::{Command, CommonArgs, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
+use crate::driver::{Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
 use crate::options::is_matrix_market;
 
 /// `run spkmeans`.
@@ -40,8 +40,6 @@ pub(crate) struct SpKMeans {
     assign: Option<PathBuf>,
     #[command(flatten)]
     runtime: RuntimeArgs,
-    #[command(flatten)]
-    common: CommonArgs,
 }
 
 /// What `run spkmeans` reports.
@@ -60,8 +58,7 @@ impl Command for SpKMeans {
     type Facts = SpKMeansFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common)
-            .runtime(&self.runtime)
+        Declared::job(&self.runtime)
             .input("--input", Some(&self.input))
             .output("--out", self.out.as_deref())
             .output("--assign", self.assign.as_deref())
@@ -127,24 +124,19 @@ impl Command for SpKMeans {
             }
             let max_nnz = world.allreduce(&[rows.values.len() as u64], Max)?[0];
             world.barrier()?;
-            Ok(Some(RankOut {
-                facts: SpKMeansFacts {
-                    rows: rows.rows,
-                    columns: rows.cols,
-                    nonzeros: rows.total_nnz,
-                    max_nonzeros_per_rank: max_nnz,
-                    k: self.k,
-                    converged: result.converged,
-                },
-                timing: Timing {
-                    iterations: result.iterations,
-                    iteration_times: result.iteration_times,
-                    load,
-                    compute,
-                    ..Timing::default()
-                },
-                lead: world.rank() == 0,
-            }))
+            let facts = SpKMeansFacts {
+                rows: rows.rows,
+                columns: rows.cols,
+                nonzeros: rows.total_nnz,
+                max_nonzeros_per_rank: max_nnz,
+                k: self.k,
+                converged: result.converged,
+            };
+            Ok(Some(RankOut::of(
+                &world,
+                facts,
+                Timing::new(result.iterations, result.iteration_times, load, compute),
+            )))
         })
     }
 }

@@ -13,7 +13,7 @@ use spillway::{ByteSize, Collectives, Comm, Sum};
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
 use crate::commands::ft::{unless_lost, FtArgs};
 use crate::driver::{
-    CheckpointArgs, Command, CommonArgs, Declared, Failure, Job, RankOut, RuntimeArgs, Timing,
+    CheckpointArgs, Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing,
 };
 use crate::options::{named, nonzero_size};
 
@@ -60,8 +60,6 @@ pub(crate) struct Cc {
     checkpoint: CheckpointArgs,
     #[command(flatten)]
     runtime: RuntimeArgs,
-    #[command(flatten)]
-    common: CommonArgs,
 }
 
 /// What `run cc` reports.
@@ -90,15 +88,10 @@ impl Command for Cc {
     type Facts = CcFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common)
-            .runtime(&self.runtime)
+        Declared::job(&self.runtime)
             .input("--input", Some(&self.input))
             .output("--out", self.out.as_deref())
-            .dir(
-                "--checkpoint-dir",
-                self.checkpoint.checkpoint_dir.as_deref(),
-                true,
-            )
+            .checkpoints(&self.checkpoint)
     }
 
     fn check(&self) -> Result<(), Failure> {
@@ -175,19 +168,21 @@ impl Command for Cc {
                     Ok(())
                 })?;
             }
-            Ok(Some(RankOut {
-                facts: CcFacts {
-                    engine: "mapreduce",
-                    edges: m,
-                    vertices,
-                    components,
-                    star_operations: Some(result.star_operations),
-                    local_seconds: None,
-                    merge_seconds: None,
-                    label_seconds: None,
-                    checkpoint,
-                },
-                timing: Timing::mapreduce(
+            let facts = CcFacts {
+                engine: "mapreduce",
+                edges: m,
+                vertices,
+                components,
+                star_operations: Some(result.star_operations),
+                local_seconds: None,
+                merge_seconds: None,
+                label_seconds: None,
+                checkpoint,
+            };
+            Ok(Some(RankOut::of(
+                comm,
+                facts,
+                Timing::mapreduce(
                     result.star_operations,
                     result
                         .stats
@@ -199,8 +194,7 @@ impl Command for Cc {
                     &result.stats,
                     result.ft,
                 ),
-                lead: comm.rank() == 0,
-            }))
+            )))
         })?;
         if facts.is_some() {
             self.ft.warn_unreached(job.operations(), job.nodes(), true);
@@ -237,27 +231,22 @@ impl Cc {
                 })?;
             }
             let t = cc.timing;
-            Ok(Some(RankOut {
-                facts: CcFacts {
-                    engine: "direct",
-                    edges: m,
-                    vertices: cc.vertices,
-                    components: cc.components,
-                    star_operations: None,
-                    local_seconds: Some(t.local.as_secs_f64()),
-                    merge_seconds: Some(t.merge.as_secs_f64()),
-                    label_seconds: Some(t.labels.as_secs_f64()),
-                    checkpoint: None,
-                },
-                timing: Timing {
-                    iterations: 1,
-                    iteration_times: vec![compute],
-                    load,
-                    compute,
-                    ..Timing::default()
-                },
-                lead: world.rank() == 0,
-            }))
+            let facts = CcFacts {
+                engine: "direct",
+                edges: m,
+                vertices: cc.vertices,
+                components: cc.components,
+                star_operations: None,
+                local_seconds: Some(t.local.as_secs_f64()),
+                merge_seconds: Some(t.merge.as_secs_f64()),
+                label_seconds: Some(t.labels.as_secs_f64()),
+                checkpoint: None,
+            };
+            Ok(Some(RankOut::of(
+                &world,
+                facts,
+                Timing::once(load, compute),
+            )))
         })
     }
 }

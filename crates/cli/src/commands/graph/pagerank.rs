@@ -17,8 +17,8 @@ use spillway::{ByteSize, Collectives, Comm, Max, Sum};
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
 use crate::commands::ft::FtArgs;
 use crate::driver::{
-    CheckpointArgs, Command, CommonArgs, Declared, Estimate, Failure, Inputs, Job, RankOut,
-    Recovery, RuntimeArgs, Timing,
+    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, RankOut, Recovery,
+    RuntimeArgs, Timing,
 };
 use crate::iostat::IoProbe;
 use crate::options::{is_matrix_market, non_negative, nonzero_size, rmat_spec};
@@ -82,8 +82,6 @@ pub(crate) struct PageRank {
     pub(crate) checkpoint: CheckpointArgs,
     #[command(flatten)]
     pub(crate) runtime: RuntimeArgs,
-    #[command(flatten)]
-    pub(crate) common: CommonArgs,
 }
 
 /// What `run pagerank` reports.
@@ -168,15 +166,10 @@ impl Command for PageRank {
     type Facts = PageRankFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common)
-            .runtime(&self.runtime)
+        Declared::job(&self.runtime)
             .input("--input", self.input.as_deref())
             .output("--out", self.out.as_deref())
-            .dir(
-                "--checkpoint-dir",
-                self.checkpoint.checkpoint_dir.as_deref(),
-                true,
-            )
+            .checkpoints(&self.checkpoint)
             .generated(self.input.is_none().then(|| self.generated_name()))
     }
 
@@ -375,20 +368,22 @@ mod mapreduce {
                 })?;
             }
             let performed = result.iteration_times.len() as f64;
-            Ok(Some(RankOut {
-                facts: PageRankFacts {
-                    engine: "mapreduce",
-                    vertices: n,
-                    edges: m,
-                    max_edges_per_rank: None,
-                    iteration_bytes: None,
-                    final_l1_change: result.delta,
-                    spill_io_per_iteration_bytes: None,
-                    rank_sum,
-                    edges_per_second: m as f64 * performed / compute.as_secs_f64().max(1e-12),
-                    checkpoint,
-                },
-                timing: Timing::mapreduce(
+            let facts = PageRankFacts {
+                engine: "mapreduce",
+                vertices: n,
+                edges: m,
+                max_edges_per_rank: None,
+                iteration_bytes: None,
+                final_l1_change: result.delta,
+                spill_io_per_iteration_bytes: None,
+                rank_sum,
+                edges_per_second: m as f64 * performed / compute.as_secs_f64().max(1e-12),
+                checkpoint,
+            };
+            Ok(Some(RankOut::of(
+                comm,
+                facts,
+                Timing::mapreduce(
                     result.iterations,
                     result.iteration_times,
                     load,
@@ -396,8 +391,7 @@ mod mapreduce {
                     &result.stats,
                     result.ft,
                 ),
-                lead: comm.rank() == 0,
-            }))
+            )))
         })?;
         if facts.is_some() {
             args.ft.warn_unreached(job.operations(), job.nodes(), true);
