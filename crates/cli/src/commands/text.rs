@@ -80,7 +80,7 @@ impl Command for WordCount {
             fault_tolerance: self.ft.settings(),
         };
         let out: Option<&Path> = self.out.as_deref();
-        let facts = job.spmd(1, "wordcount", |rank, _| {
+        self.ft.spmd(job, 1, "wordcount", |rank, _| {
             let world = Comm::world(rank);
             let t = Instant::now();
             let Some(wc) = unless_lost(word_count(&world, &files, &options))? else {
@@ -111,10 +111,6 @@ impl Command for WordCount {
                     wc.ft,
                 ),
             )))
-        })?;
-        if facts.is_some() {
-            self.ft.warn_unreached(1, job.nodes(), true);
-        }
-        Ok(facts)
+        })
     }
 }

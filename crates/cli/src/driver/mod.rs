@@ -33,7 +33,7 @@ use serde::Serialize;
 
 pub(crate) use args::{CheckpointArgs, CommonArgs, RuntimeArgs};
 pub(crate) use failure::{Failure, HELP};
-pub(crate) use job::{Job, RankOut};
+pub(crate) use job::{Bar, Job, RankOut};
 pub(crate) use plan::{Estimate, Inputs};
 pub(crate) use report::{Recovery, Timing};
 pub(crate) use signals::handle_signals;

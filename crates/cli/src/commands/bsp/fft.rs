@@ -1,6 +1,5 @@
 //! `run fft`: the BSP FFT (Inda-Bisseling) of a complex vector.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
@@ -12,8 +11,8 @@ use spillway::algorithms::AlgoError;
 use spillway::bsp::Memory;
 use spillway::{Collectives, Comm, SbVec};
 
-use super::{timed, BspArgs, ValuesArgs};
-use crate::driver::{Command, Declared, Estimate, Failure, Inputs, Job, RankOut, RuntimeArgs};
+use super::{timed, BspArgs};
+use crate::driver::{Command, Declared, Estimate, Failure, Inputs, Job, RankOut};
 
 /// `run fft`.
 #[derive(Args, Debug)]
@@ -22,18 +21,16 @@ use crate::driver::{Command, Declared, Estimate, Failure, Inputs, Job, RankOut, 
         "Input: one complex value \"re im\" per line; the length is a power of two; `-` reads \
          standard input"
     )),
-    mut_arg("generate", |a| a.help("Generated input: random:LOG2N[:SEED] (parts uniform in [-1, 1))")),
+    mut_arg("generate", |a| a.help(
+        "Generated input: random:LOG2N[:SEED] (parts uniform in [-1, 1))"
+    )),
+    mut_arg("out", |a| a.help(
+        "Output: the forward transform (numpy's sign, no scaling), \"re im\" per line"
+    )),
 )]
 pub(crate) struct Fft {
     #[command(flatten)]
-    values: ValuesArgs,
-    /// Output: the forward transform (numpy's sign, no scaling), "re im" per line.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    #[command(flatten)]
-    bsp: BspArgs,
-    #[command(flatten)]
-    runtime: RuntimeArgs,
+    args: BspArgs,
 }
 
 /// What `run fft` reports.
@@ -54,18 +51,16 @@ impl Command for Fft {
     type Facts = FftFacts;
 
     fn declare(&self) -> Declared<'_> {
-        self.values
-            .declare(Declared::job(&self.runtime))
-            .output("--out", self.out.as_deref())
+        self.args.declare()
     }
 
     fn check(&self) -> Result<(), Failure> {
-        if let Some((log2n, _)) = self.values.generate {
+        if let Some((log2n, _)) = self.args.generate {
             let n = 1usize << log2n;
-            check_length(n, self.runtime.ranks as usize).map_err(|e| {
+            check_length(n, self.args.runtime.ranks as usize).map_err(|e| {
                 Failure::option(
                     "--generate",
-                    self.values.generated_name().unwrap_or_default(),
+                    self.args.generated_name().unwrap_or_default(),
                     e,
                 )
             })?;
@@ -76,12 +71,12 @@ impl Command for Fft {
     fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
         // A value takes at least 4 bytes of text ("0 0\n"); the job keeps the values, each
         // rank's part and its transform, and the exchange buffers.
-        Ok(self.values.estimate(inputs, 4, 16 * 4, 48))
+        Ok(self.args.estimate(inputs, 4, 16 * 4, 48))
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<FftFacts>, Failure> {
         let p = job.config().ranks_total() as usize;
-        let (values, n) = match (&self.values.input, self.values.generate) {
+        let (values, n) = match (&self.args.input, self.args.generate) {
             (Some(given), _) => {
                 let path = job.input(given);
                 let bytes = std::fs::read(&path)
@@ -99,7 +94,7 @@ impl Command for Fft {
             (None, Some((log2n, seed))) => (Values::Random(seed), 1usize << log2n),
             (None, None) => unreachable!("clap requires --input or --generate"),
         };
-        let options = self.bsp.options();
+        let options = self.args.options();
         job.spmd(1, "fft", |rank, _| {
             let world = Comm::world(rank);
             let s = world.rank();
@@ -120,7 +115,7 @@ impl Command for Fft {
                 })
             };
             let (out, timing) = timed(&world, options, load, |ctx, local| fft(ctx, n, local))?;
-            if let Some(path) = &self.out {
+            if let Some(path) = &self.args.out {
                 // Block-cyclic to block: local block k2 belongs to rank k2, at our position.
                 let block = world.alltoall(out.as_slice())?;
                 job.write_ordered(&world, path, |w| {

@@ -12,28 +12,14 @@ use spillway::algorithms::AlgoError;
 use spillway::bsp::{self, Bsp, Options};
 use spillway::{Collectives, Comm, Max};
 
-use crate::driver::{Declared, Estimate, Inputs, Timing};
+use crate::driver::{Declared, Estimate, Inputs, RuntimeArgs, Timing};
 use crate::options::{random_spec, GenSpec};
 
-/// Options of the BSP layer shared by its commands.
+/// The options of the BSP commands on values (`run fft`, `run sort`): the values from a file
+/// or generated, the output, the BSP layer's checked mode and the runtime. Each command gives
+/// `--input`, `--generate` and `--out` help of its own (`mut_arg`).
 #[derive(Args, Debug, Clone)]
 pub(crate) struct BspArgs {
-    /// Checked mode of the BSP primitives (always on in debug builds): every sync verifies that
-    /// all ranks agree on the superstep and registrations.
-    #[arg(long)]
-    checked: bool,
-}
-
-impl BspArgs {
-    fn options(&self) -> Options {
-        Options::checked(self.checked || Options::default().checked)
-    }
-}
-
-/// The input of the BSP commands on values: a file, or random values. Each command gives the
-/// help of `--input` and `--generate` its own words (`mut_arg`).
-#[derive(Args, Debug, Clone)]
-pub(crate) struct ValuesArgs {
     /// Input file; `-` reads standard input.
     #[arg(
         long,
@@ -44,18 +30,34 @@ pub(crate) struct ValuesArgs {
     /// Generated input: random:LOG2N[:SEED].
     #[arg(long, value_parser = random_spec)]
     generate: Option<(u32, u64)>,
+    /// Output file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Checked mode of the BSP primitives (always on in debug builds): every sync verifies that
+    /// all ranks agree on the superstep and registrations.
+    #[arg(long)]
+    checked: bool,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
 }
 
-impl ValuesArgs {
+impl BspArgs {
+    /// The options of the BSP layer.
+    fn options(&self) -> Options {
+        Options::checked(self.checked || Options::default().checked)
+    }
+
     /// The generator spec, with `--generate`.
     fn generated_name(&self) -> Option<String> {
         self.generate
             .map(|(log2n, seed)| GenSpec::Random { log2n, seed }.to_string())
     }
 
-    /// Declares the input file, or the generated input's name.
-    fn declare<'a>(&'a self, d: Declared<'a>) -> Declared<'a> {
-        d.input("--input", self.input.as_deref())
+    /// What the command reads and writes.
+    fn declare(&self) -> Declared<'_> {
+        Declared::job(&self.runtime)
+            .input("--input", self.input.as_deref())
+            .output("--out", self.out.as_deref())
             .generated(self.generated_name())
     }
 

@@ -1,7 +1,7 @@
 //! `run sort`: BSP sample sort of raw little-endian u64 values.
 
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::Args;
 use serde::Serialize;
@@ -10,24 +10,18 @@ use spillway::algorithms::io::InputError;
 use spillway::algorithms::AlgoError;
 use spillway::{Collectives, Comm, Max, Sum};
 
-use super::{timed, BspArgs, ValuesArgs};
-use crate::driver::{Command, Declared, Estimate, Failure, Inputs, Job, RankOut, RuntimeArgs};
+use super::{timed, BspArgs};
+use crate::driver::{Command, Declared, Estimate, Failure, Inputs, Job, RankOut};
 
 /// `run sort`.
 #[derive(Args, Debug)]
 #[command(
     mut_arg("input", |a| a.help("Input: raw little-endian u64 values; `-` reads standard input")),
+    mut_arg("out", |a| a.help("Output: the values in ascending order, raw little-endian u64")),
 )]
 pub(crate) struct Sort {
     #[command(flatten)]
-    values: ValuesArgs,
-    /// Output: the values in ascending order, raw little-endian u64.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    #[command(flatten)]
-    bsp: BspArgs,
-    #[command(flatten)]
-    runtime: RuntimeArgs,
+    args: BspArgs,
 }
 
 /// What `run sort` reports.
@@ -55,20 +49,18 @@ impl Command for Sort {
     type Facts = SortFacts;
 
     fn declare(&self) -> Declared<'_> {
-        self.values
-            .declare(Declared::job(&self.runtime))
-            .output("--out", self.out.as_deref())
+        self.args.declare()
     }
 
     fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
         // Each rank's values, the exchanged and the merged copies.
-        Ok(self.values.estimate(inputs, 8, 8 * 3, 8))
+        Ok(self.args.estimate(inputs, 8, 8 * 3, 8))
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<SortFacts>, Failure> {
         let p = job.config().ranks_total() as usize;
-        let input = self.values.input.as_ref().map(|given| job.input(given));
-        let n = match (&input, self.values.generate) {
+        let input = self.args.input.as_ref().map(|given| job.input(given));
+        let n = match (&input, self.args.generate) {
             (Some(path), _) => {
                 let len = std::fs::metadata(path)
                     .map_err(|e| Failure::usage(InputError::io(path, &e).to_string()))?
@@ -90,12 +82,12 @@ impl Command for Sort {
             (None, Some((log2n, _))) => 1usize << log2n,
             (None, None) => unreachable!("clap requires --input or --generate"),
         };
-        let options = self.bsp.options();
+        let options = self.args.options();
         job.spmd(1, "sort", |rank, _| {
             let world = Comm::world(rank);
             let s = world.rank();
             let (lo, hi) = (s * n / p, (s + 1) * n / p);
-            let load = || match (&input, self.values.generate) {
+            let load = || match (&input, self.args.generate) {
                 (Some(path), _) => read_u64s(path, lo, hi),
                 (None, Some((_, seed))) => {
                     Ok((lo..hi).map(|i| random_u64(seed, i as u64)).collect())
@@ -106,7 +98,7 @@ impl Command for Sort {
                 timed(&world, options, load, |ctx, local| sample_sort(ctx, local))?;
             let largest = world.allreduce(&[sorted.len() as u64], Max)?[0];
             let total = world.allreduce(&[sorted.len() as u64], Sum)?[0];
-            if let Some(path) = &self.out {
+            if let Some(path) = &self.args.out {
                 job.write_ordered(&world, path, |w| {
                     for v in &sorted {
                         w.write_all(&v.to_le_bytes())?;

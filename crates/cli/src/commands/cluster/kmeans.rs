@@ -15,7 +15,7 @@ use spillway::algorithms::{AlgoError, Progress};
 use spillway::checkpoint::Checkpointer;
 use spillway::{Collectives, Comm, Sum};
 
-use super::csv_line;
+use super::write_clustering;
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
 use crate::driver::{
     CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, RankOut, Recovery,
@@ -285,27 +285,12 @@ impl Command for KMeans {
             let load = load.unwrap_or_default();
             let compute = t0.elapsed().saturating_sub(load);
             let checkpoint = checkpoint_facts(&world, ck.as_ref())?;
-            if let Some(path) = &self.out {
-                job.write_root(&world, path, |w| {
-                    if let Some(w) = w {
-                        for row in centroids.chunks(points.dim.max(1)) {
-                            csv_line(w, row).map_err(|e| AlgoError::Output {
-                                path: path.clone(),
-                                source: e,
-                            })?;
-                        }
-                    }
-                    Ok(())
-                })?;
-            }
-            if let Some(path) = &self.assign {
-                job.write_ordered(&world, path, |w| {
-                    for a in assignment.as_slice() {
-                        writeln!(w, "{a}")?;
-                    }
-                    Ok(())
-                })?;
-            }
+            write_clustering(
+                job,
+                &world,
+                (self.out.as_deref(), &centroids, points.dim),
+                (self.assign.as_deref(), assignment.as_slice()),
+            )?;
             world.barrier()?;
             Ok(Some(RankOut {
                 facts: KMeansFacts {

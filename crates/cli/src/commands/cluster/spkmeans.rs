@@ -8,10 +8,10 @@ use serde::Serialize;
 use spillway::algorithms::cluster::kmeans::Init;
 use spillway::algorithms::cluster::spkmeans::{normalize_rows, spkmeans, SpKMeansOptions};
 use spillway::algorithms::io::{load_rows, SparseSource};
-use spillway::algorithms::{AlgoError, Progress};
+use spillway::algorithms::Progress;
 use spillway::{Collectives, Comm, Max};
 
-use super::csv_line;
+use super::write_clustering;
 use crate::driver::{Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
 use crate::options::is_matrix_market;
 
@@ -101,27 +101,12 @@ impl Command for SpKMeans {
             let result = spkmeans(&world, &rows, &options, &mut on_progress)?;
             let compute = t1.elapsed();
             let d = rows.cols as usize;
-            if let Some(path) = &self.out {
-                job.write_root(&world, path, |w| {
-                    if let Some(w) = w {
-                        for row in result.centroids.chunks(d.max(1)) {
-                            csv_line(w, row).map_err(|e| AlgoError::Output {
-                                path: path.clone(),
-                                source: e,
-                            })?;
-                        }
-                    }
-                    Ok(())
-                })?;
-            }
-            if let Some(path) = &self.assign {
-                job.write_ordered(&world, path, |w| {
-                    for a in result.assignment.as_slice() {
-                        writeln!(w, "{a}")?;
-                    }
-                    Ok(())
-                })?;
-            }
+            write_clustering(
+                job,
+                &world,
+                (self.out.as_deref(), &result.centroids, d),
+                (self.assign.as_deref(), result.assignment.as_slice()),
+            )?;
             let max_nnz = world.allreduce(&[rows.values.len() as u64], Max)?[0];
             world.barrier()?;
             let facts = SpKMeansFacts {

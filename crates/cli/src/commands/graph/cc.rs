@@ -8,10 +8,11 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use spillway::algorithms::graph::cc::{connected_components, load_edges, Variant};
 use spillway::algorithms::graph::cc_direct::{components, load_edge_list};
+use spillway::checkpoint::Checkpointer;
 use spillway::{ByteSize, Collectives, Comm, Sum};
 
-use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
-use crate::commands::ft::{unless_lost, FtArgs};
+use crate::commands::checkpoint::{checkpoint_facts, file_identity, CheckpointFacts};
+use crate::commands::ft::{load_and_compute, FtArgs};
 use crate::driver::{
     CheckpointArgs, Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing,
 };
@@ -129,30 +130,23 @@ impl Command for Cc {
             config.ranks_total(),
             config.nodes_total(),
         );
-        let facts = job.spmd(0, "cc", |rank, _| {
+        self.ft.spmd(job, 0, "cc", |rank, _| {
             let world = Comm::world(rank);
             let mut ck = self.checkpoint.checkpointer(&fingerprint);
-            let t0 = Instant::now();
-            let (edges, loops) = load_edges(&world, &input)?;
-            let m = edges.count(&world)? + loops.count(&world)?;
-            world.barrier()?;
-            restore(&world, ck.as_mut())?;
-            let load = t0.elapsed();
-            let t1 = Instant::now();
-            let Some(result) = unless_lost(connected_components(
-                &world,
-                edges,
-                loops,
-                variant,
-                memory,
-                ft.clone(),
-                ck.as_mut(),
-            ))?
+            let load = || {
+                let (edges, loops) = load_edges(&world, &input)?;
+                let m = edges.count(&world)? + loops.count(&world)?;
+                Ok(((edges, loops), m))
+            };
+            let compute = |(edges, loops), ck: Option<&mut Checkpointer>| {
+                connected_components(&world, edges, loops, variant, memory, ft.clone(), ck)
+            };
+            let Some((result, m, load, compute)) =
+                load_and_compute(&world, &mut ck, load, compute)?
             else {
                 return Ok(None);
             };
             let comm = &result.comm;
-            let compute = t1.elapsed();
             let checkpoint = checkpoint_facts(comm, ck.as_ref())?;
             let mut labels = result.labels.to_local_vec();
             labels.sort_unstable();
@@ -195,11 +189,7 @@ impl Command for Cc {
                     result.ft,
                 ),
             )))
-        })?;
-        if facts.is_some() {
-            self.ft.warn_unreached(job.operations(), job.nodes(), true);
-        }
-        Ok(facts)
+        })
     }
 }
 
