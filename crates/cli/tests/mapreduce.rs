@@ -12,26 +12,14 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 mod common;
-use common::{check_with_python, layout_args, ok, python, spillway, write, Ran};
+use common::{check_with_python, layout_args, ok, python, spillway, write, Lcg, Ran};
 
 /// `(ranks, nodes, running per node)`.
 const LAYOUTS: [(u32, u32, u32); 4] = [(1, 1, 1), (3, 1, 2), (3, 2, 1), (7, 2, 2)];
 
-/// A 64-bit linear congruential generator (Knuth's MMIX constants).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 16
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
+/// Uniform in `0..n`, from the generator's bits above the lowest 16.
+fn below(rng: &mut Lcg, n: u64) -> u64 {
+    rng.bits(16) % n
 }
 
 /// A text of `words` words: a skewed vocabulary, words with non-UTF-8 bytes, and every
@@ -40,9 +28,9 @@ fn text(seed: u64, words: usize) -> Vec<u8> {
     let mut rng = Lcg(seed);
     let mut out = Vec::new();
     for _ in 0..words {
-        let r = rng.next();
-        let spread = 1 + rng.below(3000);
-        let id = rng.below(spread);
+        let r = rng.bits(16);
+        let spread = 1 + below(&mut rng, 3000);
+        let id = below(&mut rng, spread);
         match r % 9 {
             0 => out.extend_from_slice(&[0xff, b'x', 0xc3, (id % 256) as u8 | 0x80]),
             1 => out.extend_from_slice(format!("W{id}").as_bytes()),
@@ -144,7 +132,7 @@ fn graph(seed: u64, n: u64) -> Vec<(u64, u64)> {
     let mut rng = Lcg(seed);
     let mut perm: Vec<u64> = (0..n).collect();
     for i in (1..n as usize).rev() {
-        perm.swap(i, rng.below(i as u64 + 1) as usize);
+        perm.swap(i, below(&mut rng, i as u64 + 1) as usize);
     }
     let mut edges = Vec::new();
     // A long path over the first fifth of the (permuted) ids.
@@ -153,10 +141,10 @@ fn graph(seed: u64, n: u64) -> Vec<(u64, u64)> {
     }
     // Random edges among clusters of 20 ids.
     for _ in 0..n {
-        let c = n / 5 + rng.below(n * 3 / 5 / 20) * 20;
-        let (u, v) = (c + rng.below(20), c + rng.below(20));
+        let c = n / 5 + below(&mut rng, n * 3 / 5 / 20) * 20;
+        let (u, v) = (c + below(&mut rng, 20), c + below(&mut rng, 20));
         edges.push((perm[u as usize], perm[v as usize]));
-        if rng.below(10) == 0 {
+        if below(&mut rng, 10) == 0 {
             edges.push((perm[v as usize], perm[u as usize]));
         }
     }
@@ -430,9 +418,13 @@ fn out_of_core_word_count_and_cc_stay_within_the_budget_plus_64_mib() {
     let mut big = Vec::with_capacity(9 << 23);
     let mut rng = Lcg(5);
     while big.len() < 8 * budget as usize {
-        let id = rng.below(1 << 20);
+        let id = below(&mut rng, 1 << 20);
         big.extend_from_slice(format!("v{id}").as_bytes());
-        big.push(if rng.below(10) == 0 { b'\n' } else { b' ' });
+        big.push(if below(&mut rng, 10) == 0 {
+            b'\n'
+        } else {
+            b' '
+        });
     }
     let t = write(dir.path(), "big.txt", &big);
     drop(big);

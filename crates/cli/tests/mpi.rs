@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use common::{check_with_python, python, Cmd, Ran};
+use common::{check_with_python, max_abs_diff, python, read_u64s, write_u64s, Cmd, Lcg, Ran};
 
 /// Runs `program` with `args`.
 fn run_cmd(program: &str, args: &[String]) -> Ran {
@@ -48,21 +48,9 @@ fn reference(script: &str, args: &[&Path]) {
     check_with_python(&py, script, args);
 }
 
-/// A small deterministic generator, independent of spillway's.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-
-    fn unit(&mut self) -> f64 {
-        self.next() as f64 / (1u64 << 31) as f64
-    }
+/// Uniform in `[0, 1)`, from 31 bits.
+fn unit31(rng: &mut Lcg) -> f64 {
+    rng.bits(33) as f64 / (1u64 << 31) as f64
 }
 
 /// A skewed random graph as a SNAP edge list: n vertices, m edges, some dangling vertices.
@@ -70,8 +58,8 @@ fn write_graph(path: &Path, n: u64, m: usize) {
     let mut rng = Lcg(7);
     let mut text = String::from("# test graph\n");
     for _ in 0..m {
-        let u = rng.next() % n;
-        let skew = rng.unit();
+        let u = rng.bits(33) % n;
+        let skew = unit31(&mut rng);
         let v = ((skew * skew * n as f64) as u64).min(n - 1);
         if u % 17 != 3 {
             text.push_str(&format!("{u}\t{v}\n"));
@@ -86,14 +74,14 @@ fn write_graph(path: &Path, n: u64, m: usize) {
 fn write_points(path: &Path, n: usize, dim: usize, k: usize) {
     let mut rng = Lcg(11);
     let centres: Vec<Vec<f64>> = (0..k)
-        .map(|_| (0..dim).map(|_| -20.0 + 40.0 * rng.unit()).collect())
+        .map(|_| (0..dim).map(|_| -20.0 + 40.0 * unit31(&mut rng)).collect())
         .collect();
     let mut text = String::new();
     for i in 0..n {
         let c = &centres[i % k];
         let row: Vec<String> = c
             .iter()
-            .map(|x| format!("{:?}", x + 3.0 * (rng.unit() - 0.5)))
+            .map(|x| format!("{:?}", x + 3.0 * (unit31(&mut rng) - 0.5)))
             .collect();
         text.push_str(&row.join(","));
         text.push('\n');
@@ -444,7 +432,13 @@ fn memory_budget_and_message_spilling_work_per_node_over_mpi() {
 fn write_complex(path: &Path, n: usize) {
     let mut rng = Lcg(23);
     let text: String = (0..n)
-        .map(|_| format!("{:?} {:?}\n", rng.unit() - 0.5, rng.unit() - 0.5))
+        .map(|_| {
+            format!(
+                "{:?} {:?}\n",
+                unit31(&mut rng) - 0.5,
+                unit31(&mut rng) - 0.5
+            )
+        })
         .collect();
     std::fs::write(path, text).unwrap();
 }
@@ -502,11 +496,7 @@ fn fft_over_mpi_gives_the_local_backends_output() {
         assert_eq!(report["nodes"], np);
         let got = read_floats(&out);
         assert_eq!(got.len(), want_values.len());
-        let worst = got
-            .iter()
-            .zip(&want_values)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
+        let worst = max_abs_diff(&got, &want_values);
         assert!(
             worst <= 1e-12,
             "np={np}: differs from the local backend by {worst:e}"
@@ -520,9 +510,8 @@ fn sample_sort_over_mpi_gives_the_sorted_values() {
     let dir = tempdir();
     let input = dir.path().join("v.bin");
     let mut rng = Lcg(31);
-    let values: Vec<u64> = (0..50_001).map(|_| rng.next() % 10_000).collect();
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    std::fs::write(&input, bytes).unwrap();
+    let values: Vec<u64> = (0..50_001).map(|_| rng.bits(33) % 10_000).collect();
+    write_u64s(&input, &values);
     let mut want = values.clone();
     want.sort();
     for np in [2, 3] {
@@ -546,11 +535,7 @@ fn sample_sort_over_mpi_gives_the_sorted_values() {
             ],
         );
         assert_eq!(ran.code, Some(0), "{ran}");
-        let got: Vec<u64> = std::fs::read(&out)
-            .unwrap()
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-            .collect();
+        let got = read_u64s(&out);
         assert!(got == want, "np={np}: not the sorted input");
     }
 }
@@ -560,9 +545,14 @@ fn write_sparse(path: &Path, rows: usize, cols: usize, seed: u64) {
     let mut rng = Lcg(seed);
     let mut entries = Vec::new();
     for i in 0..rows {
-        for _ in 0..3 + rng.next() % 10 {
-            let j = rng.next() as usize % cols;
-            entries.push(format!("{} {} {:.6}\n", i + 1, j + 1, 0.1 + rng.unit()));
+        for _ in 0..3 + rng.bits(33) % 10 {
+            let j = rng.bits(33) as usize % cols;
+            entries.push(format!(
+                "{} {} {:.6}\n",
+                i + 1,
+                j + 1,
+                0.1 + unit31(&mut rng)
+            ));
         }
     }
     let mut text = format!(

@@ -13,43 +13,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 mod common;
-use common::{assert_rejected, check_with_python, python, tempdir, write, Cmd};
+use common::{assert_rejected, check_with_python, python, tempdir, write, Cmd, Lcg};
 
 // ---------------------------------------------------------------------------------------------
-// Python references
-// ---------------------------------------------------------------------------------------------
-
 // Test data
-
-/// A 64-bit linear congruential generator (Knuth's MMIX constants).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0
-    }
-
-    /// Uniform in `0..n` (the high bits; `n` is small).
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) % n as u64) as usize
-    }
-
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box-Muller).
-    fn normal(&mut self) -> f64 {
-        let u = 1.0 - self.unit(); // (0, 1]
-        let v = self.unit();
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
-}
+// ---------------------------------------------------------------------------------------------
 
 /// The base seed of the generated inputs (`SPILLWAY_TEST_SEED` or a fixed one), printed so that
 /// a failure can be reproduced.

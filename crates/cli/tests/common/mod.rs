@@ -384,6 +384,47 @@ pub fn check_with_python<S: AsRef<OsStr>>(python: &str, script: &str, args: &[S]
 }
 
 // ---------------------------------------------------------------------------------------------
+// Test data
+// ---------------------------------------------------------------------------------------------
+
+/// A 64-bit linear congruential generator (Knuth's MMIX constants), independent of spillway's
+/// generators.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// The next state.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0
+    }
+
+    /// The next state's bits above the lowest `shift`.
+    pub fn bits(&mut self, shift: u32) -> u64 {
+        self.next_u64() >> shift
+    }
+
+    /// Uniform in `0..n` (the high bits; `n` is small).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.bits(32) % n as u64) as usize
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        self.bits(11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box-Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u = 1.0 - self.unit(); // (0, 1]
+        let v = self.unit();
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Files
 // ---------------------------------------------------------------------------------------------
 
@@ -396,6 +437,43 @@ pub fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, bytes).unwrap();
     path
+}
+
+/// Writes `values` as raw little-endian `u64`.
+pub fn write_u64s(path: &Path, values: &[u64]) {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The raw little-endian `u64` values of a file.
+pub fn read_u64s(path: &Path) -> Vec<u64> {
+    std::fs::read(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Writes `values` as raw little-endian `f64`.
+pub fn write_f64s(path: &Path, values: &[f64]) {
+    let bits: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
+    write_u64s(path, &bits);
+}
+
+/// The raw little-endian `f64` values of a file.
+pub fn read_f64s(path: &Path) -> Vec<f64> {
+    read_u64s(path).into_iter().map(f64::from_bits).collect()
+}
+
+/// The largest absolute difference between the values of `a` and `b`, pair by pair.
+pub fn max_abs_diff<'a>(
+    a: impl IntoIterator<Item = &'a f64>,
+    b: impl IntoIterator<Item = &'a f64>,
+) -> f64 {
+    a.into_iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
 }
 
 /// The names in a directory.
