@@ -101,12 +101,11 @@ fn line_of_edge(path: &std::path::Path, k: usize) -> Option<u64> {
     None
 }
 
+/// An insertion or deletion of an edge; whether it changed the graph.
+type EdgeOp = fn(&mut dyn DynGraph, u32, u32) -> bool;
+
 /// Applies `op` to `g` for every edge: how many changed the graph, and the seconds it took.
-fn replay(
-    g: &mut dyn DynGraph,
-    edges: &[(u32, u32)],
-    op: fn(&mut dyn DynGraph, u32, u32) -> bool,
-) -> (u64, f64) {
+fn replay(g: &mut dyn DynGraph, edges: &[(u32, u32)], op: EdgeOp) -> (u64, f64) {
     let t = Instant::now();
     let changed = edges.iter().filter(|&&(u, v)| op(g, u, v)).count() as u64;
     (changed, t.elapsed().as_secs_f64())
@@ -183,18 +182,18 @@ impl Command for Dyngraph {
             (None, None) => unreachable!("one of the two is set above"),
         };
         let base_bytes = g.bytes_used();
-        let (inserted, insert_seconds) = if self.undirected {
-            replay(g, &edges, |g, u, v| g.insert_undirected(u, v))
+        let (insert, delete): (EdgeOp, EdgeOp) = if self.undirected {
+            (
+                |g, u, v| g.insert_undirected(u, v),
+                |g, u, v| g.delete_undirected(u, v),
+            )
         } else {
-            replay(g, &edges, |g, u, v| g.insert(u, v))
+            (|g, u, v| g.insert(u, v), |g, u, v| g.delete(u, v))
         };
+        let (inserted, insert_seconds) = replay(g, &edges, insert);
         let arcs_after_inserts = g.num_arcs();
         let bytes_after_inserts = g.bytes_used();
-        let (deleted, delete_seconds) = if self.undirected {
-            replay(g, &deletes, |g, u, v| g.delete_undirected(u, v))
-        } else {
-            replay(g, &deletes, |g, u, v| g.delete(u, v))
-        };
+        let (deleted, delete_seconds) = replay(g, &deletes, delete);
         let arcs = g.num_arcs();
         let bytes = g.bytes_used();
         let mut verified = None;
