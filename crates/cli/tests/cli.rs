@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{assert_rejected, check_with_python, python, tempdir, write, Cmd, Lcg};
+use common::{assert_rejected, check_with_python, l1, python, tempdir, write, Cmd, Lcg};
 
 /// `(ranks, nodes, running per node)` layouts for PageRank.
 const LAYOUTS: [(u32, u32, u32); 4] = [(1, 1, 1), (3, 1, 2), (5, 2, 1), (8, 3, 2)];
@@ -132,11 +132,6 @@ fn read_ranks(path: &Path) -> Vec<f64> {
                 .unwrap_or_else(|e| panic!("{}:{}: bad rank: {e}", path.display(), i + 1))
         })
         .collect()
-}
-
-fn l1(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len(), "different numbers of vertices");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
 }
 
 /// `n` points in `dim` dimensions around `k` random centres in `[-10, 10)^dim`, standard

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use common::{check_with_python, max_abs_diff, python, read_u64s, write_u64s, Cmd, Lcg, Ran};
+use common::{
+    check_with_python, l1, max_abs_diff, python, read_u64s, sorted_lines, write_u64s, Cmd, Lcg, Ran,
+};
 
 /// Runs `program` with `args`.
 fn run_cmd(program: &str, args: &[String]) -> Ran {
@@ -41,6 +43,39 @@ fn local(args: &[&str]) -> Ran {
     );
     assert_eq!(ran.code, Some(0), "{ran}");
     ran
+}
+
+/// `spillway ARGS --backend mpi` on `np` MPI processes, within `seconds`.
+fn over_mpi(np: u32, seconds: u32, args: &[&str]) -> Ran {
+    mpirun(
+        np,
+        seconds,
+        &[],
+        SPILLWAY,
+        &[args, &["--backend", "mpi"]].concat(),
+    )
+}
+
+/// The `--json` report of a successful run over MPI on `np` processes (its node count).
+fn report_of(ran: &Ran, np: u32) -> serde_json::Value {
+    assert_eq!(ran.code, Some(0), "{ran}");
+    let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+    assert_eq!(report["nodes"], np);
+    report
+}
+
+/// `run ALGORITHM --input INPUT --out OUT MORE`.
+fn run_args<'a>(
+    algorithm: &'a str,
+    input: &'a Path,
+    out: &'a Path,
+    more: &[&'a str],
+) -> Vec<&'a str> {
+    [
+        &["run", algorithm, "--input", s(input), "--out", s(out)][..],
+        more,
+    ]
+    .concat()
 }
 
 fn reference(script: &str, args: &[&Path]) {
@@ -87,6 +122,16 @@ fn write_points(path: &Path, n: usize, dim: usize, k: usize) {
         text.push('\n');
     }
     std::fs::write(path, text).unwrap();
+}
+
+/// The numbers of a CSV file, row after row.
+fn csv_values(path: &Path) -> Vec<f64> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .split([',', '\n'])
+        .filter(|x| !x.is_empty())
+        .map(|x| x.parse().unwrap())
+        .collect()
 }
 
 fn read_ranks(path: &Path) -> Vec<f64> {
@@ -230,51 +275,22 @@ fn pagerank_over_mpi_gives_the_local_backends_ranks() {
     let graph = dir.path().join("graph.txt");
     write_graph(&graph, 5000, 60_000);
     let want = dir.path().join("local.txt");
-    local(&[
-        "run",
-        "pagerank",
-        "--input",
-        s(&graph),
-        "--ranks",
-        "6",
-        "--out",
-        s(&want),
-    ]);
+    local(&run_args("pagerank", &graph, &want, &["--ranks", "6"]));
     let want_ranks = read_ranks(&want);
     for np in [2, 3] {
         let out = dir.path().join(format!("mpi{np}.txt"));
-        let ran = mpirun(
+        let ran = over_mpi(
             np,
             120,
-            &[],
-            SPILLWAY,
-            &[
-                "run",
-                "pagerank",
-                "--backend",
-                "mpi",
-                "--ranks",
-                "6",
-                "--input",
-                s(&graph),
-                "--out",
-                s(&out),
-                "--json",
-            ],
+            &run_args("pagerank", &graph, &out, &["--ranks", "6", "--json"]),
         );
-        assert_eq!(ran.code, Some(0), "{ran}");
+        let report = report_of(&ran, np);
         // Only the process holding rank 0 reports.
         assert_eq!(ran.stdout.lines().count(), 1, "{ran}");
-        let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
         assert_eq!(report["backend"], "mpi");
-        assert_eq!(report["nodes"], np);
         let got = read_ranks(&out);
         assert_eq!(got.len(), want_ranks.len());
-        let l1: f64 = got
-            .iter()
-            .zip(&want_ranks)
-            .map(|(a, b)| (a - b).abs())
-            .sum();
+        let l1 = l1(&got, &want_ranks);
         assert!(
             l1 <= 1e-12,
             "np={np}: L1 distance to the local backend {l1:e}"
@@ -288,29 +304,14 @@ fn kmeans_over_mpi_gives_the_local_backends_assignments() {
     let dir = tempdir();
     let points = dir.path().join("points.csv");
     write_points(&points, 6000, 4, 5);
+    let km = ["--k", "5", "--iterations", "1000", "--ranks", "6"];
     let run_local = |nodes: &str, tag: &str| -> (PathBuf, PathBuf) {
         let (c, a) = (
             dir.path().join(format!("c-{tag}.csv")),
             dir.path().join(format!("a-{tag}.txt")),
         );
-        local(&[
-            "run",
-            "kmeans",
-            "--input",
-            s(&points),
-            "--k",
-            "5",
-            "--iterations",
-            "1000",
-            "--ranks",
-            "6",
-            "--nodes",
-            nodes,
-            "--out",
-            s(&c),
-            "--assign",
-            s(&a),
-        ]);
+        let more = [&km[..], &["--nodes", nodes, "--assign", s(&a)]].concat();
+        local(&run_args("kmeans", &points, &c, &more));
         (c, a)
     };
     let (c1, a1) = run_local("1", "local1");
@@ -320,30 +321,8 @@ fn kmeans_over_mpi_gives_the_local_backends_assignments() {
             dir.path().join(format!("c-mpi{np}.csv")),
             dir.path().join(format!("a-mpi{np}.txt")),
         );
-        let ran = mpirun(
-            np,
-            120,
-            &[],
-            SPILLWAY,
-            &[
-                "run",
-                "kmeans",
-                "--backend",
-                "mpi",
-                "--input",
-                s(&points),
-                "--k",
-                "5",
-                "--iterations",
-                "1000",
-                "--ranks",
-                "6",
-                "--out",
-                s(&c),
-                "--assign",
-                s(&a),
-            ],
-        );
+        let more = [&km[..], &["--assign", s(&a)]].concat();
+        let ran = over_mpi(np, 120, &run_args("kmeans", &points, &c, &more));
         assert_eq!(ran.code, Some(0), "{ran}");
         assert_eq!(
             read(&a),
@@ -357,13 +336,7 @@ fn kmeans_over_mpi_gives_the_local_backends_assignments() {
             read(&cl),
             "np={np}: centroids differ from the local backend"
         );
-        let max_diff = std::fs::read_to_string(&c)
-            .unwrap()
-            .split([',', '\n'])
-            .zip(std::fs::read_to_string(&c1).unwrap().split([',', '\n']))
-            .filter(|(x, _)| !x.is_empty())
-            .map(|(x, y)| (x.parse::<f64>().unwrap() - y.parse::<f64>().unwrap()).abs())
-            .fold(0.0, f64::max);
+        let max_diff = max_abs_diff(&csv_values(&c), &csv_values(&c1));
         assert!(
             max_diff <= 1e-9,
             "np={np}: centroids differ by {max_diff:e}"
@@ -377,51 +350,22 @@ fn memory_budget_and_message_spilling_work_per_node_over_mpi() {
     let graph = dir.path().join("graph.txt");
     write_graph(&graph, 100_000, 1_000_000);
     let want = dir.path().join("local.txt");
-    local(&[
-        "run",
-        "pagerank",
-        "--input",
-        s(&graph),
-        "--ranks",
-        "8",
-        "--iterations",
-        "5",
-        "--out",
-        s(&want),
-    ]);
+    let pr = ["--ranks", "8", "--iterations", "5"];
+    local(&run_args("pagerank", &graph, &want, &pr));
     let out = dir.path().join("mpi.txt");
-    let ran = mpirun(
-        2,
-        120,
-        &[],
-        SPILLWAY,
-        &[
-            "run",
-            "pagerank",
-            "--backend",
-            "mpi",
-            "--ranks",
-            "8",
-            "--iterations",
-            "5",
-            "--running",
-            "1",
-            "--mem-budget",
-            "256K",
-            "--input",
-            s(&graph),
-            "--out",
-            s(&out),
-            "--json",
-        ],
-    );
+    let more = [
+        &pr[..],
+        &["--running", "1", "--mem-budget", "256K", "--json"],
+    ]
+    .concat();
+    let ran = over_mpi(2, 120, &run_args("pagerank", &graph, &out, &more));
     assert_eq!(ran.code, Some(0), "{ran}");
     let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
     assert!(report["spill_bytes_written"].as_u64().unwrap() > 0, "{ran}");
     assert!(report["messages_spilled"].as_u64().unwrap() > 0, "{ran}");
     let (got, want) = (read_ranks(&out), read_ranks(&want));
     assert_eq!(got.len(), want.len());
-    let l1: f64 = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).sum();
+    let l1 = l1(&got, &want);
     assert!(
         l1 <= 1e-12,
         "L1 distance to the local backend {l1:e} under a memory budget"
@@ -457,43 +401,21 @@ fn fft_over_mpi_gives_the_local_backends_output() {
     let input = dir.path().join("x.txt");
     write_complex(&input, 1 << 12);
     let want = dir.path().join("local.txt");
-    local(&[
-        "run",
+    local(&run_args(
         "fft",
-        "--input",
-        s(&input),
-        "--ranks",
-        "4",
-        "--nodes",
-        "2",
-        "--out",
-        s(&want),
-    ]);
+        &input,
+        &want,
+        &["--ranks", "4", "--nodes", "2"],
+    ));
     let want_values = read_floats(&want);
     for np in [2, 3] {
         let out = dir.path().join(format!("mpi{np}.txt"));
-        let ran = mpirun(
+        let ran = over_mpi(
             np,
             120,
-            &[],
-            SPILLWAY,
-            &[
-                "run",
-                "fft",
-                "--backend",
-                "mpi",
-                "--ranks",
-                "4",
-                "--input",
-                s(&input),
-                "--out",
-                s(&out),
-                "--json",
-            ],
+            &run_args("fft", &input, &out, &["--ranks", "4", "--json"]),
         );
-        assert_eq!(ran.code, Some(0), "{ran}");
-        let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
-        assert_eq!(report["nodes"], np);
+        report_of(&ran, np);
         let got = read_floats(&out);
         assert_eq!(got.len(), want_values.len());
         let worst = max_abs_diff(&got, &want_values);
@@ -516,24 +438,7 @@ fn sample_sort_over_mpi_gives_the_sorted_values() {
     want.sort();
     for np in [2, 3] {
         let out = dir.path().join(format!("sorted{np}.bin"));
-        let ran = mpirun(
-            np,
-            120,
-            &[],
-            SPILLWAY,
-            &[
-                "run",
-                "sort",
-                "--backend",
-                "mpi",
-                "--ranks",
-                "5",
-                "--input",
-                s(&input),
-                "--out",
-                s(&out),
-            ],
-        );
+        let ran = over_mpi(np, 120, &run_args("sort", &input, &out, &["--ranks", "5"]));
         assert_eq!(ran.code, Some(0), "{ran}");
         let got = read_u64s(&out);
         assert!(got == want, "np={np}: not the sorted input");
@@ -687,58 +592,27 @@ fn fault_tolerant_mapreduce_over_mpi_survives_a_lost_process() {
     let graph = dir.path().join("graph.txt");
     write_graph(&graph, 3000, 8000);
     let want = dir.path().join("local.txt");
-    local(&[
-        "run",
-        "cc",
-        "--input",
-        s(&graph),
-        "--ranks",
-        "6",
-        "--out",
-        s(&want),
-    ]);
-    let sorted = |p: &Path| {
-        let mut l: Vec<String> = std::fs::read_to_string(p)
-            .unwrap()
-            .lines()
-            .map(String::from)
-            .collect();
-        l.sort();
-        l
-    };
-    let want = sorted(&want);
+    local(&run_args("cc", &graph, &want, &["--ranks", "6"]));
+    let want = sorted_lines(&want);
     for (np, spec) in [(2, "node:1@op:1"), (3, "node:0@op:3"), (3, "rank:4@op:2")] {
         let out = dir.path().join(format!("mpi{np}.txt"));
-        let ran = mpirun(
-            np,
-            120,
-            &[],
-            SPILLWAY,
-            &[
-                "run",
-                "cc",
-                "--engine",
-                "mapreduce",
-                "--backend",
-                "mpi",
-                "--ranks",
-                "6",
-                "--input",
-                s(&graph),
-                "--out",
-                s(&out),
-                "--inject-failure",
-                spec,
-                "--json",
-            ],
-        );
+        let more = [
+            "--engine",
+            "mapreduce",
+            "--ranks",
+            "6",
+            "--inject-failure",
+            spec,
+            "--json",
+        ];
+        let ran = over_mpi(np, 120, &run_args("cc", &graph, &out, &more));
         assert_eq!(ran.code, Some(0), "{ran}");
         // One report, from the process holding the first surviving rank.
         assert_eq!(ran.stdout.lines().count(), 1, "{ran}");
         let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
         let recoveries = report["fault_tolerance"]["recoveries"].as_array().unwrap();
         assert_eq!(recoveries.len(), 1, "{ran}");
-        assert_eq!(sorted(&out), want, "np={np} {spec}");
+        assert_eq!(sorted_lines(&out), want, "np={np} {spec}");
     }
 }
 

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::Lcg;
+use common::{sorted_lines, Lcg};
 
 const SPILLWAY: &str = env!("CARGO_BIN_EXE_spillway");
 
@@ -244,16 +244,6 @@ fn write_points(path: &Path, n: usize, dim: usize, k: usize) {
         text.push('\n');
     }
     std::fs::write(path, text).unwrap();
-}
-
-fn sorted_lines(p: &Path) -> Vec<String> {
-    let mut l: Vec<String> = std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        .lines()
-        .map(String::from)
-        .collect();
-    l.sort();
-    l
 }
 
 /// `vertex rank` lines as a map.

@@ -465,6 +465,12 @@ pub fn read_f64s(path: &Path) -> Vec<f64> {
     read_u64s(path).into_iter().map(f64::from_bits).collect()
 }
 
+/// The L1 distance between two vectors of the same length.
+pub fn l1(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len(), "different lengths");
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
+}
+
 /// The largest absolute difference between the values of `a` and `b`, pair by pair.
 pub fn max_abs_diff<'a>(
     a: impl IntoIterator<Item = &'a f64>,
@@ -474,6 +480,17 @@ pub fn max_abs_diff<'a>(
         .zip(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f64::max)
+}
+
+/// The lines of a text file, sorted.
+pub fn sorted_lines(path: &Path) -> Vec<String> {
+    let mut lines: Vec<String> = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort();
+    lines
 }
 
 /// The names in a directory.
