@@ -12,7 +12,8 @@ use std::time::SystemTime;
 
 mod common;
 use common::{
-    max_abs_diff, python, read_u64s, reference_script as reference, spillway, write_u64s, Cmd, Ran,
+    max_abs_diff, mem_budget_args, python, read_u64s, reference_script as reference, spillway,
+    write_u64s, Cmd, Ran,
 };
 
 /// Runs `program` with `args` and the environment variables `env`.
@@ -83,10 +84,11 @@ fn fft_matches_numpy_on_fresh_inputs_at_every_layout() {
     ];
     for (ranks, nodes, budget) in layouts {
         let out = dir.path().join(format!("X-{ranks}-{nodes}.txt"));
-        let mut more = vec!["--ranks", ranks, "--nodes", nodes];
-        if let Some(b) = budget {
-            more.extend(["--mem-budget", b]);
-        }
+        let more = [
+            &["--ranks", ranks, "--nodes", nodes][..],
+            &mem_budget_args(budget),
+        ]
+        .concat();
         let ran = run_to("fft", ["--input", input.to_str().unwrap()], &out, &more);
         assert!(ran.code == Some(0), "seed {seed}: {ran}");
         let check = run(

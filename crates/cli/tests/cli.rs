@@ -257,17 +257,16 @@ fn pagerank_symmetric_mtx_matches_references() {
     let dir = tempdir();
     // 12 x 12 symmetric, real values (ignored), diagonal entries, header comments; vertex 7 (8 in
     // the file) has no entries, vertex 11 only a diagonal one.
-    let input = dir.path().join("sym.mtx");
-    std::fs::write(
-        &input,
+    let input = write(
+        dir.path(),
+        "sym.mtx",
         "%%MatrixMarket matrix coordinate real symmetric\n\
          % a comment\n\
          %\n\
          12 12 14\n\
          2 1 1.5\n3 1 -2\n3 2 0.25\n4 4 1e3\n5 3 7\n6 5 1\n7 6 1\n\
          7 1 2\n10 9 3\n11 10 4\n9 3 5\n12 12 6\n1 1 1\n11 4 -1\n",
-    )
-    .unwrap();
+    );
     let layouts = [(1, 1, 1), (3, 1, 2), (5, 2, 1)];
     let says = ["networkx.pagerank: L1"];
     for out in converged_pagerank_matches(&py, dir.path(), &input, &layouts, &says) {
@@ -282,13 +281,12 @@ fn pagerank_general_nonsquare_mtx_with_other_damping_matches_references() {
     };
     let dir = tempdir();
     // 5 x 9 integer matrix: N = 9; columns 6..9 are only targets (dangling).
-    let input = dir.path().join("rect.mtx");
-    std::fs::write(
-        &input,
+    let input = write(
+        dir.path(),
+        "rect.mtx",
         "%%MatrixMarket matrix coordinate integer general\n\
          5 9 9\n1 2 1\n2 3 4\n3 1 -2\n1 9 1\n4 6 2\n5 5 3\n5 1 1\n2 7 1\n3 3 1\n",
-    )
-    .unwrap();
+    );
     let out = dir.path().join("ranks.txt");
     pagerank_to(&input, &out, (3, 1, 2))
         .args([
@@ -507,18 +505,11 @@ fn kmeans_to(input: &Path, k: usize, init: &str, dir: &Path, tag: &str) -> (Cmd,
         dir.join(format!("centroids-{tag}.csv")),
         dir.join(format!("assign-{tag}.txt")),
     );
+    let k = k.to_string();
     let cmd = Cmd::spillway()
         .args(["run", "kmeans", "--input"])
         .arg(input)
-        .args([
-            "--k",
-            &k.to_string(),
-            "--iterations",
-            "1000",
-            "--init",
-            init,
-            "--out",
-        ])
+        .args(["--k", &k, "--iterations", "1000", "--init", init, "--out"])
         .arg(&out)
         .arg("--assign")
         .arg(&assign);

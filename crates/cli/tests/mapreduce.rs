@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 mod common;
-use common::{check_with_python, l1, python, write, Cmd, Lcg, Ran};
+use common::{check_reference, check_with_python, l1, python, write, Cmd, Lcg, Ran};
 
 /// `(ranks, nodes, running per node)`.
 const LAYOUTS: [(u32, u32, u32); 4] = [(1, 1, 1), (3, 1, 2), (3, 2, 1), (7, 2, 2)];
@@ -186,11 +186,7 @@ fn cc_equals_scipy_at_several_layouts_and_both_variants() {
         for budget in [None, Some("1M")] {
             let out = dir.path().join(format!("cc{i}direct.txt"));
             let cmd = on(&["run", "cc"], &g, Some(&out)).layout(layout);
-            match budget {
-                Some(b) => cmd.args(["--mem-budget", b]),
-                None => cmd,
-            }
-            .ok();
+            cmd.mem_budget(budget).ok();
             check_with_python(&py, "cc_ref.py", &[g.as_os_str(), out.as_os_str()]);
         }
     }
@@ -272,7 +268,6 @@ fn read_ranks(path: &Path) -> Vec<f64> {
 
 #[test]
 fn mapreduce_pagerank_equals_the_direct_engine_and_the_references() {
-    let py = python();
     let dir = TempDir::new().unwrap();
     // Dangling vertices, duplicate edges, self loops, and isolated ids (no edges at all).
     let mut edges = graph(17, 2000);
@@ -299,9 +294,7 @@ fn mapreduce_pagerank_equals_the_direct_engine_and_the_references() {
             d <= 1e-12,
             "layout {layout:?}: L1 {d:e} from the direct engine"
         );
-        if let Some(py) = &py {
-            check_with_python(py, "pagerank_ref.py", &[g.as_os_str(), out.as_os_str()]);
-        }
+        check_reference("pagerank_ref.py", &[g.as_os_str(), out.as_os_str()]);
     }
     // Spilling (a 16 KiB allowance) on 7 ranks and 2 nodes: 15 iterations against the
     // direct engine's 15.
@@ -342,19 +335,10 @@ fn out_of_core_word_count_and_cc_stay_within_the_budget_plus_64_mib() {
     drop(big);
     let mem = dir.path().join("mem.txt");
     let ooc = dir.path().join("ooc.txt");
-    for (out, with_budget) in [(&mem, false), (&ooc, true)] {
-        let cmd = on(
-            &["run", "wordcount", "--json", "--ranks", "4"],
-            &t,
-            Some(out),
-        );
-        let budget_args: &[&str] = if with_budget {
-            &["--mem-budget", "8M"]
-        } else {
-            &[]
-        };
-        let ran = cmd.args(budget_args).ok();
-        if with_budget {
+    for (out, mem_budget) in [(&mem, None), (&ooc, Some("8M"))] {
+        let wc = ["run", "wordcount", "--json", "--ranks", "4"];
+        let ran = on(&wc, &t, Some(out)).mem_budget(mem_budget).ok();
+        if mem_budget.is_some() {
             let (rss, spilled) = rss_and_spill(&ran);
             assert!(spilled > 0, "{ran}");
             assert!(
@@ -369,28 +353,15 @@ fn out_of_core_word_count_and_cc_stay_within_the_budget_plus_64_mib() {
     // A graph whose edges take 4 times the budget as u32 pairs (2M edges, 16 MiB; 4 MiB budget).
     let budget: u64 = 4 << 20;
     let g = dir.path().join("g.txt");
-    let rmat = [
-        "gen",
-        "rmat",
-        "--scale",
-        "17",
-        "--edge-factor",
-        "16",
-        "--out",
-    ];
-    Cmd::spillway().args(rmat).arg(&g).ok();
+    let rmat = ["gen", "rmat", "--scale", "17", "--edge-factor", "16"];
+    Cmd::spillway().args(rmat).arg("--out").arg(&g).ok();
     for engine in ["direct", "mapreduce"] {
         let mut outputs = Vec::new();
-        for with_budget in [false, true] {
+        for mem_budget in [None, Some("4M")] {
+            let with_budget = mem_budget.is_some();
             let out = dir.path().join(format!("cc{engine}{with_budget}.txt"));
             let cmd = on(&["run", "cc", "--json", "--ranks", "2"], &g, Some(&out));
-            let cmd = cmd.args(["--engine", engine]);
-            let budget_args: &[&str] = if with_budget {
-                &["--mem-budget", "4M"]
-            } else {
-                &[]
-            };
-            let ran = cmd.args(budget_args).ok();
+            let ran = cmd.args(["--engine", engine]).mem_budget(mem_budget).ok();
             if with_budget {
                 // The direct engine has no shuffle: its edges are unloaded to spill files.
                 let (rss, spilled) = match engine {

@@ -15,7 +15,8 @@ use std::process::Command;
 
 mod common;
 use common::{
-    check_with_python, l1, max_abs_diff, python, read_u64s, sorted_lines, write_u64s, Cmd, Lcg, Ran,
+    check_reference, l1, max_abs_diff, read_u64s, sorted_lines, write_points, write_u64s, Cmd, Lcg,
+    Ran,
 };
 
 /// Runs `program` with `args`.
@@ -78,11 +79,6 @@ fn run_args<'a>(
     .concat()
 }
 
-fn reference(script: &str, args: &[&Path]) {
-    let Some(py) = python() else { return };
-    check_with_python(&py, script, args);
-}
-
 /// Uniform in `[0, 1)`, from 31 bits.
 fn unit31(rng: &mut Lcg) -> f64 {
     rng.bits(33) as f64 / (1u64 << 31) as f64
@@ -102,25 +98,6 @@ fn write_graph(path: &Path, n: u64, m: usize) {
     }
     // Make sure the highest id appears, so N is n.
     text.push_str(&format!("0\t{}\n", n - 1));
-    std::fs::write(path, text).unwrap();
-}
-
-/// Points around k well-separated centres, CSV with round-trip formatting.
-fn write_points(path: &Path, n: usize, dim: usize, k: usize) {
-    let mut rng = Lcg(11);
-    let centres: Vec<Vec<f64>> = (0..k)
-        .map(|_| (0..dim).map(|_| -20.0 + 40.0 * unit31(&mut rng)).collect())
-        .collect();
-    let mut text = String::new();
-    for i in 0..n {
-        let c = &centres[i % k];
-        let row: Vec<String> = c
-            .iter()
-            .map(|x| format!("{:?}", x + 3.0 * (unit31(&mut rng) - 0.5)))
-            .collect();
-        text.push_str(&row.join(","));
-        text.push('\n');
-    }
     std::fs::write(path, text).unwrap();
 }
 
@@ -295,7 +272,7 @@ fn pagerank_over_mpi_gives_the_local_backends_ranks() {
             l1 <= 1e-12,
             "np={np}: L1 distance to the local backend {l1:e}"
         );
-        reference("pagerank_ref.py", &[&graph, &out]);
+        check_reference("pagerank_ref.py", &[&graph, &out]);
     }
 }
 
@@ -303,7 +280,7 @@ fn pagerank_over_mpi_gives_the_local_backends_ranks() {
 fn kmeans_over_mpi_gives_the_local_backends_assignments() {
     let dir = tempdir();
     let points = dir.path().join("points.csv");
-    write_points(&points, 6000, 4, 5);
+    write_points(&points, (6000, 4, 5), unit31);
     let km = ["--k", "5", "--iterations", "1000", "--ranks", "6"];
     let run_local = |nodes: &str, tag: &str| -> (PathBuf, PathBuf) {
         let (c, a) = (
@@ -423,7 +400,7 @@ fn fft_over_mpi_gives_the_local_backends_output() {
             worst <= 1e-12,
             "np={np}: differs from the local backend by {worst:e}"
         );
-        reference("fft_ref.py", &[&input, &out]);
+        check_reference("fft_ref.py", &[&input, &out]);
     }
 }
 

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{sorted_lines, Lcg};
+use common::{sorted_lines, write_points, Lcg};
 
 const SPILLWAY: &str = env!("CARGO_BIN_EXE_spillway");
 
@@ -227,25 +227,6 @@ fn write_text(path: &Path, lines: usize, vocabulary: u64) {
     std::fs::write(path, text).unwrap();
 }
 
-/// Points around k centres, CSV.
-fn write_points(path: &Path, n: usize, dim: usize, k: usize) {
-    let mut rng = Lcg(11);
-    let unit = |r: &mut Lcg| (r.bits(33) % 1_000_000) as f64 / 1_000_000.0;
-    let centres: Vec<Vec<f64>> = (0..k)
-        .map(|_| (0..dim).map(|_| -20.0 + 40.0 * unit(&mut rng)).collect())
-        .collect();
-    let mut text = String::new();
-    for i in 0..n {
-        let row: Vec<String> = centres[i % k]
-            .iter()
-            .map(|x| format!("{:?}", x + 3.0 * (unit(&mut rng) - 0.5)))
-            .collect();
-        text.push_str(&row.join(","));
-        text.push('\n');
-    }
-    std::fs::write(path, text).unwrap();
-}
-
 /// `vertex rank` lines as a map.
 fn ranks(p: &Path) -> HashMap<u64, f64> {
     std::fs::read_to_string(p)
@@ -293,7 +274,9 @@ impl Jobs {
         let dir = tempfile::tempdir().expect("temporary directory");
         write_graph(&dir.path().join("graph.txt"), 100_000, 800_000);
         write_text(&dir.path().join("text.txt"), 400_000, 50_000);
-        write_points(&dir.path().join("points.csv"), 300_000, 8, 6);
+        write_points(&dir.path().join("points.csv"), (300_000, 8, 6), |r| {
+            (r.bits(33) % 1_000_000) as f64 / 1_000_000.0
+        });
         Jobs { dir }
     }
 

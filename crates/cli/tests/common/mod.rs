@@ -94,6 +94,11 @@ impl Cmd {
         self.args(layout_args(layout))
     }
 
+    /// `--mem-budget SIZE`, if a size is given.
+    pub fn mem_budget(self, budget: Option<&str>) -> Cmd {
+        self.args(mem_budget_args(budget))
+    }
+
     pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Cmd {
         self.env
             .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
@@ -306,6 +311,11 @@ pub fn layout_args((ranks, nodes, running): (u32, u32, u32)) -> Vec<String> {
     ]
 }
 
+/// `--mem-budget SIZE`, or nothing without a size.
+pub fn mem_budget_args(budget: Option<&str>) -> Vec<&str> {
+    budget.map_or_else(Vec::new, |b| vec!["--mem-budget", b])
+}
+
 /// Runs the CLI with `args` and returns (exit code, stdout, stderr, peak RSS in bytes).
 pub fn run_measured_in(args: &[&str], _dir: &Path) -> (i32, String, String, u64) {
     let ran = Cmd::spillway().args(args).run();
@@ -357,6 +367,14 @@ pub fn reference_script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/reference")
         .join(name)
+}
+
+/// Runs a reference script on `args` and asserts that it accepted the result, unless the
+/// Python checks are skipped ([`python`]).
+pub fn check_reference<S: AsRef<OsStr>>(script: &str, args: &[S]) {
+    if let Some(py) = python() {
+        check_with_python(&py, script, args);
+    }
 }
 
 /// Runs a reference script and asserts that it accepted the result; returns its stdout.
@@ -437,6 +455,26 @@ pub fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, bytes).unwrap();
     path
+}
+
+/// Writes `n` points of `dim` values as CSV with round-trip formatting: the centres `k` draws
+/// each in `[-20, 20)^dim`, point `i` within 1.5 of centre `i % k` in every value; `unit`
+/// draws a number in `[0, 1)` from the generator (seed 11).
+pub fn write_points(path: &Path, (n, dim, k): (usize, usize, usize), unit: fn(&mut Lcg) -> f64) {
+    let mut rng = Lcg(11);
+    let centres: Vec<Vec<f64>> = (0..k)
+        .map(|_| (0..dim).map(|_| -20.0 + 40.0 * unit(&mut rng)).collect())
+        .collect();
+    let mut text = String::new();
+    for i in 0..n {
+        let row: Vec<String> = centres[i % k]
+            .iter()
+            .map(|x| format!("{:?}", x + 3.0 * (unit(&mut rng) - 0.5)))
+            .collect();
+        text.push_str(&row.join(","));
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
 }
 
 /// Writes `values` as raw little-endian `u64`.
