@@ -52,34 +52,9 @@ impl Files {
         files
     }
 
-    /// The inputs: graph, text, points, sparse rows, ratings, u64s, FFT values, f64 grid and
-    /// its compressed file.
-    #[allow(clippy::type_complexity)]
-    fn paths(
-        &self,
-    ) -> (
-        PathBuf,
-        PathBuf,
-        PathBuf,
-        PathBuf,
-        PathBuf,
-        PathBuf,
-        PathBuf,
-        PathBuf,
-        PathBuf,
-    ) {
-        let p = |n: &str| self.path(n);
-        (
-            p("g.txt"),
-            p("t.txt"),
-            p("p.csv"),
-            p("r.svm"),
-            p("m.mtx"),
-            p("v.u64"),
-            p("f.txt"),
-            p("x.f64"),
-            p("x.spz"),
-        )
+    /// `command` of `family` on its input file of this directory, followed by `more`.
+    fn case(&self, family: &'static str, command: &str, more: &[&str]) -> Case {
+        Case::on(family, command, s(&self.path(base(command).1)), more)
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -108,8 +83,30 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// A command of one family whose first input is `input` and whose output `out_arg` is
-/// `out` (`None`: a positional output).
+/// A command's arguments before its input file, and the name of that file in [`Files`].
+fn base(command: &str) -> (&'static [&'static str], &'static str) {
+    match command {
+        "pagerank" => (&["run", "pagerank", "--input"], "g.txt"),
+        "colour" => (&["run", "colour", "--input"], "g.txt"),
+        "cc" => (&["run", "cc", "--input"], "g.txt"),
+        "dyngraph" => (
+            &["run", "dyngraph", "--structure", "ll", "--input"],
+            "g.txt",
+        ),
+        "wordcount" => (&["run", "wordcount", "--input"], "t.txt"),
+        "kmeans" => (&["run", "kmeans", "--k", "2", "--input"], "p.csv"),
+        "spkmeans" => (&["run", "spkmeans", "--k", "2", "--input"], "r.svm"),
+        "sgd" => (&["run", "sgd", "--input"], "m.mtx"),
+        "sort" => (&["run", "sort", "--input"], "v.u64"),
+        "fft" => (&["run", "fft", "--input"], "f.txt"),
+        "compress" => (&["compress", "--epsilon", "1e-3", "--grid", "64"], "x.f64"),
+        "decompress" => (&["decompress"], "x.spz"),
+        other => panic!("no command {other}"),
+    }
+}
+
+/// A command of one family.
+#[derive(Clone)]
 struct Case {
     family: &'static str,
     args: Vec<String>,
@@ -121,6 +118,20 @@ impl Case {
             family,
             args: args.iter().map(|a| a.to_string()).collect(),
         }
+    }
+
+    /// The case with `more` arguments.
+    fn and(mut self, more: &[&str]) -> Case {
+        self.args.extend(more.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// `command` of `family` (see [`base`]) on `input`, followed by `more`.
+    fn on(family: &'static str, command: &str, input: &str, more: &[&str]) -> Case {
+        let mut args = base(command).0.to_vec();
+        args.push(input);
+        args.extend(more);
+        Case::new(family, &args)
     }
 
     fn cmd(&self) -> Cmd {
@@ -157,80 +168,30 @@ fn refused(files: &Files, case: &Case, says: &[&str]) -> Ran {
 
 /// One command per family that reads `input` (a file of that family) and writes `out`.
 fn writers(f: &Files, out: &dyn Fn(&str) -> PathBuf) -> Vec<(Case, PathBuf)> {
-    let (g, t, p, r, m, v, ft, x, z) = f.paths();
     let cases = [
-        (
-            "graph",
-            "g.txt",
-            vec!["run", "pagerank", "--input", s(&g)],
-            "--out",
-        ),
-        (
-            "graph",
-            "g.txt",
-            vec!["run", "colour", "--input", s(&g)],
-            "--out",
-        ),
-        (
-            "MapReduce",
-            "g.txt",
-            vec!["run", "cc", "--input", s(&g)],
-            "--out",
-        ),
-        (
-            "MapReduce",
-            "t.txt",
-            vec!["run", "wordcount", "--input", s(&t)],
-            "--out",
-        ),
-        (
-            "clustering",
-            "p.csv",
-            vec!["run", "kmeans", "--k", "2", "--input", s(&p)],
-            "--assign",
-        ),
-        (
-            "clustering",
-            "r.svm",
-            vec!["run", "spkmeans", "--k", "2", "--input", s(&r)],
-            "--out",
-        ),
-        (
-            "factorisation",
-            "m.mtx",
-            vec!["run", "sgd", "--input", s(&m)],
-            "--out-v",
-        ),
-        (
-            "BSP",
-            "v.u64",
-            vec!["run", "sort", "--input", s(&v)],
-            "--out",
-        ),
-        (
-            "BSP",
-            "f.txt",
-            vec!["run", "fft", "--input", s(&ft)],
-            "--out",
-        ),
-        (
-            "compression",
-            "x.f64",
-            vec!["compress", "--epsilon", "1e-3", "--grid", "64", s(&x)],
-            "",
-        ),
-        ("compression", "x.spz", vec!["decompress", s(&z)], ""),
+        ("graph", "pagerank", "--out"),
+        ("graph", "colour", "--out"),
+        ("MapReduce", "cc", "--out"),
+        ("MapReduce", "wordcount", "--out"),
+        ("clustering", "kmeans", "--assign"),
+        ("clustering", "spkmeans", "--out"),
+        ("factorisation", "sgd", "--out-v"),
+        ("BSP", "sort", "--out"),
+        ("BSP", "fft", "--out"),
+        ("compression", "compress", ""),
+        ("compression", "decompress", ""),
     ];
     cases
         .into_iter()
-        .map(|(family, input, args, out_arg)| {
-            let target = out(input);
-            let mut args: Vec<&str> = args;
-            if !out_arg.is_empty() {
-                args.push(out_arg);
-            }
-            args.push(s(&target));
-            (Case::new(family, &args), target)
+        .map(|(family, command, out_arg)| {
+            let target = out(base(command).1);
+            let more = [out_arg, s(&target)];
+            let more = if out_arg.is_empty() {
+                &more[1..]
+            } else {
+                &more
+            };
+            (f.case(family, command, more), target)
         })
         .collect()
 }
@@ -238,8 +199,6 @@ fn writers(f: &Files, out: &dyn Fn(&str) -> PathBuf) -> Vec<(Case, PathBuf)> {
 #[test]
 fn an_output_that_is_an_input_by_name_symlink_or_hard_link_is_refused() {
     let f = Files::new();
-    #[allow(unused_variables)]
-    let (g, t, p, r, m, v, ft, x, z) = f.paths();
     // The same name.
     for (case, _) in writers(&f, &|input| f.path(input)) {
         refused(
@@ -272,18 +231,9 @@ fn an_output_that_is_an_input_by_name_symlink_or_hard_link_is_refused() {
     }
     // An input given twice to a MapReduce job is not an output: word count reads it twice.
     let out = f.path("counts.txt");
-    let ran = Cmd::spillway()
-        .args([
-            "run",
-            "wordcount",
-            "--input",
-            s(&t),
-            "--input",
-            s(&t),
-            "--out",
-            s(&out),
-        ])
-        .run();
+    let t = f.path("t.txt");
+    let twice = ["--input", s(&t), "--out", s(&out)];
+    let ran = f.case("MapReduce", "wordcount", &twice).cmd().run();
     assert_eq!(ran.code, Some(0), "{ran}");
     let counts = std::fs::read_to_string(&out).unwrap();
     assert!(
@@ -295,100 +245,30 @@ fn an_output_that_is_an_input_by_name_symlink_or_hard_link_is_refused() {
 #[test]
 fn two_outputs_that_are_one_file_are_refused() {
     let f = Files::new();
-    #[allow(unused_variables)]
-    let (g, t, p, r, m, v, ft, x, z) = f.paths();
     let same = f.path("same.txt");
     let link = f.path("same-link.txt");
+    let dotted = format!("{}/./same.txt", f.dir.path().display());
     let cases = [
-        Case::new(
+        ("clustering", "kmeans", "--out", "--assign", s(&same)),
+        (
             "clustering",
-            &[
-                "run",
-                "kmeans",
-                "--k",
-                "2",
-                "--input",
-                s(&p),
-                "--out",
-                s(&same),
-                "--assign",
-                s(&same),
-            ],
+            "spkmeans",
+            "--out",
+            "--assign",
+            dotted.as_str(),
         ),
-        Case::new(
-            "clustering",
-            &[
-                "run",
-                "spkmeans",
-                "--k",
-                "2",
-                "--input",
-                s(&r),
-                "--out",
-                s(&same),
-                "--assign",
-                &format!("{}/./same.txt", f.dir.path().display()),
-            ],
-        ),
-        Case::new(
-            "factorisation",
-            &[
-                "run",
-                "sgd",
-                "--input",
-                s(&m),
-                "--out-u",
-                s(&same),
-                "--out-v",
-                s(&same),
-            ],
-        ),
-        Case::new(
-            "graph",
-            &[
-                "run",
-                "pagerank",
-                "--input",
-                s(&g),
-                "--out",
-                s(&same),
-                "--trace",
-                s(&same),
-            ],
-        ),
-        Case::new(
-            "BSP",
-            &[
-                "run",
-                "sort",
-                "--input",
-                s(&v),
-                "--out",
-                s(&same),
-                "--trace",
-                s(&same),
-            ],
-        ),
+        ("factorisation", "sgd", "--out-u", "--out-v", s(&same)),
+        ("graph", "pagerank", "--out", "--trace", s(&same)),
+        ("BSP", "sort", "--out", "--trace", s(&same)),
     ];
-    for case in &cases {
-        refused(&f, case, &["are the same file"]);
+    for (family, command, first, second, again) in cases {
+        let case = f.case(family, command, &[first, s(&same), second, again]);
+        refused(&f, &case, &["are the same file"]);
     }
     // The second name is a symbolic link to an existing first output.
     std::fs::write(&same, "old\n").unwrap();
     std::os::unix::fs::symlink(&same, &link).unwrap();
-    let case = Case::new(
-        "MapReduce",
-        &[
-            "run",
-            "cc",
-            "--input",
-            s(&g),
-            "--out",
-            s(&same),
-            "--trace",
-            s(&link),
-        ],
-    );
+    let case = f.case("MapReduce", "cc", &["--out", s(&same), "--trace", s(&link)]);
     refused(&f, &case, &["are the same file"]);
     assert_eq!(std::fs::read_to_string(&same).unwrap(), "old\n");
 }
@@ -396,16 +276,14 @@ fn two_outputs_that_are_one_file_are_refused() {
 #[test]
 fn sizes_that_imply_more_memory_than_there_is_are_refused_with_the_memory_needed() {
     let f = Files::new();
-    #[allow(unused_variables)]
-    let (g, t, p, r, m, v, ft, x, z) = f.paths();
     let huge = f.path("huge.txt");
     std::fs::write(&huge, "0 1\n1 4294967294\n").unwrap();
     let wide = f.path("wide.svm");
     std::fs::write(&wide, "1 1:1 4294967295:2\n2 2:1\n").unwrap();
-    let out = f.path("out.txt");
+    let out_path = f.path("out.txt");
     // A header announcing 2^40 points: the point count and the grid's first dimension
     // patched, the checksum (xxh3-64 of every byte before it) made right again.
-    let packed = std::fs::read(&z).unwrap();
+    let packed = std::fs::read(f.path("x.spz")).unwrap();
     let dims = 64u64.to_le_bytes();
     let at = packed
         .windows(16)
@@ -420,110 +298,85 @@ fn sizes_that_imply_more_memory_than_there_is_are_refused_with_the_memory_needed
     forged[end..].copy_from_slice(&sum);
     let forged_path = f.path("forged.spz");
     std::fs::write(&forged_path, &forged).unwrap();
-    let cases: Vec<(Case, Vec<&str>)> = vec![
+    let (huge, wide, forged, out) = (s(&huge), s(&wide), s(&forged_path), s(&out_path));
+    let gib = "GiB";
+    let mut cases: Vec<(Case, Vec<&str>)> = vec![
         (
-            Case::new(
-                "graph",
-                &["run", "pagerank", "--input", s(&huge), "--out", s(&out)],
-            ),
-            vec![":2:", "4294967294", "GiB"],
+            Case::new("graph", &["run", "pagerank", "--input", huge, "--out", out]),
+            vec![":2:", "4294967294", gib],
         ),
         (
-            Case::new(
-                "graph",
-                &["run", "colour", "--input", s(&huge), "--out", s(&out)],
-            ),
-            vec![":2:", "GiB"],
+            Case::new("graph", &["run", "colour", "--input", huge, "--out", out]),
+            vec![":2:", gib],
         ),
         (
-            Case::new(
-                "graph",
-                &["run", "cc", "--input", s(&huge), "--out", s(&out)],
-            ),
-            vec!["huge.txt", "4294967294", "GiB"],
+            Case::new("graph", &["run", "cc", "--input", huge, "--out", out]),
+            vec!["huge.txt", "4294967294", gib],
         ),
         (
             Case::new(
                 "MapReduce",
-                &[
-                    "run",
-                    "pagerank",
-                    "--engine",
-                    "mapreduce",
-                    "--input",
-                    s(&huge),
-                ],
+                &["run", "pagerank", "--engine", "mapreduce", "--input", huge],
             ),
-            vec!["4294967294", "GiB"],
+            vec!["4294967294", gib],
         ),
         (
             Case::new(
                 "clustering",
-                &["run", "spkmeans", "--k", "1", "--input", s(&wide)],
+                &["run", "spkmeans", "--k", "1", "--input", wide],
             ),
-            vec!["wide.svm", "4294967295", "GiB"],
+            vec!["wide.svm", "4294967295", gib],
         ),
         (
             Case::new(
                 "structures",
-                &[
-                    "run",
-                    "dyngraph",
-                    "--structure",
-                    "bcsr",
-                    "--input",
-                    s(&huge),
-                ],
+                &["run", "dyngraph", "--structure", "bcsr", "--input", huge],
             ),
-            vec!["4294967294", "GiB"],
+            vec!["4294967294", gib],
         ),
         (
-            Case::new("graph", &["run", "pagerank", "--generate", "rmat:31:64"]),
-            vec!["--generate rmat:31:64", "memory available"],
-        ),
-        (
-            Case::new(
-                "clustering",
-                &["run", "kmeans", "--generate", "blobs:4000000000000:64:4"],
-            ),
-            vec!["--generate", "memory available"],
-        ),
-        (
-            Case::new("BSP", &["run", "sort", "--generate", "random:40"]),
-            vec!["--generate", "memory available"],
-        ),
-        (
-            Case::new("BSP", &["run", "fft", "--generate", "random:40"]),
-            vec!["--generate", "memory available"],
-        ),
-        (
-            Case::new("compression", &["decompress", s(&forged_path), s(&out)]),
+            Case::new("compression", &["decompress", forged, out]),
             vec![
                 "the header announces 1099511627776 f64 values",
                 "bytes) of memory",
             ],
         ),
     ];
+    // Generated inputs whose size is more than there is memory for.
+    let generated = [
+        ("graph", "pagerank", "rmat:31:64", "--generate rmat:31:64"),
+        (
+            "clustering",
+            "kmeans",
+            "blobs:4000000000000:64:4",
+            "--generate",
+        ),
+        ("BSP", "sort", "random:40", "--generate"),
+        ("BSP", "fft", "random:40", "--generate"),
+    ];
+    for (family, command, spec, says) in generated {
+        let case = Case::new(family, &["run", command, "--generate", spec]);
+        cases.push((case, vec![says, "memory available"]));
+    }
     // MapReduce connected components keys its records by id: sparse ids cost nothing.
-    let ran = Cmd::spillway()
-        .args([
-            "run",
-            "cc",
-            "--engine",
-            "mapreduce",
-            "--input",
-            s(&huge),
-            "--out",
-            s(&out),
-        ])
-        .run();
+    let cc = [
+        "run",
+        "cc",
+        "--engine",
+        "mapreduce",
+        "--input",
+        huge,
+        "--out",
+        out,
+    ];
+    let ran = Cmd::spillway().args(cc).run();
     assert_eq!(ran.code, Some(0), "{ran}");
-    let labels = std::fs::read_to_string(&out).unwrap();
+    let labels = std::fs::read_to_string(&out_path).unwrap();
     let mut lines: Vec<&str> = labels.lines().collect();
     lines.sort_unstable();
     assert_eq!(lines, ["0 0", "1 0", "4294967294 0"], "{ran}");
     assert!(ran.peak_rss < 512 << 20, "{ran}");
-    std::fs::remove_file(&out).unwrap();
+    std::fs::remove_file(&out_path).unwrap();
     for (case, says) in &cases {
         let ran = refused(&f, case, says);
         assert!(
@@ -538,21 +391,18 @@ fn sizes_that_imply_more_memory_than_there_is_are_refused_with_the_memory_needed
 #[test]
 fn ranks_far_above_the_data_are_refused() {
     let f = Files::new();
-    #[allow(unused_variables)]
-    let (g, t, p, r, m, v, ft, x, z) = f.paths();
+    let many = ["--ranks", "100000"];
     let cases = [
-        Case::new("graph", &["run", "pagerank", "--input", s(&g)]),
-        Case::new("MapReduce", &["run", "wordcount", "--input", s(&t)]),
+        f.case("graph", "pagerank", &many),
+        f.case("MapReduce", "wordcount", &many),
+        f.case("clustering", "kmeans", &many),
+        f.case("BSP", "sort", &many),
         Case::new(
-            "clustering",
-            &["run", "kmeans", "--k", "2", "--input", s(&p)],
+            "probe",
+            &["probe", "--max-bytes", "1K", "--ranks", "100000"],
         ),
-        Case::new("BSP", &["run", "sort", "--input", s(&v)]),
-        Case::new("probe", &["probe", "--max-bytes", "1K"]),
     ];
     for case in cases {
-        let mut case = case;
-        case.args.extend(["--ranks".into(), "100000".into()]);
         // The probe has no data: its ranks are refused by what the system can map.
         let says = if case.family == "probe" {
             "memory mappings"
@@ -567,44 +417,26 @@ fn ranks_far_above_the_data_are_refused() {
 #[test]
 fn an_endless_input_stops_at_the_input_limit() {
     let f = Files::new();
-    #[allow(unused_variables)]
-    let (g, t, p, r, m, v, ft, x, z) = f.paths();
+    let (zero, limit) = ("/dev/zero", ["--input-limit", "4M"]);
     let cases = [
-        Case::new("graph", &["run", "pagerank", "--input", "/dev/zero"]),
-        Case::new("MapReduce", &["run", "wordcount", "--input", "/dev/zero"]),
-        Case::new(
-            "clustering",
-            &["run", "kmeans", "--k", "2", "--input", "/dev/zero"],
-        ),
-        Case::new("BSP", &["run", "sort", "--input", "/dev/zero"]),
-        Case::new(
-            "structures",
-            &[
-                "run",
-                "dyngraph",
-                "--structure",
-                "ll",
-                "--input",
-                "/dev/zero",
-            ],
-        ),
+        Case::on("graph", "pagerank", zero, &limit),
+        Case::on("MapReduce", "wordcount", zero, &limit),
+        Case::on("clustering", "kmeans", zero, &limit),
+        Case::on("BSP", "sort", zero, &limit),
+        Case::on("structures", "dyngraph", zero, &limit),
         Case::new(
             "compression",
-            &[
-                "compress",
-                "--epsilon",
-                "1",
-                "--grid",
-                "8",
-                "/dev/zero",
-                "-",
-            ],
+            &["compress", "--epsilon", "1", "--grid", "8", zero, "-"],
+        )
+        .and(&limit),
+        Case::on(
+            "compression",
+            "decompress",
+            zero,
+            &["-", "--input-limit", "4M"],
         ),
-        Case::new("compression", &["decompress", "/dev/zero", "-"]),
     ];
     for case in cases {
-        let mut case = case;
-        case.args.extend(["--input-limit".into(), "4M".into()]);
         let start = Instant::now();
         let ran = refused(
             &f,
@@ -619,26 +451,25 @@ fn an_endless_input_stops_at_the_input_limit() {
 #[test]
 fn directories_that_cannot_be_written_are_refused_before_work() {
     let f = Files::new();
-    #[allow(unused_variables)]
-    let (g, t, p, r, m, v, ft, x, z) = f.paths();
     // A pseudo file system: no file can be created there, whoever runs the test.
     let unwritable = "/proc/sys";
     let file_parent = f.path("g.txt");
     // A long job: were it started, the test would notice the time.
-    let long = [
-        "run",
-        "pagerank",
-        "--generate",
-        "rmat:18:16",
-        "--iterations",
-        "1000",
-    ];
-    let with = |extra: &[&str]| {
-        let mut args: Vec<&str> = long.to_vec();
-        args.extend(extra);
-        Case::new("graph", &args)
-    };
+    let long = Case::new(
+        "graph",
+        &[
+            "run",
+            "pagerank",
+            "--generate",
+            "rmat:18:16",
+            "--iterations",
+            "1000",
+        ],
+    );
+    let with = |extra: &[&str]| long.clone().and(extra);
     let trace_in_file = format!("{}/trace.json", s(&file_parent));
+    let kmeans = ["run", "kmeans", "--generate", "blobs:200000:8:4"];
+    let sort = ["run", "sort", "--generate", "random:24"];
     let cases = [
         (with(&["--spill-dir", unwritable]), "--spill-dir"),
         (with(&["--checkpoint-dir", unwritable]), "--checkpoint-dir"),
@@ -646,60 +477,19 @@ fn directories_that_cannot_be_written_are_refused_before_work() {
         (with(&["--trace", &trace_in_file]), "--trace"),
         (with(&["--out", "/proc/sys/ranks.txt"]), "--out"),
         (
-            Case::new(
-                "MapReduce",
-                &[
-                    "run",
-                    "wordcount",
-                    "--input",
-                    s(&t),
-                    "--spill-dir",
-                    unwritable,
-                ],
-            ),
+            f.case("MapReduce", "wordcount", &["--spill-dir", unwritable]),
             "--spill-dir",
         ),
         (
-            Case::new(
-                "clustering",
-                &[
-                    "run",
-                    "kmeans",
-                    "--generate",
-                    "blobs:200000:8:4",
-                    "--checkpoint-dir",
-                    unwritable,
-                ],
-            ),
+            Case::new("clustering", &kmeans).and(&["--checkpoint-dir", unwritable]),
             "--checkpoint-dir",
         ),
         (
-            Case::new(
-                "BSP",
-                &[
-                    "run",
-                    "sort",
-                    "--generate",
-                    "random:24",
-                    "--trace",
-                    "/proc/sys/t.json",
-                ],
-            ),
+            Case::new("BSP", &sort).and(&["--trace", "/proc/sys/t.json"]),
             "--trace",
         ),
         (
-            Case::new(
-                "compression",
-                &[
-                    "compress",
-                    "--epsilon",
-                    "1e-3",
-                    "--grid",
-                    "64",
-                    s(&x),
-                    "/proc/sys/x.spz",
-                ],
-            ),
+            f.case("compression", "compress", &["/proc/sys/x.spz"]),
             "OUTPUT",
         ),
     ];
@@ -728,51 +518,15 @@ fn directories_that_cannot_be_written_are_refused_before_work() {
 #[test]
 fn failed_writes_are_a_non_zero_exit_with_a_message() {
     let f = Files::new();
-    #[allow(unused_variables)]
-    let (g, t, p, r, m, v, ft, x, z) = f.paths();
+    let full = "/dev/full";
     let cases = [
-        Case::new(
-            "graph",
-            &["run", "pagerank", "--input", s(&g), "--out", "/dev/full"],
-        ),
-        Case::new(
-            "MapReduce",
-            &["run", "wordcount", "--input", s(&t), "--out", "/dev/full"],
-        ),
-        Case::new(
-            "clustering",
-            &[
-                "run",
-                "kmeans",
-                "--k",
-                "2",
-                "--input",
-                s(&p),
-                "--assign",
-                "/dev/full",
-            ],
-        ),
-        Case::new(
-            "BSP",
-            &["run", "sort", "--input", s(&v), "--out", "/dev/full"],
-        ),
-        Case::new(
-            "compression",
-            &[
-                "compress",
-                "--epsilon",
-                "1e-3",
-                "--grid",
-                "64",
-                s(&x),
-                "/dev/full",
-            ],
-        ),
-        Case::new("compression", &["decompress", s(&z), "/dev/full"]),
-        Case::new(
-            "structures",
-            &["run", "dyngraph", "--structure", "ll", "--input", s(&g)],
-        ),
+        f.case("graph", "pagerank", &["--out", full]),
+        f.case("MapReduce", "wordcount", &["--out", full]),
+        f.case("clustering", "kmeans", &["--assign", full]),
+        f.case("BSP", "sort", &["--out", full]),
+        f.case("compression", "compress", &[full]),
+        f.case("compression", "decompress", &[full]),
+        f.case("structures", "dyngraph", &[]),
         Case::new("probe", &["probe", "--max-bytes", "1K", "--ranks", "2"]),
     ];
     let cache = tempfile::tempdir().unwrap();
@@ -818,80 +572,16 @@ fn failed_writes_are_a_non_zero_exit_with_a_message() {
 #[test]
 fn several_outputs_are_committed_all_together_or_not_at_all() {
     let f = Files::new();
-    #[allow(unused_variables)]
-    let (g, t, p, r, m, v, ft, x, z) = f.paths();
     let a = f.path("a.txt");
+    let full = "/dev/full";
     let cases = [
-        Case::new(
-            "clustering",
-            &[
-                "run",
-                "kmeans",
-                "--k",
-                "2",
-                "--input",
-                s(&p),
-                "--out",
-                s(&a),
-                "--assign",
-                "/dev/full",
-            ],
-        ),
-        Case::new(
-            "clustering",
-            &[
-                "run",
-                "spkmeans",
-                "--k",
-                "2",
-                "--input",
-                s(&r),
-                "--assign",
-                s(&a),
-                "--out",
-                "/dev/full",
-            ],
-        ),
-        Case::new(
-            "factorisation",
-            &[
-                "run",
-                "sgd",
-                "--input",
-                s(&m),
-                "--out-u",
-                s(&a),
-                "--out-v",
-                "/dev/full",
-            ],
-        ),
-        Case::new(
-            "graph",
-            &[
-                "run",
-                "pagerank",
-                "--input",
-                s(&g),
-                "--out",
-                s(&a),
-                "--trace",
-                "/dev/full",
-            ],
-        ),
-        Case::new(
-            "BSP",
-            &[
-                "run",
-                "sort",
-                "--input",
-                s(&v),
-                "--out",
-                s(&a),
-                "--trace",
-                "/dev/full",
-            ],
-        ),
-    ];
+        ("clustering", "kmeans", "--out", "--assign"),
+        ("clustering", "spkmeans", "--assign", "--out"),
+        ("factorisation", "sgd", "--out-u", "--out-v"),
+        ("graph", "pagerank", "--out", "--trace"),
+        ("BSP", "sort", "--out", "--trace"),
+    ]
+    .map(|(family, command, first, second)| f.case(family, command, &[first, s(&a), second, full]));
     for case in &cases {
         let before = f.contents();
         let ran = case.cmd().run();
@@ -914,19 +604,8 @@ fn several_outputs_are_committed_all_together_or_not_at_all() {
     assert_eq!(std::fs::read_to_string(&a).unwrap(), "old\n");
     // Both outputs appear when the job succeeds.
     let b = f.path("b.txt");
-    let ran = Cmd::spillway()
-        .args([
-            "run",
-            "kmeans",
-            "--k",
-            "2",
-            "--input",
-            s(&p),
-            "--out",
-            s(&a),
-        ])
-        .args(["--assign", s(&b)])
-        .run();
+    let both = ["--out", s(&a), "--assign", s(&b)];
+    let ran = f.case("clustering", "kmeans", &both).cmd().run();
     assert_eq!(ran.code, Some(0), "{ran}");
     assert_eq!(std::fs::read_to_string(&a).unwrap().lines().count(), 2);
     assert_eq!(std::fs::read_to_string(&b).unwrap().lines().count(), 6);

@@ -11,13 +11,23 @@ use std::path::Path;
 use std::time::SystemTime;
 
 mod common;
-use common::{python, reference_script as reference, spillway, Cmd, Ran};
+use common::{
+    max_abs_diff, mem_budget_args, python, read_u64s, reference_script as reference, spillway,
+    write_u64s, Cmd, Ran,
+};
 
 /// Runs `program` with `args` and the environment variables `env`.
 fn run(program: &str, args: &[&str], env: &[(&str, &Path)]) -> Ran {
     env.iter()
         .fold(Cmd::new(program).args(args), |cmd, (k, v)| cmd.env(k, v))
         .run()
+}
+
+/// `spillway run COMMAND SOURCE --out OUT MORE`: `source` names the input (`--input FILE` or
+/// `--generate SPEC`).
+fn run_to(command: &str, source: [&str; 2], out: &Path, more: &[&str]) -> Ran {
+    let out = ["--out", out.to_str().unwrap()];
+    spillway(&[&["run", command][..], &source, &out, more].concat())
 }
 
 /// A seed no earlier run has used (printed with every failure, to reproduce it).
@@ -74,23 +84,13 @@ fn fft_matches_numpy_on_fresh_inputs_at_every_layout() {
     ];
     for (ranks, nodes, budget) in layouts {
         let out = dir.path().join(format!("X-{ranks}-{nodes}.txt"));
-        let mut args = vec![
-            "run",
-            "fft",
-            "--input",
-            input.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--ranks",
-            ranks,
-            "--nodes",
-            nodes,
-        ];
-        if let Some(b) = budget {
-            args.extend(["--mem-budget", b]);
-        }
-        let ran = spillway(&args);
-        assert!(ran.code == Some(0), "seed {seed}: {args:?}\n{}", ran);
+        let more = [
+            &["--ranks", ranks, "--nodes", nodes][..],
+            &mem_budget_args(budget),
+        ]
+        .concat();
+        let ran = run_to("fft", ["--input", input.to_str().unwrap()], &out, &more);
+        assert!(ran.code == Some(0), "seed {seed}: {ran}");
         let check = run(
             &py,
             &[
@@ -116,19 +116,8 @@ fn fft_of_a_generated_input_is_the_same_on_every_layout() {
         let out = dir.path().join(format!("g-{ranks}-{nodes}.txt"));
         let flag = if checked { "--checked" } else { "--json" };
         // `--checked` turns on the BSP layer's checked mode in a release build.
-        let ran = spillway(&[
-            "run",
-            "fft",
-            "--generate",
-            "random:10:7",
-            "--out",
-            out.to_str().unwrap(),
-            "--ranks",
-            ranks,
-            "--nodes",
-            nodes,
-            flag,
-        ]);
+        let more = ["--ranks", ranks, "--nodes", nodes, flag];
+        let ran = run_to("fft", ["--generate", "random:10:7"], &out, &more);
         assert!(ran.code == Some(0), "{}", ran);
         let got = std::fs::read(&out).unwrap();
         assert_eq!(got.iter().filter(|&&b| b == b'\n').count(), 1024);
@@ -143,11 +132,7 @@ fn fft_of_a_generated_input_is_the_same_on_every_layout() {
             None => first = Some(got),
             Some(f) => {
                 let (a, b) = (parse(f), parse(&got));
-                let worst = a
-                    .iter()
-                    .zip(&b)
-                    .map(|(x, y)| (x - y).abs())
-                    .fold(0.0, f64::max);
+                let worst = max_abs_diff(&a, &b);
                 assert!(
                     worst < 1e-9,
                     "{ranks} ranks, {nodes} nodes: differs by {worst}"
@@ -163,16 +148,12 @@ fn rejected_fft(content: &str, ranks: &str) -> String {
     let input = dir.path().join("bad.txt");
     std::fs::write(&input, content).unwrap();
     let out = dir.path().join("out.txt");
-    let ran = spillway(&[
-        "run",
+    let ran = run_to(
         "fft",
-        "--input",
-        input.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--ranks",
-        ranks,
-    ]);
+        ["--input", input.to_str().unwrap()],
+        &out,
+        &["--ranks", ranks],
+    );
     assert_eq!(ran.code, Some(2), "{}", ran);
     assert!(!out.exists(), "no output on bad input");
     let err = ran.stderr.clone();
@@ -182,40 +163,39 @@ fn rejected_fft(content: &str, ranks: &str) -> String {
 
 #[test]
 fn fft_rejects_bad_input_with_file_line_and_reason() {
-    let e = rejected_fft("1 2\n3\n", "1");
-    assert!(e.contains("bad.txt:2: missing imaginary part"), "{e}");
-    let e = rejected_fft("1 2\n3 x\n", "1");
-    assert!(
-        e.contains("bad.txt:2: imaginary part 'x' is not a number"),
-        "{e}"
-    );
-    let e = rejected_fft("1 2\n3 4\n5 6 7\n8 9\n", "1");
-    assert!(e.contains("bad.txt:3: more than two numbers"), "{e}");
-    let e = rejected_fft("1 2\n3 4\n5 6\n", "1");
-    assert!(
-        e.contains("bad.txt:3: 3 values: the length must be a power of two"),
-        "{e}"
-    );
-    let e = rejected_fft("1 2\n3 4\n5 6\n7 8\n", "4");
-    assert!(
-        e.contains("bad.txt:4:") && e.contains("cannot be split over 4 ranks"),
-        "{e}"
-    );
-    let e = rejected_fft("", "1");
-    assert!(e.contains("bad.txt: no values"), "{e}");
-}
-
-fn write_u64s(path: &Path, values: &[u64]) {
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    std::fs::write(path, bytes).unwrap();
-}
-
-fn read_u64s(path: &Path) -> Vec<u64> {
-    std::fs::read(path)
-        .unwrap()
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-        .collect()
+    let cases: [(&str, &str, &[&str]); 6] = [
+        ("1 2\n3\n", "1", &["bad.txt:2: missing imaginary part"]),
+        (
+            "1 2\n3 x\n",
+            "1",
+            &["bad.txt:2: imaginary part 'x' is not a number"],
+        ),
+        (
+            "1 2\n3 4\n5 6 7\n8 9\n",
+            "1",
+            &["bad.txt:3: more than two numbers"],
+        ),
+        (
+            "1 2\n3 4\n5 6\n",
+            "1",
+            &["bad.txt:3: 3 values: the length must be a power of two"],
+        ),
+        (
+            "1 2\n3 4\n5 6\n7 8\n",
+            "4",
+            &["bad.txt:4:", "cannot be split over 4 ranks"],
+        ),
+        ("", "1", &["bad.txt: no values"]),
+    ];
+    for (content, ranks, says) in cases {
+        let e = rejected_fft(content, ranks);
+        for say in says {
+            assert!(
+                e.contains(say),
+                "{content:?} on {ranks} ranks: no {say:?}\n{e}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -233,18 +213,8 @@ fn sort_matches_the_standard_sort() {
     want.sort();
     for (ranks, nodes) in [("1", "1"), ("2", "1"), ("3", "1"), ("4", "2"), ("6", "3")] {
         let out = dir.path().join(format!("s-{ranks}-{nodes}.bin"));
-        let ran = spillway(&[
-            "run",
-            "sort",
-            "--input",
-            input.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--ranks",
-            ranks,
-            "--nodes",
-            nodes,
-        ]);
+        let more = ["--ranks", ranks, "--nodes", nodes];
+        let ran = run_to("sort", ["--input", input.to_str().unwrap()], &out, &more);
         assert!(ran.code == Some(0), "seed {seed}: {}", ran);
         assert!(
             read_u64s(&out) == want,
@@ -257,16 +227,12 @@ fn sort_matches_the_standard_sort() {
 fn sort_of_a_generated_input_and_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("g.bin");
-    let ran = spillway(&[
-        "run",
+    let ran = run_to(
         "sort",
-        "--generate",
-        "random:14:5",
-        "--out",
-        out.to_str().unwrap(),
-        "--ranks",
-        "3",
-    ]);
+        ["--generate", "random:14:5"],
+        &out,
+        &["--ranks", "3"],
+    );
     assert!(ran.code == Some(0), "{}", ran);
     let got = read_u64s(&out);
     assert_eq!(got.len(), 1 << 14);

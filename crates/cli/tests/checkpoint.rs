@@ -9,7 +9,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Cmd, Ran};
+use common::{sorted_lines, Cmd, Ran};
 
 /// How long one run of the CLI may take before the test fails.
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -153,6 +153,51 @@ impl Job {
     }
 }
 
+/// A job's uninterrupted run, and a run of it with checkpoints to be started.
+struct Runs {
+    /// The report of the uninterrupted run.
+    reference: serde_json::Value,
+    /// The outputs of the uninterrupted run.
+    ref_files: Vec<PathBuf>,
+    /// The arguments of the run with checkpoints.
+    args: Vec<String>,
+    /// The outputs of the run with checkpoints.
+    files: Vec<PathBuf>,
+}
+
+impl Job {
+    /// Runs the job uninterrupted (its outputs named with `ref_tag`) and makes the arguments
+    /// of a run with checkpoints in `ck` and `more` arguments (its outputs named with `tag`).
+    fn runs(&self, dir: &Path, (ref_tag, tag): (&str, &str), ck: &Path, more: &[&str]) -> Runs {
+        let (ref_args, ref_files) = self.with_outputs(dir, ref_tag);
+        let reference = json(&run_ok(&ref_args, "uninterrupted run"));
+        let (mut args, files) = self.with_outputs(dir, tag);
+        args.extend(strings(&["--checkpoint-dir", ck.to_str().unwrap()]));
+        args.extend(strings(more));
+        Runs {
+            reference,
+            ref_files,
+            args,
+            files,
+        }
+    }
+}
+
+impl Runs {
+    /// Asserts that the outputs of the run with checkpoints are those of the uninterrupted
+    /// run, byte for byte.
+    fn assert_same_outputs(&self, what: &str) {
+        for (a, b) in self.ref_files.iter().zip(&self.files) {
+            let (x, y) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+            assert!(!x.is_empty(), "{what}: {a:?} is empty");
+            assert!(
+                x == y,
+                "{what}: {b:?} differs from the uninterrupted run's {a:?}"
+            );
+        }
+    }
+}
+
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
@@ -190,26 +235,20 @@ fn kmeans(layout: &[&str]) -> Job {
 /// start) where one was complete.
 fn kill_and_resume(job: &Job, moments: &[Moment], every: u64, pause_ms: u64) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
-    let (ref_args, ref_files) = job.with_outputs(dir.path(), "ref");
-    let reference = json(&run_ok(&ref_args, "uninterrupted run"));
     let ck = dir.path().join("ck");
-    let (mut args, files) = job.with_outputs(dir.path(), "resumed");
-    args.extend(strings(&[
-        "--checkpoint-dir",
-        ck.to_str().unwrap(),
-        "--checkpoint-every",
-        &every.to_string(),
-        "--resume",
-    ]));
+    let every = every.to_string();
+    let more = ["--checkpoint-every", &every, "--resume"];
+    let runs = job.runs(dir.path(), ("ref", "resumed"), &ck, &more);
+    let (args, files) = (&runs.args, &runs.files);
     for (i, &m) in moments.iter().enumerate() {
         let what = format!("{} kill {i} {m:?} ({:?})", job.name, job.args);
-        kill_at(&args, &ck, m, pause_ms, &what);
-        for f in &files {
+        kill_at(args, &ck, m, pause_ms, &what);
+        for f in files {
             assert!(!f.exists(), "{what}: a killed job left output {f:?}");
         }
     }
     let before = checkpoints(&ck).0;
-    let out = finish(spawn(&args, None), "resume");
+    let out = finish(spawn(args, None), "resume");
     let stderr = &out.stderr;
     assert!(out.code == Some(0), "resume failed: {stderr}");
     let report = json(&out.stdout);
@@ -226,17 +265,14 @@ fn kill_and_resume(job: &Job, moments: &[Moment], every: u64, pause_ms: u64) -> 
             "{stderr}"
         );
     }
-    assert_eq!(report["iterations"], reference["iterations"]);
-    for (a, b) in ref_files.iter().zip(&files) {
-        let (x, y) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
-        assert!(!x.is_empty());
-        assert!(
-            x == y,
-            "{}: {b:?} differs from the uninterrupted run's {a:?}",
-            job.name
-        );
-    }
+    assert_eq!(report["iterations"], runs.reference["iterations"]);
+    runs.assert_same_outputs(job.name);
     report
+}
+
+/// [`kill_and_resume`] with the kills every configuration goes through ([`moments`]).
+fn resumes(job: &Job, every: u64, pause_ms: u64) -> serde_json::Value {
+    kill_and_resume(job, &moments(), every, pause_ms)
 }
 
 /// The kills every configuration goes through: after the first checkpoint, in the middle of
@@ -252,7 +288,7 @@ fn moments() -> Vec<Moment> {
 
 #[test]
 fn pagerank_resumes_after_sigkill_at_two_ranks() {
-    let report = kill_and_resume(&pagerank(&["--ranks", "2"]), &moments(), 1, 100);
+    let report = resumes(&pagerank(&["--ranks", "2"]), 1, 100);
     assert!(report["checkpoints_written"].as_f64().unwrap() >= 1.0);
     // At least one checkpoint of the rank vector (8 bytes per vertex) since the resume.
     assert!(report["checkpoint_bytes"].as_f64().unwrap() >= 8.0 * 8192.0);
@@ -260,29 +296,20 @@ fn pagerank_resumes_after_sigkill_at_two_ranks() {
 
 #[test]
 fn pagerank_resumes_after_sigkill_with_more_ranks_than_cores_on_two_nodes() {
-    kill_and_resume(
-        &pagerank(&["--ranks", "5", "--nodes", "2"]),
-        &moments(),
-        2,
-        60,
-    );
+    resumes(&pagerank(&["--ranks", "5", "--nodes", "2"]), 2, 60);
 }
 
 #[test]
 fn pagerank_resumes_after_sigkill_under_a_memory_budget() {
+    resumes_under_a_budget(pagerank, &["--ranks", "4", "--nodes", "2"], "1M");
+}
+
+/// Kills and resumes `job` on `layout` with a memory budget that makes it spill.
+fn resumes_under_a_budget(job: fn(&[&str]) -> Job, layout: &[&str], budget: &str) {
     let dir = tempfile::tempdir().unwrap();
     let spill = dir.path().to_str().unwrap();
-    let job = pagerank(&[
-        "--ranks",
-        "4",
-        "--nodes",
-        "2",
-        "--mem-budget",
-        "1M",
-        "--spill-dir",
-        spill,
-    ]);
-    let report = kill_and_resume(&job, &moments(), 1, 60);
+    let job = job(&[layout, &["--mem-budget", budget, "--spill-dir", spill]].concat());
+    let report = resumes(&job, 1, 60);
     assert!(
         report["spill_bytes_written"].as_f64().unwrap() > 0.0,
         "the budget did not make the job spill: {report}"
@@ -291,39 +318,18 @@ fn pagerank_resumes_after_sigkill_under_a_memory_budget() {
 
 #[test]
 fn kmeans_resumes_after_sigkill_at_two_ranks() {
-    let report = kill_and_resume(&kmeans(&["--ranks", "2"]), &moments(), 1, 100);
+    let report = resumes(&kmeans(&["--ranks", "2"]), 1, 100);
     assert!(report["checkpoint_bytes"].as_f64().unwrap() > 0.0);
 }
 
 #[test]
 fn kmeans_resumes_after_sigkill_with_more_ranks_than_cores_on_two_nodes() {
-    kill_and_resume(
-        &kmeans(&["--ranks", "5", "--nodes", "2"]),
-        &moments(),
-        3,
-        60,
-    );
+    resumes(&kmeans(&["--ranks", "5", "--nodes", "2"]), 3, 60);
 }
 
 #[test]
 fn kmeans_resumes_after_sigkill_under_a_memory_budget() {
-    let dir = tempfile::tempdir().unwrap();
-    let spill = dir.path().to_str().unwrap();
-    let job = kmeans(&[
-        "--ranks",
-        "3",
-        "--nodes",
-        "2",
-        "--mem-budget",
-        "256K",
-        "--spill-dir",
-        spill,
-    ]);
-    let report = kill_and_resume(&job, &moments(), 1, 60);
-    assert!(
-        report["spill_bytes_written"].as_f64().unwrap() > 0.0,
-        "the budget did not make the job spill: {report}"
-    );
+    resumes_under_a_budget(kmeans, &["--ranks", "3", "--nodes", "2"], "256K");
 }
 
 #[test]
@@ -343,14 +349,13 @@ fn kmeans_that_converges_resumes_from_its_last_checkpoint() {
         "--ranks",
         "3",
     ]);
-    let (ref_args, ref_files) = job.with_outputs(dir.path(), "ref");
-    let reference = json(&run_ok(&ref_args, "uninterrupted"));
+    let mut runs = job.runs(dir.path(), ("ref", "ck"), &ck, &[]);
+    let reference = runs.reference.clone();
     assert_eq!(reference["converged"].as_bool(), Some(true));
-    let (mut args, files) = job.with_outputs(dir.path(), "ck");
-    args.extend(strings(&["--checkpoint-dir", ck.to_str().unwrap()]));
-    run_ok(&args, "checkpointing run");
+    let args = &mut runs.args;
+    run_ok(args, "checkpointing run");
     args.push("--resume".into());
-    let report = json(&run_ok(&args, "resume of a finished run"));
+    let report = json(&run_ok(args, "resume of a finished run"));
     assert_eq!(
         report["resumed_from_iteration"].as_f64(),
         reference["iterations"].as_f64(),
@@ -358,27 +363,23 @@ fn kmeans_that_converges_resumes_from_its_last_checkpoint() {
     );
     assert_eq!(report["iteration_seconds"].as_array().unwrap().len(), 0);
     assert_eq!(report["converged"].as_bool(), Some(true));
-    for (a, b) in ref_files.iter().zip(&files) {
-        assert!(std::fs::read(a).unwrap() == std::fs::read(b).unwrap());
-    }
+    runs.assert_same_outputs("resume of a finished run");
     // From the checkpoint before the last (the newest two are kept): the resumed iteration
     // must find that no point moves, as the uninterrupted one did.
     let last = reference["iterations"].as_f64().unwrap() as u64;
     assert_eq!(checkpoints(&ck).0, [last - 1, last]);
     std::fs::remove_dir_all(ck.join(format!("ckpt-{last}"))).unwrap();
-    for f in &files {
+    for f in &runs.files {
         std::fs::remove_file(f).unwrap();
     }
-    let report = json(&run_ok(&args, "resume before convergence"));
+    let report = json(&run_ok(&runs.args, "resume before convergence"));
     assert_eq!(
         report["resumed_from_iteration"].as_f64(),
         Some((last - 1) as f64)
     );
     assert_eq!(report["iterations"], reference["iterations"], "{report}");
     assert_eq!(report["iteration_seconds"].as_array().unwrap().len(), 1);
-    for (a, b) in ref_files.iter().zip(&files) {
-        assert!(std::fs::read(a).unwrap() == std::fs::read(b).unwrap());
-    }
+    runs.assert_same_outputs("resume before convergence");
 }
 
 #[test]
@@ -401,19 +402,17 @@ fn pagerank_that_stops_at_its_tolerance_resumes_without_another_iteration() {
         ]),
         outputs: vec![("--out", "ranks.txt")],
     };
-    let (ref_args, ref_files) = job.with_outputs(dir.path(), "ref");
-    let reference = json(&run_ok(&ref_args, "uninterrupted"));
+    let mut runs = job.runs(dir.path(), ("ref", "ck"), &ck, &[]);
+    let reference = &runs.reference;
     let stopped = reference["iterations"].as_f64().unwrap();
     assert!(stopped > 2.0 && stopped < 100.0, "{reference}");
-    let (mut args, files) = job.with_outputs(dir.path(), "ck");
-    args.extend(strings(&["--checkpoint-dir", ck.to_str().unwrap()]));
-    run_ok(&args, "checkpointing run");
-    args.push("--resume".into());
-    let report = json(&run_ok(&args, "resume of a finished run"));
+    run_ok(&runs.args, "checkpointing run");
+    runs.args.push("--resume".into());
+    let report = json(&run_ok(&runs.args, "resume of a finished run"));
     assert_eq!(report["resumed_from_iteration"].as_f64(), Some(stopped));
     assert_eq!(report["iterations"].as_f64(), Some(stopped), "{report}");
-    assert_eq!(report["final_l1_change"], reference["final_l1_change"]);
-    assert!(std::fs::read(&ref_files[0]).unwrap() == std::fs::read(&files[0]).unwrap());
+    assert_eq!(report["final_l1_change"], runs.reference["final_l1_change"]);
+    runs.assert_same_outputs("resume of a finished run");
 }
 
 /// Runs to the end and returns (exit code, stderr).
@@ -578,20 +577,17 @@ fn a_damaged_newest_checkpoint_is_skipped_for_the_one_before() {
     let dir = tempfile::tempdir().unwrap();
     let ck = dir.path().join("ck");
     let job = pagerank(&["--ranks", "3", "--nodes", "2"]);
-    let (ref_args, ref_files) = job.with_outputs(dir.path(), "ref");
-    run_ok(&ref_args, "uninterrupted");
-    let (mut args, files) = job.with_outputs(dir.path(), "ck");
-    args.extend(strings(&["--checkpoint-dir", ck.to_str().unwrap()]));
-    run_ok(&args, "checkpointing run");
+    let mut runs = job.runs(dir.path(), ("ref", "ck"), &ck, &[]);
+    run_ok(&runs.args, "checkpointing run");
     assert_eq!(checkpoints(&ck).0, [29, 30]);
     // One flipped byte in one rank's part of the newest checkpoint.
     let part = ck.join("ckpt-30").join("rank-2");
     let mut bytes = std::fs::read(&part).unwrap();
     bytes[100] ^= 0x40;
     std::fs::write(&part, bytes).unwrap();
-    std::fs::remove_file(&files[0]).unwrap();
-    args.push("--resume".into());
-    let out = finish(spawn(&args, None), "resume");
+    std::fs::remove_file(&runs.files[0]).unwrap();
+    runs.args.push("--resume".into());
+    let out = finish(spawn(&runs.args, None), "resume");
     let stderr = &out.stderr;
     assert!(out.code == Some(0), "{stderr}");
     assert!(
@@ -601,7 +597,7 @@ fn a_damaged_newest_checkpoint_is_skipped_for_the_one_before() {
     let report = json(&out.stdout);
     assert_eq!(report["resumed_from_iteration"].as_f64(), Some(29.0));
     assert_eq!(report["iteration_seconds"].as_array().unwrap().len(), 1);
-    assert!(std::fs::read(&ref_files[0]).unwrap() == std::fs::read(&files[0]).unwrap());
+    runs.assert_same_outputs("resume after a damaged checkpoint");
 }
 
 fn pagerank_mr(layout: &[&str]) -> Job {
@@ -663,12 +659,11 @@ fn cc(graph: &Path, layout: &[&str]) -> Job {
 
 #[test]
 fn mapreduce_pagerank_resumes_after_sigkill() {
-    let report = kill_and_resume(&pagerank_mr(&["--ranks", "2"]), &moments(), 1, 100);
+    let report = resumes(&pagerank_mr(&["--ranks", "2"]), 1, 100);
     assert!(report["checkpoints_written"].as_f64().unwrap() >= 1.0);
     // With fault tolerance on, more ranks than cores on two nodes, every 2 iterations.
-    kill_and_resume(
+    resumes(
         &pagerank_mr(&["--ranks", "5", "--nodes", "2", "--fault-tolerance"]),
-        &moments(),
         2,
         60,
     );
@@ -691,24 +686,18 @@ fn cc_resumes_after_sigkill_and_survives_a_loss_after_the_resume() {
     // replicated again, so a node lost in the first operation after the resume is
     // recovered and the labels are those of an uninterrupted run.
     let job = cc(&graph, &["--ranks", "4", "--nodes", "2"]);
-    let (ref_args, ref_files) = job.with_outputs(dir.path(), "ft-ref");
-    run_ok(&ref_args, "uninterrupted run");
     let ck = dir.path().join("ck-ft");
-    let (mut args, files) = job.with_outputs(dir.path(), "ft");
-    args.extend(strings(&[
-        "--checkpoint-dir",
-        ck.to_str().unwrap(),
-        "--resume",
-    ]));
+    let mut runs = job.runs(dir.path(), ("ft-ref", "ft"), &ck, &["--resume"]);
     kill_at(
-        &args,
+        &runs.args,
         &ck,
         Moment::AfterCheckpoint(2),
         100,
         "cc before the loss",
     );
-    args.extend(strings(&["--inject-failure", "node:1@op:1"]));
-    let report = json(&run_ok(&args, "resume with a loss"));
+    runs.args
+        .extend(strings(&["--inject-failure", "node:1@op:1"]));
+    let report = json(&run_ok(&runs.args, "resume with a loss"));
     assert!(
         report["resumed_from_iteration"].as_f64().unwrap() >= 2.0,
         "{report}"
@@ -720,14 +709,8 @@ fn cc_resumes_after_sigkill_and_survives_a_loss_after_the_resume() {
         Some(1),
         "{report}"
     );
-    let sorted = |p: &Path| {
-        let mut l: Vec<String> = std::fs::read_to_string(p)
-            .unwrap()
-            .lines()
-            .map(String::from)
-            .collect();
-        l.sort();
-        l
-    };
-    assert_eq!(sorted(&files[0]), sorted(&ref_files[0]));
+    assert_eq!(
+        sorted_lines(&runs.files[0]),
+        sorted_lines(&runs.ref_files[0])
+    );
 }

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{assert_rejected, check_with_python, python, tempdir, write, Cmd};
+use common::{assert_rejected, check_with_python, l1, python, tempdir, write, Cmd, Lcg};
 
 /// `(ranks, nodes, running per node)` layouts for PageRank.
 const LAYOUTS: [(u32, u32, u32); 4] = [(1, 1, 1), (3, 1, 2), (5, 2, 1), (8, 3, 2)];
@@ -22,36 +22,6 @@ const KMEANS_LAYOUTS: [(u32, u32, u32); 3] = [(1, 1, 1), (4, 2, 1), (7, 3, 2)];
 // ---------------------------------------------------------------------------------------------
 // Test data
 // ---------------------------------------------------------------------------------------------
-
-/// A 64-bit linear congruential generator (Knuth's MMIX constants).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0
-    }
-
-    /// Uniform in `0..n` (the high bits; `n` is small).
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) % n as u64) as usize
-    }
-
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box-Muller).
-    fn normal(&mut self) -> f64 {
-        let u = 1.0 - self.unit(); // (0, 1]
-        let v = self.unit();
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
-}
 
 /// A directed graph on vertices `0..n` (vertex `n - 1` has an edge, so files give `N = n`).
 struct Graph {
@@ -164,11 +134,6 @@ fn read_ranks(path: &Path) -> Vec<f64> {
         .collect()
 }
 
-fn l1(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len(), "different numbers of vertices");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
-}
-
 /// `n` points in `dim` dimensions around `k` random centres in `[-10, 10)^dim`, standard
 /// deviation `sigma`, each point's cluster chosen at random.
 fn blobs(seed: u64, n: usize, dim: usize, k: usize, sigma: f64) -> Vec<Vec<f64>> {
@@ -225,6 +190,32 @@ fn converged_pagerank(dir: &Path, input: &Path, layout: (u32, u32, u32)) -> Path
     out
 }
 
+/// Runs PageRank of `input` to convergence at each of `layouts` and checks every output against
+/// the references (`pagerank_ref.py`), whose report must say each of `says`. Returns the
+/// outputs.
+fn converged_pagerank_matches(
+    py: &str,
+    dir: &Path,
+    input: &Path,
+    layouts: &[(u32, u32, u32)],
+    says: &[&str],
+) -> Vec<PathBuf> {
+    let mut outs = Vec::new();
+    for &layout in layouts {
+        let out = converged_pagerank(dir, input, layout);
+        let report =
+            check_with_python(py, "pagerank_ref.py", &[input.as_os_str(), out.as_os_str()]);
+        for say in says {
+            assert!(
+                report.contains(say),
+                "the report does not say {say:?}: {report}"
+            );
+        }
+        outs.push(out);
+    }
+    outs
+}
+
 // ---------------------------------------------------------------------------------------------
 // PageRank
 // ---------------------------------------------------------------------------------------------
@@ -239,18 +230,9 @@ fn pagerank_converged_matches_networkx_and_scipy_at_all_layouts() {
     assert!(!g.has_duplicates());
     let input = dir.path().join("graph.txt");
     g.write_snap(&input);
-    for layout in LAYOUTS {
-        let out = converged_pagerank(dir.path(), &input, layout);
-        let report = check_with_python(
-            &py,
-            "pagerank_ref.py",
-            &[input.as_os_str(), out.as_os_str()],
-        );
-        assert!(
-            report.contains("networkx.pagerank: L1") && report.contains("scipy"),
-            "both references must have been checked: {report}"
-        );
-    }
+    // Both references are checked.
+    let says = ["networkx.pagerank: L1", "scipy"];
+    converged_pagerank_matches(&py, dir.path(), &input, &LAYOUTS, &says);
 }
 
 #[test]
@@ -263,18 +245,8 @@ fn pagerank_with_duplicate_edges_matches_scipy() {
     assert!(g.has_duplicates());
     let input = dir.path().join("multigraph.txt");
     g.write_snap(&input);
-    for layout in [(1, 1, 1), (5, 2, 1)] {
-        let out = converged_pagerank(dir.path(), &input, layout);
-        let report = check_with_python(
-            &py,
-            "pagerank_ref.py",
-            &[input.as_os_str(), out.as_os_str()],
-        );
-        assert!(
-            report.contains("scipy power iteration") && report.contains("networkx: skipped"),
-            "{report}"
-        );
-    }
+    let says = ["scipy power iteration", "networkx: skipped"];
+    converged_pagerank_matches(&py, dir.path(), &input, &[(1, 1, 1), (5, 2, 1)], &says);
 }
 
 #[test]
@@ -285,26 +257,20 @@ fn pagerank_symmetric_mtx_matches_references() {
     let dir = tempdir();
     // 12 x 12 symmetric, real values (ignored), diagonal entries, header comments; vertex 7 (8 in
     // the file) has no entries, vertex 11 only a diagonal one.
-    let input = dir.path().join("sym.mtx");
-    std::fs::write(
-        &input,
+    let input = write(
+        dir.path(),
+        "sym.mtx",
         "%%MatrixMarket matrix coordinate real symmetric\n\
          % a comment\n\
          %\n\
          12 12 14\n\
          2 1 1.5\n3 1 -2\n3 2 0.25\n4 4 1e3\n5 3 7\n6 5 1\n7 6 1\n\
          7 1 2\n10 9 3\n11 10 4\n9 3 5\n12 12 6\n1 1 1\n11 4 -1\n",
-    )
-    .unwrap();
-    for layout in [(1, 1, 1), (3, 1, 2), (5, 2, 1)] {
-        let out = converged_pagerank(dir.path(), &input, layout);
+    );
+    let layouts = [(1, 1, 1), (3, 1, 2), (5, 2, 1)];
+    let says = ["networkx.pagerank: L1"];
+    for out in converged_pagerank_matches(&py, dir.path(), &input, &layouts, &says) {
         assert_eq!(read_ranks(&out).len(), 12);
-        let report = check_with_python(
-            &py,
-            "pagerank_ref.py",
-            &[input.as_os_str(), out.as_os_str()],
-        );
-        assert!(report.contains("networkx.pagerank: L1"), "{report}");
     }
 }
 
@@ -315,13 +281,12 @@ fn pagerank_general_nonsquare_mtx_with_other_damping_matches_references() {
     };
     let dir = tempdir();
     // 5 x 9 integer matrix: N = 9; columns 6..9 are only targets (dangling).
-    let input = dir.path().join("rect.mtx");
-    std::fs::write(
-        &input,
+    let input = write(
+        dir.path(),
+        "rect.mtx",
         "%%MatrixMarket matrix coordinate integer general\n\
          5 9 9\n1 2 1\n2 3 4\n3 1 -2\n1 9 1\n4 6 2\n5 5 3\n5 1 1\n2 7 1\n3 3 1\n",
-    )
-    .unwrap();
+    );
     let out = dir.path().join("ranks.txt");
     pagerank_to(&input, &out, (3, 1, 2))
         .args([
@@ -540,18 +505,11 @@ fn kmeans_to(input: &Path, k: usize, init: &str, dir: &Path, tag: &str) -> (Cmd,
         dir.join(format!("centroids-{tag}.csv")),
         dir.join(format!("assign-{tag}.txt")),
     );
+    let k = k.to_string();
     let cmd = Cmd::spillway()
         .args(["run", "kmeans", "--input"])
         .arg(input)
-        .args([
-            "--k",
-            &k.to_string(),
-            "--iterations",
-            "1000",
-            "--init",
-            init,
-            "--out",
-        ])
+        .args(["--k", &k, "--iterations", "1000", "--init", init, "--out"])
         .arg(&out)
         .arg("--assign")
         .arg(&assign);

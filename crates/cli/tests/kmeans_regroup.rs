@@ -8,7 +8,7 @@
 use std::path::Path;
 
 mod common;
-use common::{json_bool, run_measured_in as run_measured};
+use common::{json_bool, mem_budget_args, run_measured_in as run_measured};
 
 const MIB: u64 = 1 << 20;
 
@@ -53,9 +53,7 @@ fn regroup_and_allreduce_agree_at_several_layouts() {
             assign_s,
             "--json",
         ];
-        if let Some(b) = budget {
-            args.extend(["--mem-budget", b]);
-        }
+        args.extend(mem_budget_args(budget));
         let (stdout, _) = run_ok(&args, d);
         let regroup = json_bool(&stdout, "regroup");
         assert_eq!(regroup, collective == "regroup", "{stdout}");
@@ -96,14 +94,13 @@ fn harp_scale_kmeans_stays_within_the_budget_and_matches_the_in_memory_run() {
         "32",
         "--json",
     ];
-    let mut args: Vec<&str> = common.to_vec();
-    args.extend([
+    let with = |more: &[&str]| run_ok(&[&common[..], more].concat(), d);
+    let (stdout, rss) = with(&[
         "--mem-budget",
         "64M",
         "--assign",
         a_budget.to_str().unwrap(),
     ]);
-    let (stdout, rss) = run_ok(&args, d);
     println!("regroup under 64 MiB: peak RSS {} MiB; {stdout}", rss / MIB);
     assert!(json_bool(&stdout, "regroup"), "auto chose regroup");
     assert!(
@@ -111,16 +108,9 @@ fn harp_scale_kmeans_stays_within_the_budget_and_matches_the_in_memory_run() {
         "peak RSS {} MiB exceeds the budget of 64 MiB + 64 MiB",
         rss / MIB
     );
-    let mut args: Vec<&str> = common.to_vec();
-    args.extend([
-        "--collective",
-        "allreduce",
-        "--running",
-        "2",
-        "--assign",
-        a_memory.to_str().unwrap(),
-    ]);
-    let (stdout, rss_memory) = run_ok(&args, d);
+    let allreduce = ["--collective", "allreduce", "--running", "2"];
+    let (stdout, rss_memory) =
+        with(&[&allreduce[..], &["--assign", a_memory.to_str().unwrap()]].concat());
     println!("allreduce in memory: peak RSS {} MiB", rss_memory / MIB);
     assert!(!json_bool(&stdout, "regroup"));
     let (a, b) = (

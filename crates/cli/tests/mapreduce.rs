@@ -6,32 +6,39 @@
 //! The Python checks run `$SPILLWAY_PYTHON` (default `python3`); they fail if it cannot run
 //! them, unless `SPILLWAY_SKIP_PYTHON=1`.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
 mod common;
-use common::{check_with_python, layout_args, ok, python, spillway, write, Ran};
+use common::{check_reference, check_with_python, l1, python, write, Cmd, Lcg, Ran};
 
 /// `(ranks, nodes, running per node)`.
 const LAYOUTS: [(u32, u32, u32); 4] = [(1, 1, 1), (3, 1, 2), (3, 2, 1), (7, 2, 2)];
 
-/// A 64-bit linear congruential generator (Knuth's MMIX constants).
-struct Lcg(u64);
+/// Uniform in `0..n`, from the generator's bits above the lowest 16.
+fn below(rng: &mut Lcg, n: u64) -> u64 {
+    rng.bits(16) % n
+}
 
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 16
+/// `spillway ARGS --input INPUT`, followed by `--out OUT` if given: a command to complete and run.
+fn on(args: &[&str], input: &Path, out: Option<&Path>) -> Cmd {
+    let cmd = Cmd::spillway().args(args).arg("--input").arg(input);
+    match out {
+        Some(out) => cmd.arg("--out").arg(out),
+        None => cmd,
     }
+}
 
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
+/// The bytes the shuffles of a `--json` report's operations spilled.
+fn spilled(report: &serde_json::Value) -> u64 {
+    report["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["bytes_spilled"].as_u64().unwrap())
+        .sum()
 }
 
 /// A text of `words` words: a skewed vocabulary, words with non-UTF-8 bytes, and every
@@ -40,9 +47,9 @@ fn text(seed: u64, words: usize) -> Vec<u8> {
     let mut rng = Lcg(seed);
     let mut out = Vec::new();
     for _ in 0..words {
-        let r = rng.next();
-        let spread = 1 + rng.below(3000);
-        let id = rng.below(spread);
+        let r = rng.bits(16);
+        let spread = 1 + below(&mut rng, 3000);
+        let id = below(&mut rng, spread);
         match r % 9 {
             0 => out.extend_from_slice(&[0xff, b'x', 0xc3, (id % 256) as u8 | 0x80]),
             1 => out.extend_from_slice(format!("W{id}").as_bytes()),
@@ -68,24 +75,17 @@ fn wordcount_equals_python_counter_at_several_layouts() {
     let d = write(dir.path(), "d.txt", b"tail tail\xff");
     for (i, layout) in LAYOUTS.into_iter().enumerate() {
         let out = dir.path().join(format!("wc{i}.txt"));
-        let mut args: Vec<OsString> = ["run", "wordcount", "--input"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        for f in [&a, &b, &empty, &c, &d] {
-            args.push(f.into());
-        }
-        args.extend([
-            "--out".into(),
-            out.clone().into(),
-            "--chunk".into(),
-            "8K".into(),
-        ]);
-        args.extend(layout_args(layout).into_iter().map(OsString::from));
-        if i == 2 {
-            args.push("--no-combine".into());
-        }
-        ok(spillway(&args));
+        let inputs = [&a, &b, &empty, &c, &d];
+        let cmd = Cmd::spillway()
+            .args(["run", "wordcount", "--input"])
+            .args(inputs);
+        let cmd = cmd
+            .arg("--out")
+            .arg(&out)
+            .args(["--chunk", "8K"])
+            .layout(layout);
+        let no_combine: &[&str] = if i == 2 { &["--no-combine"] } else { &[] };
+        cmd.args(no_combine).ok();
         let mut check: Vec<OsString> = vec![out.into()];
         for f in [&a, &b, &empty, &c, &d] {
             check.push(f.into());
@@ -105,19 +105,14 @@ fn wordcount_out_of_core_equals_the_in_memory_run() {
         (&small, vec!["--mem-budget", "4M", "--mr-memory", "32K"]),
     ] {
         for combine in [true, false] {
-            let mut args: Vec<OsString> =
-                ["run", "wordcount", "--json", "--chunk", "16K", "--input"]
-                    .iter()
-                    .map(OsString::from)
-                    .collect();
-            args.push(a.clone().into());
-            args.extend(["--out".into(), out.clone().into()]);
-            args.extend(layout_args((4, 2, 2)).into_iter().map(OsString::from));
-            args.extend(extra.iter().map(OsString::from));
-            if !combine {
-                args.push("--no-combine".into());
+            let wc = ["run", "wordcount", "--json", "--chunk", "16K"];
+            let cmd = on(&wc, &a, Some(out)).layout((4, 2, 2)).args(&extra);
+            let ran = if combine {
+                cmd
+            } else {
+                cmd.arg("--no-combine")
             }
-            let ran = ok(spillway(&args));
+            .ok();
             let op = &ran.json()["operations"][0];
             let spilled = op["bytes_spilled"].as_u64().unwrap();
             let rounds = op["rounds"].as_u64().unwrap();
@@ -144,7 +139,7 @@ fn graph(seed: u64, n: u64) -> Vec<(u64, u64)> {
     let mut rng = Lcg(seed);
     let mut perm: Vec<u64> = (0..n).collect();
     for i in (1..n as usize).rev() {
-        perm.swap(i, rng.below(i as u64 + 1) as usize);
+        perm.swap(i, below(&mut rng, i as u64 + 1) as usize);
     }
     let mut edges = Vec::new();
     // A long path over the first fifth of the (permuted) ids.
@@ -153,10 +148,10 @@ fn graph(seed: u64, n: u64) -> Vec<(u64, u64)> {
     }
     // Random edges among clusters of 20 ids.
     for _ in 0..n {
-        let c = n / 5 + rng.below(n * 3 / 5 / 20) * 20;
-        let (u, v) = (c + rng.below(20), c + rng.below(20));
+        let c = n / 5 + below(&mut rng, n * 3 / 5 / 20) * 20;
+        let (u, v) = (c + below(&mut rng, 20), c + below(&mut rng, 20));
         edges.push((perm[u as usize], perm[v as usize]));
-        if rng.below(10) == 0 {
+        if below(&mut rng, 10) == 0 {
             edges.push((perm[v as usize], perm[u as usize]));
         }
     }
@@ -183,36 +178,15 @@ fn cc_equals_scipy_at_several_layouts_and_both_variants() {
     for (i, layout) in LAYOUTS.into_iter().enumerate() {
         for variant in ["alternating", "two-phase"] {
             let out = dir.path().join(format!("cc{i}{variant}.txt"));
-            let mut args: Vec<OsString> = [
-                "run",
-                "cc",
-                "--engine",
-                "mapreduce",
-                "--variant",
-                variant,
-                "--input",
-            ]
-            .iter()
-            .map(OsString::from)
-            .collect();
-            args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
-            args.extend(layout_args(layout).into_iter().map(OsString::from));
-            ok(spillway(&args));
+            let cc = ["run", "cc", "--engine", "mapreduce", "--variant", variant];
+            on(&cc, &g, Some(&out)).layout(layout).ok();
             check_with_python(&py, "cc_ref.py", &[g.as_os_str(), out.as_os_str()]);
         }
         // The direct engine (the default), also under a budget that unloads its edges.
         for budget in [None, Some("1M")] {
             let out = dir.path().join(format!("cc{i}direct.txt"));
-            let mut args: Vec<OsString> = ["run", "cc", "--input"]
-                .iter()
-                .map(OsString::from)
-                .collect();
-            args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
-            args.extend(layout_args(layout).into_iter().map(OsString::from));
-            if let Some(b) = budget {
-                args.extend(["--mem-budget".into(), b.into()]);
-            }
-            ok(spillway(&args));
+            let cmd = on(&["run", "cc"], &g, Some(&out)).layout(layout);
+            cmd.mem_budget(budget).ok();
             check_with_python(&py, "cc_ref.py", &[g.as_os_str(), out.as_os_str()]);
         }
     }
@@ -228,13 +202,7 @@ fn cc_direct_refuses_the_options_of_the_mapreduce_engine() {
         &["--fault-tolerance"],
         &["--checkpoint-dir", "ck"],
     ] {
-        let mut args: Vec<OsString> = ["run", "cc", "--input"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        args.push(g.clone().into());
-        args.extend(extra.iter().map(OsString::from));
-        let ran = spillway(&args);
+        let ran = on(&["run", "cc"], &g, None).args(extra).run();
         assert_eq!(ran.code, Some(2), "{extra:?}: {ran}");
         assert!(ran.stderr.contains("--engine mapreduce"), "{ran}");
     }
@@ -247,21 +215,9 @@ fn cc_out_of_core_equals_the_in_memory_run() {
     let mut outputs = Vec::new();
     for extra in [vec![], vec!["--mem-budget", "4M", "--mr-memory", "16K"]] {
         let out = dir.path().join(format!("cc{}.txt", outputs.len()));
-        let mut args: Vec<OsString> = ["run", "cc", "--engine", "mapreduce", "--json", "--input"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
-        args.extend(layout_args((3, 2, 1)).into_iter().map(OsString::from));
-        args.extend(extra.iter().map(OsString::from));
-        let ran = ok(spillway(&args));
-        let spilled: u64 = ran.json()["operations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| o["bytes_spilled"].as_u64().unwrap())
-            .sum();
-        assert_eq!(spilled > 0, !extra.is_empty(), "{ran}");
+        let cc = ["run", "cc", "--engine", "mapreduce", "--json"];
+        let ran = on(&cc, &g, Some(&out)).layout((3, 2, 1)).args(&extra).ok();
+        assert_eq!(spilled(&ran.json()) > 0, !extra.is_empty(), "{ran}");
         outputs.push(std::fs::read(&out).unwrap());
     }
     assert_eq!(outputs[0], outputs[1]);
@@ -278,13 +234,7 @@ fn malformed_edge_lines_and_unreadable_text_exit_2_without_output() {
     let g = write(dir.path(), "bad.txt", body.as_bytes());
     let out = dir.path().join("out.txt");
     for layout in [(1, 1, 1), (3, 2, 1)] {
-        let mut args: Vec<OsString> = ["run", "cc", "--input"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
-        args.extend(layout_args(layout).into_iter().map(OsString::from));
-        let ran = spillway(&args);
+        let ran = on(&["run", "cc"], &g, Some(&out)).layout(layout).run();
         assert_eq!(ran.code, Some(2), "{ran}");
         assert!(
             ran.stderr
@@ -294,23 +244,11 @@ fn malformed_edge_lines_and_unreadable_text_exit_2_without_output() {
         assert!(!out.exists(), "partial output left behind");
     }
     let missing = dir.path().join("missing.txt");
-    let ran = spillway(&[
-        OsStr::new("run"),
-        OsStr::new("wordcount"),
-        OsStr::new("--input"),
-        missing.as_os_str(),
-        OsStr::new("--out"),
-        out.as_os_str(),
-    ]);
+    let ran = on(&["run", "wordcount"], &missing, Some(&out)).run();
     assert_eq!(ran.code, Some(2), "{ran}");
     assert!(ran.stderr.contains("missing.txt"), "{ran}");
     assert!(!out.exists());
-    let ran = spillway(&[
-        OsStr::new("run"),
-        OsStr::new("wordcount"),
-        OsStr::new("--input"),
-        dir.path().as_os_str(),
-    ]);
+    let ran = on(&["run", "wordcount"], dir.path(), None).run();
     assert_eq!(ran.code, Some(2), "{ran}");
     assert!(ran.stderr.contains("is a directory"), "{ran}");
 }
@@ -330,50 +268,23 @@ fn read_ranks(path: &Path) -> Vec<f64> {
 
 #[test]
 fn mapreduce_pagerank_equals_the_direct_engine_and_the_references() {
-    let py = python();
     let dir = TempDir::new().unwrap();
     // Dangling vertices, duplicate edges, self loops, and isolated ids (no edges at all).
     let mut edges = graph(17, 2000);
     edges.extend([(3, 5), (3, 5), (1999, 0)]);
     let g = write_graph(dir.path(), "g.txt", &edges);
-    let direct = dir.path().join("direct.txt");
-    ok(spillway(&[
-        OsStr::new("run"),
-        OsStr::new("pagerank"),
-        OsStr::new("--input"),
-        g.as_os_str(),
-        OsStr::new("--out"),
-        direct.as_os_str(),
-        OsStr::new("--iterations"),
-        OsStr::new("500"),
-        OsStr::new("--tolerance"),
-        OsStr::new("1e-13"),
-    ]));
-    let expected = read_ranks(&direct);
-    let run_mr = |out: &Path, layout, iterations: &str, tolerance: &str, extra: &[&str]| {
-        let mut args: Vec<OsString> = [
-            "run",
-            "pagerank",
-            "--engine",
-            "mapreduce",
-            "--iterations",
-            iterations,
-            "--tolerance",
-            tolerance,
-            "--input",
-        ]
-        .iter()
-        .map(OsString::from)
-        .collect();
-        args.extend([g.clone().into(), "--out".into(), out.to_path_buf().into()]);
-        args.extend(layout_args(layout).into_iter().map(OsString::from));
-        args.extend(extra.iter().map(OsString::from));
-        ok(spillway(&args));
+    // The direct engine's ranks, written to `out`.
+    let run_direct = |out: &Path, more: &[&str]| {
+        on(&["run", "pagerank"], &g, Some(out)).args(more).ok();
         read_ranks(out)
     };
-    let l1 = |a: &[f64], b: &[f64]| -> f64 {
-        assert_eq!(a.len(), b.len());
-        a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
+    let direct = dir.path().join("direct.txt");
+    let expected = run_direct(&direct, &["--iterations", "500", "--tolerance", "1e-13"]);
+    let run_mr = |out: &Path, layout, iterations: &str, tolerance: &str, extra: &[&str]| {
+        let limits = ["--iterations", iterations, "--tolerance", tolerance];
+        let mr = [&["run", "pagerank", "--engine", "mapreduce"][..], &limits].concat();
+        on(&mr, &g, Some(out)).layout(layout).args(extra).ok();
+        read_ranks(out)
     };
     for (i, layout) in LAYOUTS.into_iter().take(3).enumerate() {
         let out = dir.path().join(format!("mr{i}.txt"));
@@ -383,41 +294,23 @@ fn mapreduce_pagerank_equals_the_direct_engine_and_the_references() {
             d <= 1e-12,
             "layout {layout:?}: L1 {d:e} from the direct engine"
         );
-        if let Some(py) = &py {
-            check_with_python(py, "pagerank_ref.py", &[g.as_os_str(), out.as_os_str()]);
-        }
+        check_reference("pagerank_ref.py", &[g.as_os_str(), out.as_os_str()]);
     }
     // Spilling (a 16 KiB allowance) on 7 ranks and 2 nodes: 15 iterations against the
     // direct engine's 15.
-    let direct15 = dir.path().join("direct15.txt");
-    ok(spillway(&[
-        OsStr::new("run"),
-        OsStr::new("pagerank"),
-        OsStr::new("--input"),
-        g.as_os_str(),
-        OsStr::new("--out"),
-        direct15.as_os_str(),
-        OsStr::new("--iterations"),
-        OsStr::new("15"),
-    ]));
+    let direct15 = run_direct(&dir.path().join("direct15.txt"), &["--iterations", "15"]);
     let out = dir.path().join("mr-spill.txt");
     let got = run_mr(&out, LAYOUTS[3], "15", "0", &["--mr-memory", "16K"]);
-    let d = l1(&got, &read_ranks(&direct15));
+    let d = l1(&got, &direct15);
     assert!(d <= 1e-12, "spilling: L1 {d:e} from the direct engine");
 }
 
 /// Peak RSS (bytes) and the first operation's spilled bytes from a `--json` report.
 fn rss_and_spill(ran: &Ran) -> (u64, u64) {
     let v = ran.json();
-    let spilled = v["operations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["bytes_spilled"].as_u64().unwrap())
-        .sum();
     (
         v["peak_rss"].as_u64().expect("peak RSS is measured"),
-        spilled,
+        spilled(&v),
     )
 }
 
@@ -430,25 +323,22 @@ fn out_of_core_word_count_and_cc_stay_within_the_budget_plus_64_mib() {
     let mut big = Vec::with_capacity(9 << 23);
     let mut rng = Lcg(5);
     while big.len() < 8 * budget as usize {
-        let id = rng.below(1 << 20);
+        let id = below(&mut rng, 1 << 20);
         big.extend_from_slice(format!("v{id}").as_bytes());
-        big.push(if rng.below(10) == 0 { b'\n' } else { b' ' });
+        big.push(if below(&mut rng, 10) == 0 {
+            b'\n'
+        } else {
+            b' '
+        });
     }
     let t = write(dir.path(), "big.txt", &big);
     drop(big);
     let mem = dir.path().join("mem.txt");
     let ooc = dir.path().join("ooc.txt");
-    for (out, with_budget) in [(&mem, false), (&ooc, true)] {
-        let mut args: Vec<OsString> = ["run", "wordcount", "--json", "--ranks", "4", "--input"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        args.extend([t.clone().into(), "--out".into(), out.clone().into()]);
-        if with_budget {
-            args.extend(["--mem-budget".into(), "8M".into()]);
-        }
-        let ran = ok(spillway(&args));
-        if with_budget {
+    for (out, mem_budget) in [(&mem, None), (&ooc, Some("8M"))] {
+        let wc = ["run", "wordcount", "--json", "--ranks", "4"];
+        let ran = on(&wc, &t, Some(out)).mem_budget(mem_budget).ok();
+        if mem_budget.is_some() {
             let (rss, spilled) = rss_and_spill(&ran);
             assert!(spilled > 0, "{ran}");
             assert!(
@@ -463,30 +353,15 @@ fn out_of_core_word_count_and_cc_stay_within_the_budget_plus_64_mib() {
     // A graph whose edges take 4 times the budget as u32 pairs (2M edges, 16 MiB; 4 MiB budget).
     let budget: u64 = 4 << 20;
     let g = dir.path().join("g.txt");
-    ok(spillway(&[
-        OsStr::new("gen"),
-        OsStr::new("rmat"),
-        OsStr::new("--scale"),
-        OsStr::new("17"),
-        OsStr::new("--edge-factor"),
-        OsStr::new("16"),
-        OsStr::new("--out"),
-        g.as_os_str(),
-    ]));
+    let rmat = ["gen", "rmat", "--scale", "17", "--edge-factor", "16"];
+    Cmd::spillway().args(rmat).arg("--out").arg(&g).ok();
     for engine in ["direct", "mapreduce"] {
         let mut outputs = Vec::new();
-        for with_budget in [false, true] {
+        for mem_budget in [None, Some("4M")] {
+            let with_budget = mem_budget.is_some();
             let out = dir.path().join(format!("cc{engine}{with_budget}.txt"));
-            let mut args: Vec<OsString> = ["run", "cc", "--json", "--ranks", "2", "--input"]
-                .iter()
-                .map(OsString::from)
-                .collect();
-            args.extend([g.clone().into(), "--out".into(), out.clone().into()]);
-            args.extend(["--engine".into(), engine.into()]);
-            if with_budget {
-                args.extend(["--mem-budget".into(), "4M".into()]);
-            }
-            let ran = ok(spillway(&args));
+            let cmd = on(&["run", "cc", "--json", "--ranks", "2"], &g, Some(&out));
+            let ran = cmd.args(["--engine", engine]).mem_budget(mem_budget).ok();
             if with_budget {
                 // The direct engine has no shuffle: its edges are unloaded to spill files.
                 let (rss, spilled) = match engine {
@@ -530,16 +405,13 @@ fn injections((ranks, nodes, _): (u32, u32, u32), ops: u64) -> Vec<String> {
 /// Runs `base` (arguments without the layout and output) with `--json` and the given
 /// extra arguments; returns the report and the output file's text.
 fn run_ft(
-    base: &[OsString],
+    base: &Cmd,
     layout: (u32, u32, u32),
     out: &Path,
     extra: &[String],
 ) -> (serde_json::Value, Vec<u8>) {
-    let mut args: Vec<OsString> = base.to_vec();
-    args.extend(["--json".into(), "--out".into(), out.to_path_buf().into()]);
-    args.extend(layout_args(layout).into_iter().map(OsString::from));
-    args.extend(extra.iter().map(OsString::from));
-    let ran = ok(spillway(&args));
+    let cmd = base.clone().args(["--json", "--out"]).arg(out);
+    let ran = cmd.layout(layout).args(extra).ok();
     (ran.json(), std::fs::read(out).unwrap())
 }
 
@@ -555,21 +427,17 @@ fn lost_nodes_and_ranks_leave_the_mapreduce_outputs_unchanged() {
     let text_file = write(dir.path(), "a.txt", text(31, 60_000));
     let g = write_graph(dir.path(), "g.txt", &graph(5, 4000));
     let out = dir.path().join("out.txt");
-    let os = |v: &[&str]| -> Vec<OsString> { v.iter().map(OsString::from).collect() };
-    let mut wc = os(&["run", "wordcount", "--chunk", "16K", "--input"]);
-    wc.push(text_file.clone().into());
-    let mut cc = os(&["run", "cc", "--engine", "mapreduce", "--input"]);
-    cc.push(g.clone().into());
-    let mut pr = os(&[
+    let wc = on(&["run", "wordcount", "--chunk", "16K"], &text_file, None);
+    let cc = on(&["run", "cc", "--engine", "mapreduce"], &g, None);
+    let pr = [
         "run",
         "pagerank",
         "--engine",
         "mapreduce",
         "--iterations",
         "8",
-        "--input",
-    ]);
-    pr.push(g.clone().into());
+    ];
+    let pr = on(&pr, &g, None);
     let spill: Vec<String> = ["--mem-budget", "8M", "--mr-memory", "16K"]
         .map(String::from)
         .to_vec();
@@ -582,9 +450,9 @@ fn lost_nodes_and_ranks_leave_the_mapreduce_outputs_unchanged() {
                 .map(|s| vec!["--inject-failure".into(), s])
                 .collect();
             // The same under a memory budget with the shuffle spilling (one case each).
-            let mut spilled = cases[1].clone();
-            spilled.extend(spill.iter().cloned());
-            cases.push(spilled);
+            let mut spilling = cases[1].clone();
+            spilling.extend(spill.iter().cloned());
+            cases.push(spilling);
             for extra in cases {
                 let (report, got) = run_ft(base, layout, &out, &extra);
                 let what = format!("{name} {layout:?} {extra:?}");
@@ -603,13 +471,7 @@ fn lost_nodes_and_ranks_leave_the_mapreduce_outputs_unchanged() {
                     "{what}: lost {lost}"
                 );
                 if extra.len() > 2 {
-                    let spilled: u64 = report["operations"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|o| o["bytes_spilled"].as_u64().unwrap())
-                        .sum();
-                    assert!(spilled > 0, "{what}: nothing spilled");
+                    assert!(spilled(&report) > 0, "{what}: nothing spilled");
                 }
                 match name {
                     // Counts by count, then word: the same bytes whatever the rank count.
@@ -637,16 +499,8 @@ fn lost_nodes_and_ranks_leave_the_mapreduce_outputs_unchanged() {
 fn losses_fault_tolerance_cannot_cover_end_the_job_with_a_clear_error() {
     let dir = TempDir::new().unwrap();
     let g = write_graph(dir.path(), "g.txt", &graph(3, 2000));
-    let base = |extra: &[&str]| -> Ran {
-        let mut args: Vec<OsString> = ["run", "cc", "--engine", "mapreduce", "--input"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        args.push(g.clone().into());
-        args.extend(layout_args((6, 3, 2)).into_iter().map(OsString::from));
-        args.extend(extra.iter().map(OsString::from));
-        spillway(&args)
-    };
+    let cc = on(&["run", "cc", "--engine", "mapreduce"], &g, None).layout((6, 3, 2));
+    let base = |extra: &[&str]| -> Ran { cc.clone().args(extra).run() };
     // Node 1 and the holder of its replicas, node 2, in the same operation.
     let ran = base(&[
         "--inject-failure",
@@ -666,6 +520,6 @@ fn losses_fault_tolerance_cannot_cover_end_the_job_with_a_clear_error() {
         assert!(ran.stderr.contains("--inject-failure"), "{ran}");
     }
     // A failure the job never reaches is reported, and changes nothing.
-    let ran = ok(base(&["--inject-failure", "rank:1@op:999"]));
+    let ran = cc.clone().args(["--inject-failure", "rank:1@op:999"]).ok();
     assert!(ran.stderr.contains("did not happen"), "{ran}");
 }

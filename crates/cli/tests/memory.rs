@@ -18,21 +18,19 @@ fn peak_rss_stays_within_the_budget_plus_a_fixed_overhead() {
     const MIB: u64 = 1 << 20;
     let budget = 32 * MIB;
     // 8.4M edges: about 128 MiB of storage-backed rank data, four times the budget.
-    let (code, stdout, stderr, rss) = run_measured(&[
-        "run",
-        "pagerank",
-        "--generate",
-        "rmat:19:16",
-        "--ranks",
-        "16",
-        "--running",
-        "1",
-        "--iterations",
-        "2",
-        "--mem-budget",
-        "32M",
-        "--json",
-    ]);
+    let job = [
+        &[
+            "run",
+            "pagerank",
+            "--generate",
+            "rmat:19:16",
+            "--ranks",
+            "16",
+        ][..],
+        &["--running", "1", "--iterations", "2", "--json"],
+    ]
+    .concat();
+    let (code, stdout, stderr, rss) = run_measured(&[&job[..], &["--mem-budget", "32M"]].concat());
     assert_eq!(code, 0, "{stderr}");
     let data = json_field(&stdout, "peak_storage_backed_bytes") as u64;
     assert!(
@@ -49,19 +47,7 @@ fn peak_rss_stays_within_the_budget_plus_a_fixed_overhead() {
         overhead / MIB
     );
     // The same job without a budget keeps its data resident: the bound is not trivially met.
-    let (code, _, stderr, rss_free) = run_measured(&[
-        "run",
-        "pagerank",
-        "--generate",
-        "rmat:19:16",
-        "--ranks",
-        "16",
-        "--running",
-        "1",
-        "--iterations",
-        "2",
-        "--json",
-    ]);
+    let (code, _, stderr, rss_free) = run_measured(&job);
     assert_eq!(code, 0, "{stderr}");
     assert!(
         rss_free > budget + overhead,

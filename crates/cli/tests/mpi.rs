@@ -14,7 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use common::{check_with_python, python, Cmd, Ran};
+use common::{
+    check_reference, l1, max_abs_diff, read_u64s, sorted_lines, write_points, write_u64s, Cmd, Lcg,
+    Ran,
+};
 
 /// Runs `program` with `args`.
 fn run_cmd(program: &str, args: &[String]) -> Ran {
@@ -43,26 +46,42 @@ fn local(args: &[&str]) -> Ran {
     ran
 }
 
-fn reference(script: &str, args: &[&Path]) {
-    let Some(py) = python() else { return };
-    check_with_python(&py, script, args);
+/// `spillway ARGS --backend mpi` on `np` MPI processes, within `seconds`.
+fn over_mpi(np: u32, seconds: u32, args: &[&str]) -> Ran {
+    mpirun(
+        np,
+        seconds,
+        &[],
+        SPILLWAY,
+        &[args, &["--backend", "mpi"]].concat(),
+    )
 }
 
-/// A small deterministic generator, independent of spillway's.
-struct Lcg(u64);
+/// The `--json` report of a successful run over MPI on `np` processes (its node count).
+fn report_of(ran: &Ran, np: u32) -> serde_json::Value {
+    assert_eq!(ran.code, Some(0), "{ran}");
+    let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+    assert_eq!(report["nodes"], np);
+    report
+}
 
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
+/// `run ALGORITHM --input INPUT --out OUT MORE`.
+fn run_args<'a>(
+    algorithm: &'a str,
+    input: &'a Path,
+    out: &'a Path,
+    more: &[&'a str],
+) -> Vec<&'a str> {
+    [
+        &["run", algorithm, "--input", s(input), "--out", s(out)][..],
+        more,
+    ]
+    .concat()
+}
 
-    fn unit(&mut self) -> f64 {
-        self.next() as f64 / (1u64 << 31) as f64
-    }
+/// Uniform in `[0, 1)`, from 31 bits.
+fn unit31(rng: &mut Lcg) -> f64 {
+    rng.bits(33) as f64 / (1u64 << 31) as f64
 }
 
 /// A skewed random graph as a SNAP edge list: n vertices, m edges, some dangling vertices.
@@ -70,8 +89,8 @@ fn write_graph(path: &Path, n: u64, m: usize) {
     let mut rng = Lcg(7);
     let mut text = String::from("# test graph\n");
     for _ in 0..m {
-        let u = rng.next() % n;
-        let skew = rng.unit();
+        let u = rng.bits(33) % n;
+        let skew = unit31(&mut rng);
         let v = ((skew * skew * n as f64) as u64).min(n - 1);
         if u % 17 != 3 {
             text.push_str(&format!("{u}\t{v}\n"));
@@ -82,23 +101,14 @@ fn write_graph(path: &Path, n: u64, m: usize) {
     std::fs::write(path, text).unwrap();
 }
 
-/// Points around k well-separated centres, CSV with round-trip formatting.
-fn write_points(path: &Path, n: usize, dim: usize, k: usize) {
-    let mut rng = Lcg(11);
-    let centres: Vec<Vec<f64>> = (0..k)
-        .map(|_| (0..dim).map(|_| -20.0 + 40.0 * rng.unit()).collect())
-        .collect();
-    let mut text = String::new();
-    for i in 0..n {
-        let c = &centres[i % k];
-        let row: Vec<String> = c
-            .iter()
-            .map(|x| format!("{:?}", x + 3.0 * (rng.unit() - 0.5)))
-            .collect();
-        text.push_str(&row.join(","));
-        text.push('\n');
-    }
-    std::fs::write(path, text).unwrap();
+/// The numbers of a CSV file, row after row.
+fn csv_values(path: &Path) -> Vec<f64> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .split([',', '\n'])
+        .filter(|x| !x.is_empty())
+        .map(|x| x.parse().unwrap())
+        .collect()
 }
 
 fn read_ranks(path: &Path) -> Vec<f64> {
@@ -242,56 +252,27 @@ fn pagerank_over_mpi_gives_the_local_backends_ranks() {
     let graph = dir.path().join("graph.txt");
     write_graph(&graph, 5000, 60_000);
     let want = dir.path().join("local.txt");
-    local(&[
-        "run",
-        "pagerank",
-        "--input",
-        s(&graph),
-        "--ranks",
-        "6",
-        "--out",
-        s(&want),
-    ]);
+    local(&run_args("pagerank", &graph, &want, &["--ranks", "6"]));
     let want_ranks = read_ranks(&want);
     for np in [2, 3] {
         let out = dir.path().join(format!("mpi{np}.txt"));
-        let ran = mpirun(
+        let ran = over_mpi(
             np,
             120,
-            &[],
-            SPILLWAY,
-            &[
-                "run",
-                "pagerank",
-                "--backend",
-                "mpi",
-                "--ranks",
-                "6",
-                "--input",
-                s(&graph),
-                "--out",
-                s(&out),
-                "--json",
-            ],
+            &run_args("pagerank", &graph, &out, &["--ranks", "6", "--json"]),
         );
-        assert_eq!(ran.code, Some(0), "{ran}");
+        let report = report_of(&ran, np);
         // Only the process holding rank 0 reports.
         assert_eq!(ran.stdout.lines().count(), 1, "{ran}");
-        let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
         assert_eq!(report["backend"], "mpi");
-        assert_eq!(report["nodes"], np);
         let got = read_ranks(&out);
         assert_eq!(got.len(), want_ranks.len());
-        let l1: f64 = got
-            .iter()
-            .zip(&want_ranks)
-            .map(|(a, b)| (a - b).abs())
-            .sum();
+        let l1 = l1(&got, &want_ranks);
         assert!(
             l1 <= 1e-12,
             "np={np}: L1 distance to the local backend {l1:e}"
         );
-        reference("pagerank_ref.py", &[&graph, &out]);
+        check_reference("pagerank_ref.py", &[&graph, &out]);
     }
 }
 
@@ -299,30 +280,15 @@ fn pagerank_over_mpi_gives_the_local_backends_ranks() {
 fn kmeans_over_mpi_gives_the_local_backends_assignments() {
     let dir = tempdir();
     let points = dir.path().join("points.csv");
-    write_points(&points, 6000, 4, 5);
+    write_points(&points, (6000, 4, 5), unit31);
+    let km = ["--k", "5", "--iterations", "1000", "--ranks", "6"];
     let run_local = |nodes: &str, tag: &str| -> (PathBuf, PathBuf) {
         let (c, a) = (
             dir.path().join(format!("c-{tag}.csv")),
             dir.path().join(format!("a-{tag}.txt")),
         );
-        local(&[
-            "run",
-            "kmeans",
-            "--input",
-            s(&points),
-            "--k",
-            "5",
-            "--iterations",
-            "1000",
-            "--ranks",
-            "6",
-            "--nodes",
-            nodes,
-            "--out",
-            s(&c),
-            "--assign",
-            s(&a),
-        ]);
+        let more = [&km[..], &["--nodes", nodes, "--assign", s(&a)]].concat();
+        local(&run_args("kmeans", &points, &c, &more));
         (c, a)
     };
     let (c1, a1) = run_local("1", "local1");
@@ -332,30 +298,8 @@ fn kmeans_over_mpi_gives_the_local_backends_assignments() {
             dir.path().join(format!("c-mpi{np}.csv")),
             dir.path().join(format!("a-mpi{np}.txt")),
         );
-        let ran = mpirun(
-            np,
-            120,
-            &[],
-            SPILLWAY,
-            &[
-                "run",
-                "kmeans",
-                "--backend",
-                "mpi",
-                "--input",
-                s(&points),
-                "--k",
-                "5",
-                "--iterations",
-                "1000",
-                "--ranks",
-                "6",
-                "--out",
-                s(&c),
-                "--assign",
-                s(&a),
-            ],
-        );
+        let more = [&km[..], &["--assign", s(&a)]].concat();
+        let ran = over_mpi(np, 120, &run_args("kmeans", &points, &c, &more));
         assert_eq!(ran.code, Some(0), "{ran}");
         assert_eq!(
             read(&a),
@@ -369,13 +313,7 @@ fn kmeans_over_mpi_gives_the_local_backends_assignments() {
             read(&cl),
             "np={np}: centroids differ from the local backend"
         );
-        let max_diff = std::fs::read_to_string(&c)
-            .unwrap()
-            .split([',', '\n'])
-            .zip(std::fs::read_to_string(&c1).unwrap().split([',', '\n']))
-            .filter(|(x, _)| !x.is_empty())
-            .map(|(x, y)| (x.parse::<f64>().unwrap() - y.parse::<f64>().unwrap()).abs())
-            .fold(0.0, f64::max);
+        let max_diff = max_abs_diff(&csv_values(&c), &csv_values(&c1));
         assert!(
             max_diff <= 1e-9,
             "np={np}: centroids differ by {max_diff:e}"
@@ -389,51 +327,22 @@ fn memory_budget_and_message_spilling_work_per_node_over_mpi() {
     let graph = dir.path().join("graph.txt");
     write_graph(&graph, 100_000, 1_000_000);
     let want = dir.path().join("local.txt");
-    local(&[
-        "run",
-        "pagerank",
-        "--input",
-        s(&graph),
-        "--ranks",
-        "8",
-        "--iterations",
-        "5",
-        "--out",
-        s(&want),
-    ]);
+    let pr = ["--ranks", "8", "--iterations", "5"];
+    local(&run_args("pagerank", &graph, &want, &pr));
     let out = dir.path().join("mpi.txt");
-    let ran = mpirun(
-        2,
-        120,
-        &[],
-        SPILLWAY,
-        &[
-            "run",
-            "pagerank",
-            "--backend",
-            "mpi",
-            "--ranks",
-            "8",
-            "--iterations",
-            "5",
-            "--running",
-            "1",
-            "--mem-budget",
-            "256K",
-            "--input",
-            s(&graph),
-            "--out",
-            s(&out),
-            "--json",
-        ],
-    );
+    let more = [
+        &pr[..],
+        &["--running", "1", "--mem-budget", "256K", "--json"],
+    ]
+    .concat();
+    let ran = over_mpi(2, 120, &run_args("pagerank", &graph, &out, &more));
     assert_eq!(ran.code, Some(0), "{ran}");
     let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
     assert!(report["spill_bytes_written"].as_u64().unwrap() > 0, "{ran}");
     assert!(report["messages_spilled"].as_u64().unwrap() > 0, "{ran}");
     let (got, want) = (read_ranks(&out), read_ranks(&want));
     assert_eq!(got.len(), want.len());
-    let l1: f64 = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).sum();
+    let l1 = l1(&got, &want);
     assert!(
         l1 <= 1e-12,
         "L1 distance to the local backend {l1:e} under a memory budget"
@@ -444,7 +353,13 @@ fn memory_budget_and_message_spilling_work_per_node_over_mpi() {
 fn write_complex(path: &Path, n: usize) {
     let mut rng = Lcg(23);
     let text: String = (0..n)
-        .map(|_| format!("{:?} {:?}\n", rng.unit() - 0.5, rng.unit() - 0.5))
+        .map(|_| {
+            format!(
+                "{:?} {:?}\n",
+                unit31(&mut rng) - 0.5,
+                unit31(&mut rng) - 0.5
+            )
+        })
         .collect();
     std::fs::write(path, text).unwrap();
 }
@@ -463,55 +378,29 @@ fn fft_over_mpi_gives_the_local_backends_output() {
     let input = dir.path().join("x.txt");
     write_complex(&input, 1 << 12);
     let want = dir.path().join("local.txt");
-    local(&[
-        "run",
+    local(&run_args(
         "fft",
-        "--input",
-        s(&input),
-        "--ranks",
-        "4",
-        "--nodes",
-        "2",
-        "--out",
-        s(&want),
-    ]);
+        &input,
+        &want,
+        &["--ranks", "4", "--nodes", "2"],
+    ));
     let want_values = read_floats(&want);
     for np in [2, 3] {
         let out = dir.path().join(format!("mpi{np}.txt"));
-        let ran = mpirun(
+        let ran = over_mpi(
             np,
             120,
-            &[],
-            SPILLWAY,
-            &[
-                "run",
-                "fft",
-                "--backend",
-                "mpi",
-                "--ranks",
-                "4",
-                "--input",
-                s(&input),
-                "--out",
-                s(&out),
-                "--json",
-            ],
+            &run_args("fft", &input, &out, &["--ranks", "4", "--json"]),
         );
-        assert_eq!(ran.code, Some(0), "{ran}");
-        let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
-        assert_eq!(report["nodes"], np);
+        report_of(&ran, np);
         let got = read_floats(&out);
         assert_eq!(got.len(), want_values.len());
-        let worst = got
-            .iter()
-            .zip(&want_values)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
+        let worst = max_abs_diff(&got, &want_values);
         assert!(
             worst <= 1e-12,
             "np={np}: differs from the local backend by {worst:e}"
         );
-        reference("fft_ref.py", &[&input, &out]);
+        check_reference("fft_ref.py", &[&input, &out]);
     }
 }
 
@@ -520,37 +409,15 @@ fn sample_sort_over_mpi_gives_the_sorted_values() {
     let dir = tempdir();
     let input = dir.path().join("v.bin");
     let mut rng = Lcg(31);
-    let values: Vec<u64> = (0..50_001).map(|_| rng.next() % 10_000).collect();
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    std::fs::write(&input, bytes).unwrap();
+    let values: Vec<u64> = (0..50_001).map(|_| rng.bits(33) % 10_000).collect();
+    write_u64s(&input, &values);
     let mut want = values.clone();
     want.sort();
     for np in [2, 3] {
         let out = dir.path().join(format!("sorted{np}.bin"));
-        let ran = mpirun(
-            np,
-            120,
-            &[],
-            SPILLWAY,
-            &[
-                "run",
-                "sort",
-                "--backend",
-                "mpi",
-                "--ranks",
-                "5",
-                "--input",
-                s(&input),
-                "--out",
-                s(&out),
-            ],
-        );
+        let ran = over_mpi(np, 120, &run_args("sort", &input, &out, &["--ranks", "5"]));
         assert_eq!(ran.code, Some(0), "{ran}");
-        let got: Vec<u64> = std::fs::read(&out)
-            .unwrap()
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-            .collect();
+        let got = read_u64s(&out);
         assert!(got == want, "np={np}: not the sorted input");
     }
 }
@@ -560,9 +427,14 @@ fn write_sparse(path: &Path, rows: usize, cols: usize, seed: u64) {
     let mut rng = Lcg(seed);
     let mut entries = Vec::new();
     for i in 0..rows {
-        for _ in 0..3 + rng.next() % 10 {
-            let j = rng.next() as usize % cols;
-            entries.push(format!("{} {} {:.6}\n", i + 1, j + 1, 0.1 + rng.unit()));
+        for _ in 0..3 + rng.bits(33) % 10 {
+            let j = rng.bits(33) as usize % cols;
+            entries.push(format!(
+                "{} {} {:.6}\n",
+                i + 1,
+                j + 1,
+                0.1 + unit31(&mut rng)
+            ));
         }
     }
     let mut text = format!(
@@ -697,58 +569,27 @@ fn fault_tolerant_mapreduce_over_mpi_survives_a_lost_process() {
     let graph = dir.path().join("graph.txt");
     write_graph(&graph, 3000, 8000);
     let want = dir.path().join("local.txt");
-    local(&[
-        "run",
-        "cc",
-        "--input",
-        s(&graph),
-        "--ranks",
-        "6",
-        "--out",
-        s(&want),
-    ]);
-    let sorted = |p: &Path| {
-        let mut l: Vec<String> = std::fs::read_to_string(p)
-            .unwrap()
-            .lines()
-            .map(String::from)
-            .collect();
-        l.sort();
-        l
-    };
-    let want = sorted(&want);
+    local(&run_args("cc", &graph, &want, &["--ranks", "6"]));
+    let want = sorted_lines(&want);
     for (np, spec) in [(2, "node:1@op:1"), (3, "node:0@op:3"), (3, "rank:4@op:2")] {
         let out = dir.path().join(format!("mpi{np}.txt"));
-        let ran = mpirun(
-            np,
-            120,
-            &[],
-            SPILLWAY,
-            &[
-                "run",
-                "cc",
-                "--engine",
-                "mapreduce",
-                "--backend",
-                "mpi",
-                "--ranks",
-                "6",
-                "--input",
-                s(&graph),
-                "--out",
-                s(&out),
-                "--inject-failure",
-                spec,
-                "--json",
-            ],
-        );
+        let more = [
+            "--engine",
+            "mapreduce",
+            "--ranks",
+            "6",
+            "--inject-failure",
+            spec,
+            "--json",
+        ];
+        let ran = over_mpi(np, 120, &run_args("cc", &graph, &out, &more));
         assert_eq!(ran.code, Some(0), "{ran}");
         // One report, from the process holding the first surviving rank.
         assert_eq!(ran.stdout.lines().count(), 1, "{ran}");
         let report: serde_json::Value = serde_json::from_str(ran.stdout.trim()).unwrap();
         let recoveries = report["fault_tolerance"]["recoveries"].as_array().unwrap();
         assert_eq!(recoveries.len(), 1, "{ran}");
-        assert_eq!(sorted(&out), want, "np={np} {spec}");
+        assert_eq!(sorted_lines(&out), want, "np={np} {spec}");
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{names as listing, spillway as run, Cmd};
+use common::{mem_budget_args, names as listing, spillway as run, Cmd};
 
 /// A 3-cycle: every vertex ends with rank 1/3.
 fn write_cycle(dir: &Path) -> std::path::PathBuf {
@@ -22,7 +22,9 @@ fn outputs_to_a_device_a_fifo_and_a_symlink_write_through_and_stay_what_they_wer
     let g = write_cycle(dir.path());
     let g = g.to_str().unwrap();
 
-    let out = run(&["run", "pagerank", "--input", g, "--out", "/dev/null"]);
+    // PageRank of the cycle, written to `out`.
+    let pagerank_to = |out: &str| run(&["run", "pagerank", "--input", g, "--out", out]);
+    let out = pagerank_to("/dev/null");
     assert!(out.code == Some(0), "{out}");
     let meta = std::fs::metadata("/dev/null").unwrap();
     assert!(meta.file_type().is_char_device(), "/dev/null was replaced");
@@ -39,14 +41,7 @@ fn outputs_to_a_device_a_fifo_and_a_symlink_write_through_and_stay_what_they_wer
             .unwrap();
         text
     });
-    let out = run(&[
-        "run",
-        "pagerank",
-        "--input",
-        g,
-        "--out",
-        fifo.to_str().unwrap(),
-    ]);
+    let out = pagerank_to(fifo.to_str().unwrap());
     assert!(out.code == Some(0), "{out}");
     let text = reader.join().unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -64,14 +59,7 @@ fn outputs_to_a_device_a_fifo_and_a_symlink_write_through_and_stay_what_they_wer
     let target = dir.path().join("real.txt");
     let link = dir.path().join("link.txt");
     std::os::unix::fs::symlink("real.txt", &link).unwrap();
-    let out = run(&[
-        "run",
-        "pagerank",
-        "--input",
-        g,
-        "--out",
-        link.to_str().unwrap(),
-    ]);
+    let out = pagerank_to(link.to_str().unwrap());
     assert!(out.code == Some(0), "{out}");
     assert!(std::fs::symlink_metadata(&link)
         .unwrap()
@@ -113,33 +101,29 @@ fn signal_and_expect_one_line(child: &mut std::process::Child, signal: i32, name
     assert_eq!(err.trim().lines().count(), 1, "one line on stderr: {err}");
 }
 
+/// Starts `cmd` (its standard output closed) and gives it `time` to get going.
+fn started(cmd: Cmd, time: Duration) -> std::process::Child {
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stdout.take());
+    std::thread::sleep(time);
+    child
+}
+
 /// Starts an out-of-core job, sends `signal` once it runs, and checks the exit code and that
 /// neither its spill directory nor its output directory holds anything afterwards.
 fn interrupt_with(signal: i32, name: &str) {
     let spill = tempfile::tempdir().unwrap();
     let outdir = tempfile::tempdir().unwrap();
     let out = outdir.path().join("ranks.txt");
-    let mut child = Cmd::spillway()
-        .args([
-            "run",
-            "pagerank",
-            "--generate",
-            "rmat:18:16",
-            "--ranks",
-            "16",
-            "--mem-budget",
-            "16M",
-            "--iterations",
-            "100000",
-            "--spill-dir",
-            spill.path().to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    std::thread::sleep(Duration::from_millis(2500));
+    let pagerank = ["run", "pagerank", "--generate", "rmat:18:16"];
+    let budget = ["--ranks", "16", "--mem-budget", "16M"];
+    let long = ["--iterations", "100000", "--spill-dir"];
+    let cmd = Cmd::spillway()
+        .args(pagerank)
+        .args(budget)
+        .args(long)
+        .arg(spill.path());
+    let mut child = started(cmd.arg("--out").arg(&out), Duration::from_millis(2500));
     signal_and_expect_one_line(&mut child, signal, name);
     assert!(listing(spill.path()).is_empty(), "spill files left");
     assert!(listing(outdir.path()).is_empty(), "output files left");
@@ -190,9 +174,7 @@ fn a_huge_vertex_id_is_refused_before_anything_that_large_is_allocated() {
         let mut args = vec!["run"];
         args.extend_from_slice(job);
         args.extend(["--input", g.to_str().unwrap(), "--ranks", "3"]);
-        if let Some(b) = budget {
-            args.extend(["--mem-budget", b]);
-        }
+        args.extend(mem_budget_args(budget));
         let ran = run(&args);
         let (err, rss) = (&ran.stderr, ran.peak_rss);
         assert_eq!(ran.code, Some(2), "{ran}");
@@ -329,19 +311,10 @@ fn sigint_while_waiting_on_an_input_fifo_ends_with_130() {
     let fifo = dir.path().join("in.fifo");
     mkfifo(&fifo);
     let out = dir.path().join("ranks.txt");
-    let mut child = Cmd::spillway()
-        .args([
-            "run",
-            "pagerank",
-            "--input",
-            fifo.to_str().unwrap(),
-            "--out",
-        ])
-        .arg(&out)
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    std::thread::sleep(Duration::from_millis(1000));
+    let cmd = Cmd::spillway()
+        .args(["run", "pagerank", "--input"])
+        .arg(&fifo);
+    let mut child = started(cmd.arg("--out").arg(&out), Duration::from_millis(1000));
     assert!(
         child.try_wait().unwrap().is_none(),
         "the job should wait for a writer"

@@ -10,46 +10,16 @@
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 mod common;
-use common::{assert_rejected, check_with_python, python, tempdir, write, Cmd};
+use common::{
+    assert_rejected, check_reference, check_with_python, python, tempdir, write, Cmd, Lcg,
+};
 
 // ---------------------------------------------------------------------------------------------
-// Python references
-// ---------------------------------------------------------------------------------------------
-
 // Test data
-
-/// A 64-bit linear congruential generator (Knuth's MMIX constants).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0
-    }
-
-    /// Uniform in `0..n` (the high bits; `n` is small).
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) % n as u64) as usize
-    }
-
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box-Muller).
-    fn normal(&mut self) -> f64 {
-        let u = 1.0 - self.unit(); // (0, 1]
-        let v = self.unit();
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
-}
+// ---------------------------------------------------------------------------------------------
 
 /// The base seed of the generated inputs (`SPILLWAY_TEST_SEED` or a fixed one), printed so that
 /// a failure can be reproduced.
@@ -122,16 +92,14 @@ fn colour_is_valid_within_max_degree_plus_one_and_independent_of_the_layout() {
             let out = dir
                 .path()
                 .join(format!("colours-{c}-{}.txt", layout_name(layout)));
-            let mut cmd = Cmd::spillway()
+            let cmd = Cmd::spillway()
                 .args(["run", "colour", "--input"])
                 .arg(&input)
                 .args(*args)
                 .args(["--json", "--out"])
                 .arg(&out)
-                .layout(layout);
-            if let Some(b) = budget {
-                cmd = cmd.args(["--mem-budget", b]);
-            }
+                .layout(layout)
+                .mem_budget(budget);
             let ran = cmd.ok();
             let colours = ran.number("colours");
             let max_degree = ran.number("max_degree");
@@ -182,17 +150,14 @@ fn colour_of_a_symmetric_mtx_graph_is_valid() {
         .arg(&out)
         .layout((4, 2, 1))
         .ok();
-    if let Some(py) = python() {
-        check_with_python(
-            &py,
-            "colour_ref.py",
-            &[
-                input.as_os_str(),
-                out.as_os_str(),
-                std::ffi::OsStr::new("--largest-first"),
-            ],
-        );
-    }
+    check_reference(
+        "colour_ref.py",
+        &[
+            input.as_os_str(),
+            out.as_os_str(),
+            std::ffi::OsStr::new("--largest-first"),
+        ],
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -276,37 +241,27 @@ fn spkmeans_check(
         let tag = layout_name(layout);
         let out = dir.join(format!("centroids-{tag}.csv"));
         let assign = dir.join(format!("assign-{tag}.txt"));
-        let mut cmd = Cmd::spillway()
+        let (k, iterations) = (k.to_string(), iterations.to_string());
+        let cmd = Cmd::spillway()
             .args(["run", "spkmeans", "--input"])
             .arg(input)
-            .args([
-                "--k",
-                &k.to_string(),
-                "--iterations",
-                &iterations.to_string(),
-                "--out",
-            ])
+            .args(["--k", &k, "--iterations", &iterations, "--out"])
             .arg(&out)
             .arg("--assign")
             .arg(&assign)
-            .layout(layout);
-        if let Some(b) = budget {
-            cmd = cmd.args(["--mem-budget", b]);
-        }
+            .layout(layout)
+            .mem_budget(budget);
         cmd.ok();
-        if let Some(py) = python() {
-            check_with_python(
-                &py,
-                "spkmeans_ref.py",
-                &[
-                    input.as_os_str(),
-                    OsStr::new(&k.to_string()),
-                    OsStr::new(&iterations.to_string()),
-                    out.as_os_str(),
-                    assign.as_os_str(),
-                ],
-            );
-        }
+        check_reference(
+            "spkmeans_ref.py",
+            &[
+                input.as_os_str(),
+                OsStr::new(&k),
+                OsStr::new(&iterations),
+                out.as_os_str(),
+                assign.as_os_str(),
+            ],
+        );
         let got = (
             std::fs::read_to_string(&out).unwrap(),
             std::fs::read_to_string(&assign).unwrap(),
@@ -322,35 +277,41 @@ fn spkmeans_check(
     }
 }
 
+/// `n` sparse rows of `d` columns around `topics` topics ([`sparse_rows`]) written to `dir` as
+/// Matrix Market (`rows.mtx`, with `mtx`) or SVMlight (`rows.svm`).
+fn rows_file(dir: &Path, seed: u64, (n, d, topics): (usize, usize, usize), mtx: bool) -> PathBuf {
+    let rows = sparse_rows(seed, n, d, topics);
+    if mtx {
+        let input = dir.join("rows.mtx");
+        write_mtx_rows(&input, &rows, d, seed + 1);
+        input
+    } else {
+        let input = dir.join("rows.svm");
+        write_svmlight_rows(&input, &rows);
+        input
+    }
+}
+
 const SPK_LAYOUTS: [(u32, u32, u32); 4] = [(1, 1, 1), (3, 1, 2), (3, 2, 1), (7, 2, 2)];
 
 #[test]
 fn spkmeans_mtx_matches_numpy_at_several_layouts() {
     let dir = tempdir();
-    let seed = base_seed() ^ 0x5b;
-    let rows = sparse_rows(seed, 1500, 400, 8);
-    let input = dir.path().join("rows.mtx");
-    write_mtx_rows(&input, &rows, 400, seed + 1);
+    let input = rows_file(dir.path(), base_seed() ^ 0x5b, (1500, 400, 8), true);
     spkmeans_check(&input, 8, 100, dir.path(), &SPK_LAYOUTS, None);
 }
 
 #[test]
 fn spkmeans_svmlight_matches_numpy_at_several_layouts() {
     let dir = tempdir();
-    let seed = base_seed() ^ 0x5c;
-    let rows = sparse_rows(seed, 1200, 300, 5);
-    let input = dir.path().join("rows.svm");
-    write_svmlight_rows(&input, &rows);
+    let input = rows_file(dir.path(), base_seed() ^ 0x5c, (1200, 300, 5), false);
     spkmeans_check(&input, 7, 100, dir.path(), &SPK_LAYOUTS, None);
 }
 
 #[test]
 fn spkmeans_iteration_limit_and_memory_budget_match_numpy() {
     let dir = tempdir();
-    let seed = base_seed() ^ 0x5d;
-    let rows = sparse_rows(seed, 2000, 500, 10);
-    let input = dir.path().join("rows.mtx");
-    write_mtx_rows(&input, &rows, 500, seed + 1);
+    let input = rows_file(dir.path(), base_seed() ^ 0x5d, (2000, 500, 10), true);
     // Three iterations do not converge: the final assignment follows the last centroids.
     spkmeans_check(
         &input,
@@ -365,53 +326,44 @@ fn spkmeans_iteration_limit_and_memory_budget_match_numpy() {
 #[test]
 fn spkmeans_rejects_bad_input() {
     let dir = tempdir();
-    let svm = write(dir.path(), "bad.svm", "1 1:0.5 3:1\n0 2:1\n1 4:x\n0 1:1\n");
-    for ranks in [1, 3] {
-        let cmd = Cmd::spillway()
-            .args(["run", "spkmeans", "--k", "2", "--input"])
-            .arg(&svm)
+    let spkmeans = |k: &str, input: &Path| {
+        Cmd::spillway()
+            .args(["run", "spkmeans", "--k", k, "--input"])
+            .arg(input)
             .arg("--out")
             .arg(dir.path().join("c.csv"))
+    };
+    let svm = write(dir.path(), "bad.svm", "1 1:0.5 3:1\n0 2:1\n1 4:x\n0 1:1\n");
+    for ranks in [1, 3] {
+        let cmd = spkmeans("2", &svm)
             .arg("--assign")
             .arg(dir.path().join("a.txt"))
             .layout((ranks, 1, 1));
         assert_rejected(dir.path(), cmd, Some(&svm), Some(3), "invalid value 'x'");
     }
-    let unsorted = write(dir.path(), "unsorted.svm", "1 3:0.5 1:1\n");
-    let cmd = Cmd::spillway()
-        .args(["run", "spkmeans", "--k", "1", "--input"])
-        .arg(&unsorted)
-        .arg("--out")
-        .arg(dir.path().join("c.csv"));
-    assert_rejected(dir.path(), cmd, Some(&unsorted), Some(1), "not larger");
-    let pattern = write(
-        dir.path(),
-        "pattern.mtx",
-        "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 1\n",
-    );
-    let cmd = Cmd::spillway()
-        .args(["run", "spkmeans", "--k", "1", "--input"])
-        .arg(&pattern)
-        .arg("--out")
-        .arg(dir.path().join("c.csv"));
-    assert_rejected(dir.path(), cmd, Some(&pattern), Some(1), "no values");
-    let mtx = write(
-        dir.path(),
-        "small.mtx",
-        "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\n2 2 1.0\n",
-    );
-    let cmd = Cmd::spillway()
-        .args(["run", "spkmeans", "--k", "3", "--input"])
-        .arg(&mtx)
-        .arg("--out")
-        .arg(dir.path().join("c.csv"));
-    assert_rejected(
-        dir.path(),
-        cmd,
-        None,
-        None,
-        "larger than the number of rows",
-    );
+    // (file, contents, k, the line named, the reason).
+    let cases = [
+        ("unsorted.svm", "1 3:0.5 1:1\n", "1", Some(1), "not larger"),
+        (
+            "pattern.mtx",
+            "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 1\n",
+            "1",
+            Some(1),
+            "no values",
+        ),
+        (
+            "small.mtx",
+            "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\n2 2 1.0\n",
+            "3",
+            None,
+            "larger than the number of rows",
+        ),
+    ];
+    for (name, contents, k, line, reason) in cases {
+        let file = write(dir.path(), name, contents);
+        let named = line.map(|_| file.as_path());
+        assert_rejected(dir.path(), spkmeans(k, &file), named, line, reason);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -508,25 +460,22 @@ fn sgd_factors_equal_the_sequential_schedule_bit_for_bit() {
             .arg("--out-v")
             .arg(&v)
             .layout((p, nodes, running))
-            .args(budget.map_or(vec![], |b| vec!["--mem-budget", b]))
+            .mem_budget(budget)
             .ok();
-        if let Some(py) = python() {
-            check_with_python(
-                &py,
-                "sgd_ref.py",
-                &[
-                    input.as_os_str(),
-                    OsStr::new(&p.to_string()),
-                    OsStr::new("4"),
-                    OsStr::new("0.02"),
-                    OsStr::new("0.03"),
-                    OsStr::new("4"),
-                    OsStr::new("17"),
-                    u.as_os_str(),
-                    v.as_os_str(),
-                ],
-            );
-        }
+        check_reference(
+            "sgd_ref.py",
+            &[
+                input.as_os_str(),
+                OsStr::new(&p.to_string()),
+                OsStr::new("4"),
+                OsStr::new("0.02"),
+                OsStr::new("0.03"),
+                OsStr::new("4"),
+                OsStr::new("17"),
+                u.as_os_str(),
+                v.as_os_str(),
+            ],
+        );
     }
 }
 
@@ -592,18 +541,13 @@ fn sgd_rejects_a_non_square_rank_count_and_bad_ratings() {
         "r.mtx",
         "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 4\n2 2 x\n",
     );
-    let cmd = Cmd::spillway()
+    let sgd = Cmd::spillway()
         .args(["run", "sgd", "--input"])
         .arg(&input)
         .arg("--out-u")
-        .arg(dir.path().join("u.csv"))
-        .layout((3, 1, 1));
+        .arg(dir.path().join("u.csv"));
+    let cmd = sgd.clone().layout((3, 1, 1));
     assert_rejected(dir.path(), cmd, None, None, "square number of ranks");
-    let cmd = Cmd::spillway()
-        .args(["run", "sgd", "--input"])
-        .arg(&input)
-        .arg("--out-u")
-        .arg(dir.path().join("u.csv"))
-        .layout((4, 2, 1));
+    let cmd = sgd.layout((4, 2, 1));
     assert_rejected(dir.path(), cmd, Some(&input), Some(4), "invalid value 'x'");
 }

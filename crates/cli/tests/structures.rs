@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{json_field, spillway};
+use common::{json_field, read_f64s, spillway, write_f64s, Lcg, Ran};
 
 use tempfile::TempDir;
 
@@ -27,26 +27,13 @@ fn field(nx: usize, ny: usize) -> Vec<f64> {
         .collect()
 }
 
-fn write_f64(path: &Path, v: &[f64]) {
-    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-    std::fs::write(path, bytes).unwrap();
-}
-
-fn read_f64(path: &Path) -> Vec<f64> {
-    std::fs::read(path)
-        .unwrap()
-        .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
 #[test]
 fn round_trip_through_the_binary_keeps_the_bound() {
     let dir = TempDir::new().unwrap();
     let (nx, ny) = (60, 40);
     let data = field(nx, ny);
     let input = dir.path().join("field.f64");
-    write_f64(&input, &data);
+    write_f64s(&input, &data);
     let grid = format!("{nx}x{ny}");
     let (lo, hi) = data
         .iter()
@@ -55,19 +42,13 @@ fn round_trip_through_the_binary_keeps_the_bound() {
         for rel in [1e-1, 1e-3] {
             let packed = dir.path().join(format!("{method}-{rel}.spz"));
             let out = dir.path().join(format!("{method}-{rel}.f64"));
-            let o = spillway(&[
-                "compress",
-                "--epsilon",
+            let o = spillway(&compress_args(
                 &rel.to_string(),
-                "--relative",
-                "--grid",
-                &grid,
-                "--method",
-                method,
-                "--json",
-                p(&input),
-                p(&packed),
-            ]);
+                ["--grid", &grid],
+                &["--relative", "--method", method, "--json"],
+                &input,
+                &packed,
+            ));
             assert!(o.code == Some(0), "{method}: {}", o.stderr);
             let eps = json_field(&o.stdout, "epsilon");
             assert!(
@@ -80,7 +61,7 @@ fn round_trip_through_the_binary_keeps_the_bound() {
             let o = spillway(&["decompress", p(&packed), p(&out)]);
             assert!(o.code == Some(0), "{method}: {}", o.stderr);
             assert!(o.stdout.contains("ratio"));
-            let back = read_f64(&out);
+            let back = read_f64s(&out);
             assert_eq!(back.len(), data.len());
             for (i, (&x, &y)) in data.iter().zip(&back).enumerate() {
                 assert!(
@@ -106,22 +87,21 @@ fn f32_files_stay_f32() {
     .unwrap();
     let packed = dir.path().join("f.spz");
     let out = dir.path().join("f.out");
-    let o = spillway(&[
-        "compress",
-        "--epsilon",
+    let o = spillway(&compress_args(
         "0.05",
-        "--grid",
-        "30x20",
-        "--dtype",
-        "f32",
-        "--predictor",
-        "interp",
-        "--relaxed",
-        "--set-radius",
-        "0.5",
-        p(&input),
-        p(&packed),
-    ]);
+        ["--grid", "30x20"],
+        &[
+            "--dtype",
+            "f32",
+            "--predictor",
+            "interp",
+            "--relaxed",
+            "--set-radius",
+            "0.5",
+        ],
+        &input,
+        &packed,
+    ));
     assert!(o.code == Some(0), "{}", o.stderr);
     let o = spillway(&["decompress", p(&packed), p(&out)]);
     assert!(o.code == Some(0), "{}", o.stderr);
@@ -142,23 +122,19 @@ fn unstructured_grid_through_the_binary() {
     // A path graph 0-1-2-...-99 with the values of a ramp.
     let data: Vec<f64> = (0..100).map(|i| i as f64 * 0.1).collect();
     let input = dir.path().join("v.f64");
-    write_f64(&input, &data);
+    write_f64s(&input, &data);
     let edges = dir.path().join("mesh.txt");
     let text: String = (0..99).map(|i| format!("{i} {}\n", i + 1)).collect();
     std::fs::write(&edges, format!("# path\n{text}")).unwrap();
     let packed = dir.path().join("v.spz");
     let out = dir.path().join("v.out");
-    let o = spillway(&[
-        "compress",
-        "--epsilon",
+    let o = spillway(&compress_args(
         "0.25",
-        "--graph",
-        p(&edges),
-        "--method",
-        "rbd2",
-        p(&input),
-        p(&packed),
-    ]);
+        ["--graph", p(&edges)],
+        &["--method", "rbd2"],
+        &input,
+        &packed,
+    ));
     assert!(o.code == Some(0), "{}", o.stderr);
     let o = spillway(&["decompress", p(&packed), p(&out)]);
     assert_eq!(o.code, Some(2), "the graph is required");
@@ -166,7 +142,7 @@ fn unstructured_grid_through_the_binary() {
     assert!(!out.exists());
     let o = spillway(&["decompress", "--graph", p(&edges), p(&packed), p(&out)]);
     assert!(o.code == Some(0), "{}", o.stderr);
-    for (&x, &y) in data.iter().zip(&read_f64(&out)) {
+    for (&x, &y) in data.iter().zip(&read_f64s(&out)) {
         assert!((x - y).abs() <= 0.25);
     }
 }
@@ -195,20 +171,31 @@ fn fails_cleanly(args: &[&str], names: &str, output: &Path, what: &str) {
     );
 }
 
+/// `compress --epsilon EPSILON SHAPE EXTRA INPUT OUTPUT`; `shape` is `--grid DIMS` or
+/// `--graph FILE`.
+fn compress_args(
+    epsilon: &str,
+    shape: [&str; 2],
+    extra: &[&str],
+    input: &Path,
+    out: &Path,
+) -> Vec<String> {
+    let mut args = vec!["compress", "--epsilon", epsilon];
+    args.extend(shape);
+    args.extend(extra);
+    args.extend([p(input), p(out)]);
+    args.into_iter().map(String::from).collect()
+}
+
 #[test]
 fn bad_input_exits_2_and_leaves_no_output() {
     let dir = TempDir::new().unwrap();
     let good = dir.path().join("good.f64");
-    write_f64(&good, &field(10, 10));
+    write_f64s(&good, &field(10, 10));
     let out = dir.path().join("out.spz");
     let missing = dir.path().join("missing.f64");
-    let c = |extra: &[&str], input: &Path| {
-        let mut v = vec!["compress", "--epsilon", "0.1", "--grid", "10x10"];
-        v.extend_from_slice(extra);
-        v.push(p(input));
-        v.push(p(&out));
-        v.into_iter().map(String::from).collect::<Vec<_>>()
-    };
+    let grid = ["--grid", "10x10"];
+    let c = |extra: &[&str], input: &Path| compress_args("0.1", grid, extra, input, &out);
     let run = |args: Vec<String>, names: &str, what: &str| {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         fails_cleanly(&refs, names, &out, what);
@@ -218,70 +205,32 @@ fn bad_input_exits_2_and_leaves_no_output() {
     std::fs::write(&short, [0u8; 13]).unwrap();
     run(c(&[], &short), "short.f64", "not whole values");
     let wrong = dir.path().join("wrong.f64");
-    write_f64(&wrong, &field(10, 9));
+    write_f64s(&wrong, &field(10, 9));
     run(c(&[], &wrong), "wrong.f64", "wrong point count");
     for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
         let mut v = field(10, 10);
         v[37] = bad;
         let f = dir.path().join("nonfinite.f64");
-        write_f64(&f, &v);
+        write_f64s(&f, &v);
         // The set methods refuse non-finite values (predict keeps them bit for bit).
         run(c(&["--method", "sbd1"], &f), "value 37", "non-finite value");
     }
     for eps in ["0", "-1", "nan", "inf"] {
-        let args: Vec<String> = [
-            "compress",
-            "--epsilon",
-            eps,
-            "--grid",
-            "10x10",
-            p(&good),
-            p(&out),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let args = compress_args(eps, grid, &[], &good, &out);
         run(args, "epsilon", "bad epsilon");
     }
     run(c(&["--method", "sbd9"], &good), "sbd9", "unknown method");
     run(c(&["--dtype", "f16"], &good), "f16", "unknown dtype");
-    let args: Vec<String> = [
-        "compress",
-        "--epsilon",
-        "0.1",
-        "--grid",
-        "10x0",
-        p(&good),
-        p(&out),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let args = compress_args("0.1", ["--grid", "10x0"], &[], &good, &out);
     run(args, "10x0", "bad grid");
     let nowhere = dir.path().join("no/such/dir/out.spz");
-    let o = spillway(&[
-        "compress",
-        "--epsilon",
-        "0.1",
-        "--grid",
-        "10x10",
-        p(&good),
-        p(&nowhere),
-    ]);
+    let o = spillway(&compress_args("0.1", grid, &[], &good, &nowhere));
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(o.stderr.contains("out.spz"));
 
     // Decompression of damaged files.
     let packed = dir.path().join("packed.spz");
-    let o = spillway(&[
-        "compress",
-        "--epsilon",
-        "0.1",
-        "--grid",
-        "10x10",
-        p(&good),
-        p(&packed),
-    ]);
+    let o = spillway(&compress_args("0.1", grid, &[], &good, &packed));
     assert!(o.code == Some(0), "{}", o.stderr);
     let bytes = std::fs::read(&packed).unwrap();
     let dout = dir.path().join("restored.f64");
@@ -319,15 +268,26 @@ fn bad_input_exits_2_and_leaves_no_output() {
     assert_eq!(std::fs::read(&dout).unwrap(), b"keep me");
 }
 
+/// `run dyngraph --input INPUT --structure STRUCTURE MORE`.
+fn dyngraph(input: &Path, structure: &str, more: &[&str]) -> Ran {
+    let args = [
+        "run",
+        "dyngraph",
+        "--input",
+        p(input),
+        "--structure",
+        structure,
+    ];
+    spillway(&[&args[..], more].concat())
+}
+
 #[test]
 fn dyngraph_replays_and_verifies() {
     let dir = TempDir::new().unwrap();
-    let mut state = 99u64;
+    let mut rng = Lcg(99);
     let mut edges = Vec::new();
     for _ in 0..3000 {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        let state = rng.next_u64();
         let u = (state >> 40) as u32 % 200;
         let v = if state & 8 == 0 {
             u + (state >> 20) as u32 % 5
@@ -365,24 +325,12 @@ fn dyngraph_replays_and_verifies() {
         }
         let arcs: usize = lists.iter().map(BTreeSet::len).sum();
         for s in ["ll", "bcsr", "daa", "diaa", "dcaa"] {
-            let mut args = vec![
-                "run",
-                "dyngraph",
-                "--input",
-                p(&input),
-                "--structure",
-                s,
-                "--deletes",
-                p(&del),
-                "--verify",
-                "--json",
-                "--fold",
-                "every:100",
-            ];
+            let mut more = vec!["--deletes", p(&del), "--verify", "--json"];
+            more.extend(["--fold", "every:100"]);
             if undirected {
-                args.push("--undirected");
+                more.push("--undirected");
             }
-            let o = spillway(&args);
+            let o = dyngraph(&input, s, &more);
             assert!(o.code == Some(0), "{s}: {}", o.stderr);
             let out = o.stdout;
             assert_eq!(json_field(&out, "arcs") as usize, arcs, "{s}");
@@ -394,19 +342,8 @@ fn dyngraph_replays_and_verifies() {
         }
     }
     // Random deletes by fraction, text output.
-    let o = spillway(&[
-        "run",
-        "dyngraph",
-        "--input",
-        p(&input),
-        "--structure",
-        "dcaa",
-        "--delete-fraction",
-        "0.5",
-        "--seed",
-        "3",
-        "--verify",
-    ]);
+    let fraction = ["--delete-fraction", "0.5", "--seed", "3", "--verify"];
+    let o = dyngraph(&input, "dcaa", &fraction);
     assert!(o.code == Some(0), "{}", o.stderr);
     assert!(o.stdout.contains("deletes/s"));
     assert!(o.stdout.contains("bytes/edge"));
@@ -417,40 +354,21 @@ fn dyngraph_bad_input_exits_2() {
     let dir = TempDir::new().unwrap();
     let input = dir.path().join("bad.txt");
     std::fs::write(&input, "1 2\n3 4 5\n").unwrap();
-    let o = spillway(&[
-        "run",
-        "dyngraph",
-        "--input",
-        p(&input),
-        "--structure",
-        "daa",
-    ]);
+    let o = dyngraph(&input, "daa", &[]);
     assert_eq!(o.code, Some(2));
     assert!(o.stderr.contains("bad.txt:2"), "{}", o.stderr);
     std::fs::write(&input, "1 2\n").unwrap();
-    for (args, names) in [
-        (vec!["--structure", "tree"], "tree"),
-        (vec!["--structure", "bcsr", "--fold", "often"], "often"),
-        (
-            vec!["--structure", "daa", "--delete-fraction", "2"],
-            "delete-fraction",
-        ),
+    for (structure, more, names) in [
+        ("tree", &[][..], "tree"),
+        ("bcsr", &["--fold", "often"], "often"),
+        ("daa", &["--delete-fraction", "2"], "delete-fraction"),
     ] {
-        let mut a = vec!["run", "dyngraph", "--input", p(&input)];
-        a.extend(args);
-        let o = spillway(&a);
+        let o = dyngraph(&input, structure, more);
         assert_eq!(o.code, Some(2), "{}", o.stderr);
         assert!(o.stderr.contains(names), "{}", o.stderr);
     }
     let missing = dir.path().join("nope.txt");
-    let o = spillway(&[
-        "run",
-        "dyngraph",
-        "--input",
-        p(&missing),
-        "--structure",
-        "ll",
-    ]);
+    let o = dyngraph(&missing, "ll", &[]);
     assert_eq!(o.code, Some(2));
     assert!(o.stderr.contains("nope.txt"));
 }
@@ -463,31 +381,23 @@ fn the_default_method_keeps_nan_and_infinities_bit_for_bit_and_verify_passes() {
     data[77] = f64::INFINITY;
     data[150] = f64::NEG_INFINITY;
     let input = dir.path().join("holes.f64");
-    write_f64(&input, &data);
+    write_f64s(&input, &data);
     let packed = dir.path().join("holes.spz");
     let out = dir.path().join("holes.out");
     let eps = 1e-3;
-    let o = spillway(&[
-        "compress",
-        "--epsilon",
+    let o = spillway(&compress_args(
         &eps.to_string(),
-        "--grid",
-        "20x10",
-        "--verify",
-        "--json",
-        p(&input),
-        p(&packed),
-    ]);
+        ["--grid", "20x10"],
+        &["--verify", "--json"],
+        &input,
+        &packed,
+    ));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(json_field(&o.stdout, "compress_seconds") >= 0.0);
     let o = spillway(&["decompress", "--json", p(&packed), p(&out)]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(json_field(&o.stdout, "decompress_seconds") >= 0.0);
-    let back: Vec<f64> = std::fs::read(&out)
-        .unwrap()
-        .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-        .collect();
+    let back = read_f64s(&out);
     assert_eq!(back.len(), data.len());
     for (i, (x, y)) in data.iter().zip(&back).enumerate() {
         if x.is_finite() {
@@ -497,17 +407,13 @@ fn the_default_method_keeps_nan_and_infinities_bit_for_bit_and_verify_passes() {
         }
     }
     // raw and delta predict set ids, not values: refused for the default method.
-    let o = spillway(&[
-        "compress",
-        "--epsilon",
+    let o = spillway(&compress_args(
         "1e-3",
-        "--grid",
-        "20x10",
-        "--predictor",
-        "delta",
-        p(&input),
-        p(&packed),
-    ]);
+        ["--grid", "20x10"],
+        &["--predictor", "delta"],
+        &input,
+        &packed,
+    ));
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(o.stderr.contains("--predictor delta"), "{}", o.stderr);
 }

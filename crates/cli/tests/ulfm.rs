@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{sorted_lines, write_points, Lcg};
+
 const SPILLWAY: &str = env!("CARGO_BIN_EXE_spillway");
 
 /// The ULFM launcher, or `None` (with a message) when these tests cannot run here.
@@ -191,26 +194,13 @@ fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 temporary path")
 }
 
-/// A small deterministic generator, independent of spillway's.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-}
-
 /// A skewed random graph as a SNAP edge list: n vertices, m edges, some dangling vertices.
 fn write_graph(path: &Path, n: u64, m: usize) {
     let mut rng = Lcg(7);
     let mut text = String::from("# test graph\n");
     for _ in 0..m {
-        let u = rng.next() % n;
-        let skew = (rng.next() % 1000) as f64 / 1000.0;
+        let u = rng.bits(33) % n;
+        let skew = (rng.bits(33) % 1000) as f64 / 1000.0;
         let v = ((skew * skew * n as f64) as u64).min(n - 1);
         if u % 17 != 3 {
             text.push_str(&format!("{u}\t{v}\n"));
@@ -229,41 +219,12 @@ fn write_text(path: &Path, lines: usize, vocabulary: u64) {
             if w > 0 {
                 text.push(' ');
             }
-            let word = rng.next() % vocabulary;
+            let word = rng.bits(33) % vocabulary;
             text.push_str(&format!("w{word:x}"));
         }
         text.push('\n');
     }
     std::fs::write(path, text).unwrap();
-}
-
-/// Points around k centres, CSV.
-fn write_points(path: &Path, n: usize, dim: usize, k: usize) {
-    let mut rng = Lcg(11);
-    let unit = |r: &mut Lcg| (r.next() % 1_000_000) as f64 / 1_000_000.0;
-    let centres: Vec<Vec<f64>> = (0..k)
-        .map(|_| (0..dim).map(|_| -20.0 + 40.0 * unit(&mut rng)).collect())
-        .collect();
-    let mut text = String::new();
-    for i in 0..n {
-        let row: Vec<String> = centres[i % k]
-            .iter()
-            .map(|x| format!("{:?}", x + 3.0 * (unit(&mut rng) - 0.5)))
-            .collect();
-        text.push_str(&row.join(","));
-        text.push('\n');
-    }
-    std::fs::write(path, text).unwrap();
-}
-
-fn sorted_lines(p: &Path) -> Vec<String> {
-    let mut l: Vec<String> = std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        .lines()
-        .map(String::from)
-        .collect();
-    l.sort();
-    l
 }
 
 /// `vertex rank` lines as a map.
@@ -313,7 +274,9 @@ impl Jobs {
         let dir = tempfile::tempdir().expect("temporary directory");
         write_graph(&dir.path().join("graph.txt"), 100_000, 800_000);
         write_text(&dir.path().join("text.txt"), 400_000, 50_000);
-        write_points(&dir.path().join("points.csv"), 300_000, 8, 6);
+        write_points(&dir.path().join("points.csv"), (300_000, 8, 6), |r| {
+            (r.bits(33) % 1_000_000) as f64 / 1_000_000.0
+        });
         Jobs { dir }
     }
 

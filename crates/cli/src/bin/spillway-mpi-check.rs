@@ -201,13 +201,8 @@ fn case_comm(ranks: u32) -> Result<(), BoxError> {
     Ok(())
 }
 
-fn case_deadlock(ranks: u32) -> ExitCode {
-    let outcome = spillway::run(&config(ranks), |rank| {
-        let world = Comm::world(rank);
-        world.barrier()?;
-        let right = (world.rank() + 1) % world.size();
-        world.recv::<u8>(right, 9).map(drop)
-    });
+/// Exit code 3 with the report of a job that ended in a deadlock; 1 for any other outcome.
+fn expect_deadlock<T: std::fmt::Debug>(outcome: Result<T, JobError>) -> ExitCode {
     match outcome {
         Err(JobError::Deadlock(report)) => {
             say(report);
@@ -218,6 +213,16 @@ fn case_deadlock(ranks: u32) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+fn case_deadlock(ranks: u32) -> ExitCode {
+    let outcome = spillway::run(&config(ranks), |rank| {
+        let world = Comm::world(rank);
+        world.barrier()?;
+        let right = (world.rank() + 1) % world.size();
+        world.recv::<u8>(right, 9).map(drop)
+    });
+    expect_deadlock(outcome)
 }
 
 /// Rank 0 enters a barrier while every other rank waits for a message from rank 0: with one
@@ -231,16 +236,7 @@ fn case_deadlock_collective(ranks: u32) -> ExitCode {
             world.recv::<u8>(0, 9).map(drop)
         }
     });
-    match outcome {
-        Err(JobError::Deadlock(report)) => {
-            say(report);
-            ExitCode::from(3)
-        }
-        other => {
-            say(format!("expected a deadlock, got {other:?}"));
-            ExitCode::from(1)
-        }
-    }
+    expect_deadlock(outcome)
 }
 
 fn case_fail(ranks: u32) -> ExitCode {

@@ -11,7 +11,7 @@ use spillway::algorithms::Progress;
 use spillway::{Collectives, Comm};
 
 use crate::commands::cluster::csv_line;
-use crate::driver::{Command, CommonArgs, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
+use crate::driver::{Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
 use crate::options::{non_negative, positive};
 
 /// `run sgd`.
@@ -47,8 +47,6 @@ pub(crate) struct Sgd {
     out_v: Option<PathBuf>,
     #[command(flatten)]
     runtime: RuntimeArgs,
-    #[command(flatten)]
-    common: CommonArgs,
 }
 
 /// What `run sgd` reports.
@@ -69,8 +67,7 @@ impl Command for Sgd {
     type Facts = SgdFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common)
-            .runtime(&self.runtime)
+        Declared::job(&self.runtime)
             .input("--input", Some(&self.input))
             .input("--test", self.test.as_deref())
             .output("--out-u", self.out_u.as_deref())
@@ -119,24 +116,19 @@ impl Command for Sgd {
                     })?;
                 }
             }
-            Ok(Some(RankOut {
-                facts: SgdFacts {
-                    users: block.users,
-                    items: block.items,
-                    training_ratings: block.train_total,
-                    test_ratings: block.test_total,
-                    train_rmse: result.train_rmse,
-                    test_rmse: result.test_rmse,
-                },
-                timing: Timing {
-                    iterations: options.iterations,
-                    iteration_times: result.iteration_times,
-                    load,
-                    compute,
-                    ..Timing::default()
-                },
-                lead: world.rank() == 0,
-            }))
+            let facts = SgdFacts {
+                users: block.users,
+                items: block.items,
+                training_ratings: block.train_total,
+                test_ratings: block.test_total,
+                train_rmse: result.train_rmse,
+                test_rmse: result.test_rmse,
+            };
+            Ok(Some(RankOut::of(
+                &world,
+                facts,
+                Timing::new(options.iterations, result.iteration_times, load, compute),
+            )))
         })
     }
 }

@@ -1,11 +1,16 @@
 //! Fault tolerance of the MapReduce commands (`run wordcount`, `run cc`, `run pagerank
 //! --engine mapreduce`).
 
+use std::time::{Duration, Instant};
+
 use clap::Args;
 use spillway::algorithms::AlgoError;
+use spillway::checkpoint::Checkpointer;
 use spillway::mapreduce::{FaultTolerance, Injection};
+use spillway::{Collectives, Comm, Rank};
 
-use crate::driver::{Failure, RuntimeArgs};
+use crate::commands::checkpoint::restore;
+use crate::driver::{Bar, Failure, Job, RankOut, RuntimeArgs};
 
 /// Fault tolerance of the MapReduce commands.
 #[derive(Args, Debug, Default, Clone)]
@@ -63,12 +68,23 @@ impl FtArgs {
         })
     }
 
-    /// Warns (on the reporting process) about injected failures set for operations or nodes
-    /// the job never reached.
-    pub(crate) fn warn_unreached(&self, ops: usize, nodes: u32, lead: bool) {
-        if !lead {
-            return;
+    /// Runs the ranks of a MapReduce job ([`Job::spmd`]); the process that reports warns about
+    /// injected failures set for operations or nodes the job never reached.
+    pub(crate) fn spmd<T: Send>(
+        &self,
+        job: &Job<'_>,
+        iterations: usize,
+        label: &str,
+        f: impl Fn(&Rank, &Bar) -> Result<Option<RankOut<T>>, AlgoError> + Sync,
+    ) -> Result<Option<T>, Failure> {
+        let facts = job.spmd(iterations, label, f)?;
+        if facts.is_some() {
+            self.warn_unreached(job.operations(), job.nodes());
         }
+        Ok(facts)
+    }
+
+    fn warn_unreached(&self, ops: usize, nodes: u32) {
         for i in &self.inject_failure {
             match *i {
                 _ if i.op() > ops as u64 => eprintln!(
@@ -93,4 +109,27 @@ pub(crate) fn unless_lost<T>(r: Result<T, AlgoError>) -> Result<Option<T>, AlgoE
         Err(e) if e.is_lost() => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// A rank's steps of an iterative MapReduce job: `load` reads the input (its result's second
+/// part is kept aside), the ranks wait for each other and resume from the newest checkpoint,
+/// then `compute` runs the algorithm. Returns its result, the kept part, the load time (to the
+/// end of the restore) and the compute time; `None` if the rank was lost.
+#[allow(clippy::type_complexity)]
+pub(crate) fn load_and_compute<L, K, R>(
+    world: &Comm,
+    ck: &mut Option<Checkpointer>,
+    load: impl FnOnce() -> Result<(L, K), AlgoError>,
+    compute: impl FnOnce(L, Option<&mut Checkpointer>) -> Result<R, AlgoError>,
+) -> Result<Option<(R, K, Duration, Duration)>, AlgoError> {
+    let t0 = Instant::now();
+    let (input, kept) = load()?;
+    world.barrier()?;
+    restore(world, ck.as_mut())?;
+    let load = t0.elapsed();
+    let t1 = Instant::now();
+    let Some(result) = unless_lost(compute(input, ck.as_mut()))? else {
+        return Ok(None);
+    };
+    Ok(Some((result, kept, load, t1.elapsed())))
 }

@@ -36,8 +36,6 @@ pub(crate) struct GenRmat {
     dedup: bool,
     #[command(flatten)]
     runtime: RuntimeArgs,
-    #[command(flatten)]
-    common: CommonArgs,
 }
 
 /// What `gen rmat` reports.
@@ -69,8 +67,7 @@ impl Command for GenRmat {
     type Facts = GenRmatFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common)
-            .runtime(&self.runtime)
+        Declared::job(&self.runtime)
             .output("--out", Some(&self.out))
             .generated(self.spec().ok().map(|s| GenSpec::Rmat(s).to_string()))
     }

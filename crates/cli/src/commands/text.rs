@@ -10,7 +10,7 @@ use spillway::mapreduce::NodeAggregation;
 use spillway::{ByteSize, Collectives, Comm, Max};
 
 use crate::commands::ft::{unless_lost, FtArgs};
-use crate::driver::{Command, CommonArgs, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
+use crate::driver::{Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
 use crate::options::{named, nonzero_size};
 
 /// `run wordcount`.
@@ -42,8 +42,6 @@ pub(crate) struct WordCount {
     ft: FtArgs,
     #[command(flatten)]
     runtime: RuntimeArgs,
-    #[command(flatten)]
-    common: CommonArgs,
 }
 
 /// What `run wordcount` reports.
@@ -62,10 +60,9 @@ impl Command for WordCount {
     fn declare(&self) -> Declared<'_> {
         self.input
             .iter()
-            .fold(Declared::new(&self.common), |d, path| {
+            .fold(Declared::job(&self.runtime), |d, path| {
                 d.input("--input", Some(path))
             })
-            .runtime(&self.runtime)
             .output("--out", self.out.as_deref())
     }
 
@@ -84,7 +81,7 @@ impl Command for WordCount {
             fault_tolerance: self.ft.settings(),
         };
         let out: Option<&Path> = self.out.as_deref();
-        let facts = job.spmd(1, "wordcount", |rank, _| {
+        self.ft.spmd(job, 1, "wordcount", |rank, _| {
             let world = Comm::world(rank);
             let t = Instant::now();
             let Some(wc) = unless_lost(word_count(&world, &files, &options))? else {
@@ -97,14 +94,16 @@ impl Command for WordCount {
             if let Some(path) = out {
                 job.write_root(comm, path, |w| merge_counts(comm, &wc.counts, path, w))?;
             }
-            Ok(Some(RankOut {
-                facts: WordCountFacts {
-                    input_bytes: bytes,
-                    words: wc.stats.records_emitted,
-                    distinct_words: distinct,
-                    input_bytes_per_second: bytes as f64 / compute.as_secs_f64().max(1e-12),
-                },
-                timing: Timing::mapreduce(
+            let facts = WordCountFacts {
+                input_bytes: bytes,
+                words: wc.stats.records_emitted,
+                distinct_words: distinct,
+                input_bytes_per_second: bytes as f64 / compute.as_secs_f64().max(1e-12),
+            };
+            Ok(Some(RankOut::of(
+                comm,
+                facts,
+                Timing::mapreduce(
                     1,
                     vec![compute],
                     Duration::ZERO,
@@ -112,12 +111,7 @@ impl Command for WordCount {
                     std::slice::from_ref(&wc.stats),
                     wc.ft,
                 ),
-                lead: comm.rank() == 0,
-            }))
-        })?;
-        if facts.is_some() {
-            self.ft.warn_unreached(1, job.nodes(), true);
-        }
-        Ok(facts)
+            )))
+        })
     }
 }

@@ -1,5 +1,6 @@
-//! Options shared by the commands: every command's ([`CommonArgs`]), the runtime's
-//! ([`RuntimeArgs`]) and checkpointing ([`CheckpointArgs`]).
+//! Options shared by the commands: every command's ([`CommonArgs`]), those of a command that
+//! runs a job ([`RuntimeArgs`], which include the former) and checkpointing
+//! ([`CheckpointArgs`]).
 
 use std::path::PathBuf;
 
@@ -25,7 +26,7 @@ pub(crate) struct CommonArgs {
     pub(crate) input_limit: Option<ByteSize>,
 }
 
-/// The runtime: layout, memory, scheduling.
+/// The runtime: layout, memory, scheduling; with the options every command has.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct RuntimeArgs {
     /// Total number of ranks.
@@ -63,6 +64,8 @@ pub(crate) struct RuntimeArgs {
     /// rank's running and blocked intervals, loads and unloads of storage-backed memory.
     #[arg(long, value_name = "FILE")]
     pub(crate) trace: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) common: CommonArgs,
 }
 
 /// Checkpoint and resume of an iterative algorithm's state.

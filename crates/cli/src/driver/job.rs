@@ -29,6 +29,17 @@ pub(crate) struct RankOut<T> {
     pub(crate) lead: bool,
 }
 
+impl<T> RankOut<T> {
+    /// A rank's part of a job run by the ranks of `comm`, of which rank 0 reports.
+    pub(crate) fn of(comm: &Comm, facts: T, timing: Timing) -> Self {
+        RankOut {
+            facts,
+            timing,
+            lead: comm.rank() == 0,
+        }
+    }
+}
+
 /// A progress bar on a terminal, moved by rank 0.
 pub(crate) struct Bar(Option<ProgressBar>);
 

@@ -33,7 +33,7 @@ use serde::Serialize;
 
 pub(crate) use args::{CheckpointArgs, CommonArgs, RuntimeArgs};
 pub(crate) use failure::{Failure, HELP};
-pub(crate) use job::{Job, RankOut};
+pub(crate) use job::{Bar, Job, RankOut};
 pub(crate) use plan::{Estimate, Inputs};
 pub(crate) use report::{Recovery, Timing};
 pub(crate) use signals::handle_signals;
@@ -69,13 +69,18 @@ impl<'a> Declared<'a> {
         self
     }
 
-    /// The command runs a job with these runtime options (their `--trace` is an output).
-    pub(crate) fn runtime(mut self, rt: &'a RuntimeArgs) -> Self {
-        self.runtime = Some(rt);
-        if let Some(trace) = &rt.trace {
-            self.outputs.push(("--trace", trace));
-        }
-        self
+    /// A command that runs a job with these runtime options (their `--trace` is an output).
+    pub(crate) fn job(rt: &'a RuntimeArgs) -> Self {
+        let mut d = Declared::new(&rt.common);
+        d.runtime = Some(rt);
+        d.outputs
+            .extend(rt.trace.as_deref().map(|t| ("--trace", t)));
+        d
+    }
+
+    /// The directory of checkpoints, if any (made if it does not exist).
+    pub(crate) fn checkpoints(self, ck: &'a CheckpointArgs) -> Self {
+        self.dir("--checkpoint-dir", ck.checkpoint_dir.as_deref(), true)
     }
 
     /// An input file given by option `arg` (`-` is standard input).

@@ -222,6 +222,11 @@ pub(crate) fn check_dir(arg: &str, dir: &Path, create: bool) -> Result<(), Failu
 /// Refuses an output that is the same file as an input or as another output (same device and
 /// inode, whatever the path: the same name, a symbolic link, a hard link), and two outputs
 /// that will be created under the same name.
+/// A path in a message, after the option that named it.
+fn named(arg: &str, path: &Path) -> String {
+    format!("{arg} {}", path.display())
+}
+
 pub(crate) fn check_distinct(
     inputs: &[CheckedInput],
     outputs: &[CheckedOutput],
@@ -256,21 +261,17 @@ pub(crate) fn check_distinct(
         if key.1.is_none() {
             if let Some((_, i)) = input_ids.iter().find(|(id, _)| *id == key.0) {
                 return Err(Failure::usage(format!(
-                    "{} {} is the same file as {} {}: an output never replaces an input",
-                    o.arg,
-                    o.path.display(),
-                    i.arg,
-                    i.path.display()
+                    "{} is the same file as {}: an output never replaces an input",
+                    named(o.arg, &o.path),
+                    named(i.arg, &i.path),
                 )));
             }
         }
         if let Some((_, other)) = seen.iter().find(|(k, _)| *k == key) {
             return Err(Failure::usage(format!(
-                "{} {} and {} {} are the same file",
-                other.arg,
-                other.path.display(),
-                o.arg,
-                o.path.display()
+                "{} and {} are the same file",
+                named(other.arg, &other.path),
+                named(o.arg, &o.path),
             )));
         }
         seen.push((key, o));

@@ -55,6 +55,28 @@ impl Recovery {
 }
 
 impl Timing {
+    /// The timing of `iterations` iterations that took `iteration_times`, `compute` in all,
+    /// after a `load`.
+    pub(crate) fn new(
+        iterations: usize,
+        iteration_times: Vec<Duration>,
+        load: Duration,
+        compute: Duration,
+    ) -> Timing {
+        Timing {
+            iterations,
+            iteration_times,
+            load,
+            compute,
+            ..Timing::default()
+        }
+    }
+
+    /// The timing of a job done in one step of `compute` after a `load`.
+    pub(crate) fn once(load: Duration, compute: Duration) -> Timing {
+        Timing::new(1, vec![compute], load, compute)
+    }
+
     /// The timing of a MapReduce job: its operations' statistics and fault-tolerance costs.
     pub(crate) fn mapreduce(
         iterations: usize,
@@ -65,13 +87,9 @@ impl Timing {
         fault_tolerance: Option<spillway::mapreduce::FtStats>,
     ) -> Timing {
         Timing {
-            iterations,
-            iteration_times,
-            load,
-            compute,
             operations: operations.iter().map(OpReport::from).collect(),
             fault_tolerance,
-            ..Timing::default()
+            ..Timing::new(iterations, iteration_times, load, compute)
         }
     }
 }

@@ -94,6 +94,11 @@ impl Cmd {
         self.args(layout_args(layout))
     }
 
+    /// `--mem-budget SIZE`, if a size is given.
+    pub fn mem_budget(self, budget: Option<&str>) -> Cmd {
+        self.args(mem_budget_args(budget))
+    }
+
     pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Cmd {
         self.env
             .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
@@ -306,6 +311,11 @@ pub fn layout_args((ranks, nodes, running): (u32, u32, u32)) -> Vec<String> {
     ]
 }
 
+/// `--mem-budget SIZE`, or nothing without a size.
+pub fn mem_budget_args(budget: Option<&str>) -> Vec<&str> {
+    budget.map_or_else(Vec::new, |b| vec!["--mem-budget", b])
+}
+
 /// Runs the CLI with `args` and returns (exit code, stdout, stderr, peak RSS in bytes).
 pub fn run_measured_in(args: &[&str], _dir: &Path) -> (i32, String, String, u64) {
     let ran = Cmd::spillway().args(args).run();
@@ -359,6 +369,14 @@ pub fn reference_script(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Runs a reference script on `args` and asserts that it accepted the result, unless the
+/// Python checks are skipped ([`python`]).
+pub fn check_reference<S: AsRef<OsStr>>(script: &str, args: &[S]) {
+    if let Some(py) = python() {
+        check_with_python(&py, script, args);
+    }
+}
+
 /// Runs a reference script and asserts that it accepted the result; returns its stdout.
 pub fn check_with_python<S: AsRef<OsStr>>(python: &str, script: &str, args: &[S]) -> String {
     let script = reference_script(script);
@@ -384,6 +402,47 @@ pub fn check_with_python<S: AsRef<OsStr>>(python: &str, script: &str, args: &[S]
 }
 
 // ---------------------------------------------------------------------------------------------
+// Test data
+// ---------------------------------------------------------------------------------------------
+
+/// A 64-bit linear congruential generator (Knuth's MMIX constants), independent of spillway's
+/// generators.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// The next state.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0
+    }
+
+    /// The next state's bits above the lowest `shift`.
+    pub fn bits(&mut self, shift: u32) -> u64 {
+        self.next_u64() >> shift
+    }
+
+    /// Uniform in `0..n` (the high bits; `n` is small).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.bits(32) % n as u64) as usize
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        self.bits(11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box-Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u = 1.0 - self.unit(); // (0, 1]
+        let v = self.unit();
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Files
 // ---------------------------------------------------------------------------------------------
 
@@ -396,6 +455,80 @@ pub fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, bytes).unwrap();
     path
+}
+
+/// Writes `n` points of `dim` values as CSV with round-trip formatting: the centres `k` draws
+/// each in `[-20, 20)^dim`, point `i` within 1.5 of centre `i % k` in every value; `unit`
+/// draws a number in `[0, 1)` from the generator (seed 11).
+pub fn write_points(path: &Path, (n, dim, k): (usize, usize, usize), unit: fn(&mut Lcg) -> f64) {
+    let mut rng = Lcg(11);
+    let centres: Vec<Vec<f64>> = (0..k)
+        .map(|_| (0..dim).map(|_| -20.0 + 40.0 * unit(&mut rng)).collect())
+        .collect();
+    let mut text = String::new();
+    for i in 0..n {
+        let row: Vec<String> = centres[i % k]
+            .iter()
+            .map(|x| format!("{:?}", x + 3.0 * (unit(&mut rng) - 0.5)))
+            .collect();
+        text.push_str(&row.join(","));
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Writes `values` as raw little-endian `u64`.
+pub fn write_u64s(path: &Path, values: &[u64]) {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The raw little-endian `u64` values of a file.
+pub fn read_u64s(path: &Path) -> Vec<u64> {
+    std::fs::read(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Writes `values` as raw little-endian `f64`.
+pub fn write_f64s(path: &Path, values: &[f64]) {
+    let bits: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
+    write_u64s(path, &bits);
+}
+
+/// The raw little-endian `f64` values of a file.
+pub fn read_f64s(path: &Path) -> Vec<f64> {
+    read_u64s(path).into_iter().map(f64::from_bits).collect()
+}
+
+/// The L1 distance between two vectors of the same length.
+pub fn l1(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len(), "different lengths");
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
+}
+
+/// The largest absolute difference between the values of `a` and `b`, pair by pair.
+pub fn max_abs_diff<'a>(
+    a: impl IntoIterator<Item = &'a f64>,
+    b: impl IntoIterator<Item = &'a f64>,
+) -> f64 {
+    a.into_iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
+/// The lines of a text file, sorted.
+pub fn sorted_lines(path: &Path) -> Vec<String> {
+    let mut lines: Vec<String> = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort();
+    lines
 }
 
 /// The names in a directory.

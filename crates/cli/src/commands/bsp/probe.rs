@@ -8,7 +8,7 @@ use serde::Serialize;
 use spillway::bsp::{self, Options, ProbeOptions, ProbeReport};
 use spillway::{ByteSize, Collectives};
 
-use crate::driver::{Command, CommonArgs, Declared, Estimate, Failure, Inputs, Job, RuntimeArgs};
+use crate::driver::{Command, Declared, Estimate, Failure, Inputs, Job, RuntimeArgs};
 use crate::options::nonzero_size;
 
 /// `probe`.
@@ -30,8 +30,6 @@ pub(crate) struct Probe {
     force: bool,
     #[command(flatten)]
     runtime: RuntimeArgs,
-    #[command(flatten)]
-    common: CommonArgs,
     /// The cache's directory (from SPILLWAY_PROBE_CACHE, XDG_CACHE_HOME or HOME).
     #[arg(skip = bsp::cache_file(1, 1, "local").and_then(|f| f.parent().map(Path::to_path_buf)))]
     cache_dir: Option<PathBuf>,
@@ -65,7 +63,7 @@ impl Command for Probe {
     type Facts = ProbeFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common).runtime(&self.runtime).dir(
+        Declared::job(&self.runtime).dir(
             "the probe cache (SPILLWAY_PROBE_CACHE)",
             self.cache_dir.as_deref(),
             true,

@@ -1,45 +1,27 @@
 //! `run sort`: BSP sample sort of raw little-endian u64 values.
 
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use clap::Args;
 use serde::Serialize;
 use spillway::algorithms::bsp::sort::{random_u64, sample_sort};
 use spillway::algorithms::io::InputError;
 use spillway::algorithms::AlgoError;
-use spillway::bsp;
 use spillway::{Collectives, Comm, Max, Sum};
 
-use super::BspArgs;
-use crate::driver::{
-    Command, CommonArgs, Declared, Estimate, Failure, Inputs, Job, RankOut, RuntimeArgs, Timing,
-};
-use crate::options::{random_spec, GenSpec};
+use super::{timed, BspArgs};
+use crate::driver::{Command, Declared, Estimate, Failure, Inputs, Job, RankOut};
 
 /// `run sort`.
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("input", |a| a.help("Input: raw little-endian u64 values; `-` reads standard input")),
+    mut_arg("out", |a| a.help("Output: the values in ascending order, raw little-endian u64")),
+)]
 pub(crate) struct Sort {
-    /// Input: raw little-endian u64 values; `-` reads standard input.
-    #[arg(
-        long,
-        conflicts_with = "generate",
-        required_unless_present = "generate"
-    )]
-    input: Option<PathBuf>,
-    /// Generated input: random:LOG2N[:SEED].
-    #[arg(long, value_parser = random_spec)]
-    generate: Option<(u32, u64)>,
-    /// Output: the values in ascending order, raw little-endian u64.
-    #[arg(long)]
-    out: Option<PathBuf>,
     #[command(flatten)]
-    bsp: BspArgs,
-    #[command(flatten)]
-    runtime: RuntimeArgs,
-    #[command(flatten)]
-    common: CommonArgs,
+    args: BspArgs,
 }
 
 /// What `run sort` reports.
@@ -62,50 +44,23 @@ fn read_u64s(path: &Path, lo: usize, hi: usize) -> Result<Vec<u64>, AlgoError> {
         .collect())
 }
 
-impl Sort {
-    fn generated_name(&self) -> Option<String> {
-        self.generate
-            .map(|(log2n, seed)| GenSpec::Random { log2n, seed }.to_string())
-    }
-}
-
 impl Command for Sort {
     const NAME: &'static str = "sort";
     type Facts = SortFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common)
-            .runtime(&self.runtime)
-            .input("--input", self.input.as_deref())
-            .output("--out", self.out.as_deref())
-            .generated(self.generated_name())
+        self.args.declare()
     }
 
     fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
-        let (values, because) = match (&self.input, self.generate) {
-            (Some(path), _) => (
-                inputs.bytes(path) / 8,
-                format!("--input {}", path.display()),
-            ),
-            (None, Some((log2n, _))) => (
-                1u64 << log2n,
-                format!("--generate {}", self.generated_name().unwrap_or_default()),
-            ),
-            (None, None) => (0, String::new()),
-        };
-        Ok(Estimate {
-            // Each rank's values, the exchanged and the merged copies.
-            data: values.saturating_mul(8 * 3),
-            because,
-            items: values,
-            outputs: vec![("--out", values.saturating_mul(8))],
-        })
+        // Each rank's values, the exchanged and the merged copies.
+        Ok(self.args.estimate(inputs, 8, 8 * 3, 8))
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<SortFacts>, Failure> {
         let p = job.config().ranks_total() as usize;
-        let input = self.input.as_ref().map(|given| job.input(given));
-        let n = match (&input, self.generate) {
+        let input = self.args.input.as_ref().map(|given| job.input(given));
+        let n = match (&input, self.args.generate) {
             (Some(path), _) => {
                 let len = std::fs::metadata(path)
                     .map_err(|e| Failure::usage(InputError::io(path, &e).to_string()))?
@@ -127,26 +82,23 @@ impl Command for Sort {
             (None, Some((log2n, _))) => 1usize << log2n,
             (None, None) => unreachable!("clap requires --input or --generate"),
         };
-        let options = self.bsp.options();
+        let options = self.args.options();
         job.spmd(1, "sort", |rank, _| {
             let world = Comm::world(rank);
             let s = world.rank();
-            let t0 = Instant::now();
             let (lo, hi) = (s * n / p, (s + 1) * n / p);
-            let local = match (&input, self.generate) {
-                (Some(path), _) => read_u64s(path, lo, hi)?,
-                (None, Some((_, seed))) => (lo..hi).map(|i| random_u64(seed, i as u64)).collect(),
+            let load = || match (&input, self.args.generate) {
+                (Some(path), _) => read_u64s(path, lo, hi),
+                (None, Some((_, seed))) => {
+                    Ok((lo..hi).map(|i| random_u64(seed, i as u64)).collect())
+                }
                 (None, None) => unreachable!("checked above"),
             };
-            world.barrier()?;
-            let load = t0.elapsed();
-            let t1 = Instant::now();
-            let sorted = bsp::hook(&world, options, |ctx| sample_sort(ctx, local))?;
-            let compute = world.allreduce(&[t1.elapsed().as_secs_f64()], Max)?[0];
-            let compute = Duration::from_secs_f64(compute);
+            let (sorted, timing) =
+                timed(&world, options, load, |ctx, local| sample_sort(ctx, local))?;
             let largest = world.allreduce(&[sorted.len() as u64], Max)?[0];
             let total = world.allreduce(&[sorted.len() as u64], Sum)?[0];
-            if let Some(path) = &self.out {
+            if let Some(path) = &self.args.out {
                 job.write_ordered(&world, path, |w| {
                     for v in &sorted {
                         w.write_all(&v.to_le_bytes())?;
@@ -154,21 +106,12 @@ impl Command for Sort {
                     Ok(())
                 })?;
             }
-            Ok(Some(RankOut {
-                facts: SortFacts {
-                    elements: total,
-                    largest_part: largest,
-                    elements_per_second: total as f64 / compute.as_secs_f64().max(1e-12),
-                },
-                timing: Timing {
-                    iterations: 1,
-                    iteration_times: vec![compute],
-                    load,
-                    compute,
-                    ..Timing::default()
-                },
-                lead: world.rank() == 0,
-            }))
+            let facts = SortFacts {
+                elements: total,
+                largest_part: largest,
+                elements_per_second: total as f64 / timing.compute.as_secs_f64().max(1e-12),
+            };
+            Ok(Some(RankOut::of(&world, facts, timing)))
         })
     }
 }

@@ -15,11 +15,11 @@ use spillway::algorithms::{AlgoError, Progress};
 use spillway::checkpoint::Checkpointer;
 use spillway::{Collectives, Comm, Sum};
 
-use super::csv_line;
+use super::write_clustering;
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
 use crate::driver::{
-    CheckpointArgs, Command, CommonArgs, Declared, Estimate, Failure, Inputs, Job, RankOut,
-    Recovery, RuntimeArgs, Timing,
+    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, RankOut, Recovery,
+    RuntimeArgs, Timing,
 };
 use crate::iostat::IoProbe;
 use crate::options::{blobs_spec, GenSpec};
@@ -73,8 +73,6 @@ pub(crate) struct KMeans {
     checkpoint: CheckpointArgs,
     #[command(flatten)]
     runtime: RuntimeArgs,
-    #[command(flatten)]
-    common: CommonArgs,
 }
 
 /// What `run kmeans` reports.
@@ -118,17 +116,12 @@ impl Command for KMeans {
     type Facts = KMeansFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common)
-            .runtime(&self.runtime)
+        Declared::job(&self.runtime)
             .input("--input", self.input.as_deref())
             .input("--init", self.init_file())
             .output("--out", self.out.as_deref())
             .output("--assign", self.assign.as_deref())
-            .dir(
-                "--checkpoint-dir",
-                self.checkpoint.checkpoint_dir.as_deref(),
-                true,
-            )
+            .checkpoints(&self.checkpoint)
             .generated(self.input.is_none().then(|| self.generated_name()))
     }
 
@@ -292,27 +285,12 @@ impl Command for KMeans {
             let load = load.unwrap_or_default();
             let compute = t0.elapsed().saturating_sub(load);
             let checkpoint = checkpoint_facts(&world, ck.as_ref())?;
-            if let Some(path) = &self.out {
-                job.write_root(&world, path, |w| {
-                    if let Some(w) = w {
-                        for row in centroids.chunks(points.dim.max(1)) {
-                            csv_line(w, row).map_err(|e| AlgoError::Output {
-                                path: path.clone(),
-                                source: e,
-                            })?;
-                        }
-                    }
-                    Ok(())
-                })?;
-            }
-            if let Some(path) = &self.assign {
-                job.write_ordered(&world, path, |w| {
-                    for a in assignment.as_slice() {
-                        writeln!(w, "{a}")?;
-                    }
-                    Ok(())
-                })?;
-            }
+            write_clustering(
+                job,
+                &world,
+                (self.out.as_deref(), &centroids, points.dim),
+                (self.assign.as_deref(), assignment.as_slice()),
+            )?;
             world.barrier()?;
             Ok(Some(RankOut {
                 facts: KMeansFacts {

@@ -8,11 +8,11 @@ use serde::Serialize;
 use spillway::algorithms::cluster::kmeans::Init;
 use spillway::algorithms::cluster::spkmeans::{normalize_rows, spkmeans, SpKMeansOptions};
 use spillway::algorithms::io::{load_rows, SparseSource};
-use spillway::algorithms::{AlgoError, Progress};
+use spillway::algorithms::Progress;
 use spillway::{Collectives, Comm, Max};
 
-use super::csv_line;
-use crate::driver::{Command, CommonArgs, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
+use super::write_clustering;
+use crate::driver::{Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
 use crate::options::is_matrix_market;
 
 /// `run spkmeans`.
@@ -40,8 +40,6 @@ pub(crate) struct SpKMeans {
     assign: Option<PathBuf>,
     #[command(flatten)]
     runtime: RuntimeArgs,
-    #[command(flatten)]
-    common: CommonArgs,
 }
 
 /// What `run spkmeans` reports.
@@ -60,8 +58,7 @@ impl Command for SpKMeans {
     type Facts = SpKMeansFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common)
-            .runtime(&self.runtime)
+        Declared::job(&self.runtime)
             .input("--input", Some(&self.input))
             .output("--out", self.out.as_deref())
             .output("--assign", self.assign.as_deref())
@@ -104,47 +101,27 @@ impl Command for SpKMeans {
             let result = spkmeans(&world, &rows, &options, &mut on_progress)?;
             let compute = t1.elapsed();
             let d = rows.cols as usize;
-            if let Some(path) = &self.out {
-                job.write_root(&world, path, |w| {
-                    if let Some(w) = w {
-                        for row in result.centroids.chunks(d.max(1)) {
-                            csv_line(w, row).map_err(|e| AlgoError::Output {
-                                path: path.clone(),
-                                source: e,
-                            })?;
-                        }
-                    }
-                    Ok(())
-                })?;
-            }
-            if let Some(path) = &self.assign {
-                job.write_ordered(&world, path, |w| {
-                    for a in result.assignment.as_slice() {
-                        writeln!(w, "{a}")?;
-                    }
-                    Ok(())
-                })?;
-            }
+            write_clustering(
+                job,
+                &world,
+                (self.out.as_deref(), &result.centroids, d),
+                (self.assign.as_deref(), result.assignment.as_slice()),
+            )?;
             let max_nnz = world.allreduce(&[rows.values.len() as u64], Max)?[0];
             world.barrier()?;
-            Ok(Some(RankOut {
-                facts: SpKMeansFacts {
-                    rows: rows.rows,
-                    columns: rows.cols,
-                    nonzeros: rows.total_nnz,
-                    max_nonzeros_per_rank: max_nnz,
-                    k: self.k,
-                    converged: result.converged,
-                },
-                timing: Timing {
-                    iterations: result.iterations,
-                    iteration_times: result.iteration_times,
-                    load,
-                    compute,
-                    ..Timing::default()
-                },
-                lead: world.rank() == 0,
-            }))
+            let facts = SpKMeansFacts {
+                rows: rows.rows,
+                columns: rows.cols,
+                nonzeros: rows.total_nnz,
+                max_nonzeros_per_rank: max_nnz,
+                k: self.k,
+                converged: result.converged,
+            };
+            Ok(Some(RankOut::of(
+                &world,
+                facts,
+                Timing::new(result.iterations, result.iteration_times, load, compute),
+            )))
         })
     }
 }

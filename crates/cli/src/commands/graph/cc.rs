@@ -8,12 +8,13 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use spillway::algorithms::graph::cc::{connected_components, load_edges, Variant};
 use spillway::algorithms::graph::cc_direct::{components, load_edge_list};
+use spillway::checkpoint::Checkpointer;
 use spillway::{ByteSize, Collectives, Comm, Sum};
 
-use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
-use crate::commands::ft::{unless_lost, FtArgs};
+use crate::commands::checkpoint::{checkpoint_facts, file_identity, CheckpointFacts};
+use crate::commands::ft::{load_and_compute, FtArgs};
 use crate::driver::{
-    CheckpointArgs, Command, CommonArgs, Declared, Failure, Job, RankOut, RuntimeArgs, Timing,
+    CheckpointArgs, Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing,
 };
 use crate::options::{named, nonzero_size};
 
@@ -60,8 +61,6 @@ pub(crate) struct Cc {
     checkpoint: CheckpointArgs,
     #[command(flatten)]
     runtime: RuntimeArgs,
-    #[command(flatten)]
-    common: CommonArgs,
 }
 
 /// What `run cc` reports.
@@ -90,15 +89,10 @@ impl Command for Cc {
     type Facts = CcFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common)
-            .runtime(&self.runtime)
+        Declared::job(&self.runtime)
             .input("--input", Some(&self.input))
             .output("--out", self.out.as_deref())
-            .dir(
-                "--checkpoint-dir",
-                self.checkpoint.checkpoint_dir.as_deref(),
-                true,
-            )
+            .checkpoints(&self.checkpoint)
     }
 
     fn check(&self) -> Result<(), Failure> {
@@ -136,30 +130,23 @@ impl Command for Cc {
             config.ranks_total(),
             config.nodes_total(),
         );
-        let facts = job.spmd(0, "cc", |rank, _| {
+        self.ft.spmd(job, 0, "cc", |rank, _| {
             let world = Comm::world(rank);
             let mut ck = self.checkpoint.checkpointer(&fingerprint);
-            let t0 = Instant::now();
-            let (edges, loops) = load_edges(&world, &input)?;
-            let m = edges.count(&world)? + loops.count(&world)?;
-            world.barrier()?;
-            restore(&world, ck.as_mut())?;
-            let load = t0.elapsed();
-            let t1 = Instant::now();
-            let Some(result) = unless_lost(connected_components(
-                &world,
-                edges,
-                loops,
-                variant,
-                memory,
-                ft.clone(),
-                ck.as_mut(),
-            ))?
+            let load = || {
+                let (edges, loops) = load_edges(&world, &input)?;
+                let m = edges.count(&world)? + loops.count(&world)?;
+                Ok(((edges, loops), m))
+            };
+            let compute = |(edges, loops), ck: Option<&mut Checkpointer>| {
+                connected_components(&world, edges, loops, variant, memory, ft.clone(), ck)
+            };
+            let Some((result, m, load, compute)) =
+                load_and_compute(&world, &mut ck, load, compute)?
             else {
                 return Ok(None);
             };
             let comm = &result.comm;
-            let compute = t1.elapsed();
             let checkpoint = checkpoint_facts(comm, ck.as_ref())?;
             let mut labels = result.labels.to_local_vec();
             labels.sort_unstable();
@@ -175,19 +162,21 @@ impl Command for Cc {
                     Ok(())
                 })?;
             }
-            Ok(Some(RankOut {
-                facts: CcFacts {
-                    engine: "mapreduce",
-                    edges: m,
-                    vertices,
-                    components,
-                    star_operations: Some(result.star_operations),
-                    local_seconds: None,
-                    merge_seconds: None,
-                    label_seconds: None,
-                    checkpoint,
-                },
-                timing: Timing::mapreduce(
+            let facts = CcFacts {
+                engine: "mapreduce",
+                edges: m,
+                vertices,
+                components,
+                star_operations: Some(result.star_operations),
+                local_seconds: None,
+                merge_seconds: None,
+                label_seconds: None,
+                checkpoint,
+            };
+            Ok(Some(RankOut::of(
+                comm,
+                facts,
+                Timing::mapreduce(
                     result.star_operations,
                     result
                         .stats
@@ -199,13 +188,8 @@ impl Command for Cc {
                     &result.stats,
                     result.ft,
                 ),
-                lead: comm.rank() == 0,
-            }))
-        })?;
-        if facts.is_some() {
-            self.ft.warn_unreached(job.operations(), job.nodes(), true);
-        }
-        Ok(facts)
+            )))
+        })
     }
 }
 
@@ -237,27 +221,22 @@ impl Cc {
                 })?;
             }
             let t = cc.timing;
-            Ok(Some(RankOut {
-                facts: CcFacts {
-                    engine: "direct",
-                    edges: m,
-                    vertices: cc.vertices,
-                    components: cc.components,
-                    star_operations: None,
-                    local_seconds: Some(t.local.as_secs_f64()),
-                    merge_seconds: Some(t.merge.as_secs_f64()),
-                    label_seconds: Some(t.labels.as_secs_f64()),
-                    checkpoint: None,
-                },
-                timing: Timing {
-                    iterations: 1,
-                    iteration_times: vec![compute],
-                    load,
-                    compute,
-                    ..Timing::default()
-                },
-                lead: world.rank() == 0,
-            }))
+            let facts = CcFacts {
+                engine: "direct",
+                edges: m,
+                vertices: cc.vertices,
+                components: cc.components,
+                star_operations: None,
+                local_seconds: Some(t.local.as_secs_f64()),
+                merge_seconds: Some(t.merge.as_secs_f64()),
+                label_seconds: Some(t.labels.as_secs_f64()),
+                checkpoint: None,
+            };
+            Ok(Some(RankOut::of(
+                &world,
+                facts,
+                Timing::once(load, compute),
+            )))
         })
     }
 }

@@ -9,7 +9,7 @@ use spillway::algorithms::graph::colour::{colour, Order};
 use spillway::algorithms::graph::{load_graph, GraphSource};
 use spillway::{Collectives, Comm};
 
-use crate::driver::{Command, CommonArgs, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
+use crate::driver::{Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
 use crate::options::is_matrix_market;
 
 /// The order in which vertices are coloured.
@@ -46,8 +46,6 @@ pub(crate) struct Colour {
     out: Option<PathBuf>,
     #[command(flatten)]
     runtime: RuntimeArgs,
-    #[command(flatten)]
-    common: CommonArgs,
 }
 
 /// What `run colour` reports.
@@ -63,8 +61,7 @@ impl Command for Colour {
     type Facts = ColourFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common)
-            .runtime(&self.runtime)
+        Declared::job(&self.runtime)
             .input("--input", Some(&self.input))
             .output("--out", self.out.as_deref())
     }
@@ -112,21 +109,16 @@ impl Command for Colour {
                     Ok(())
                 })?;
             }
-            Ok(Some(RankOut {
-                facts: ColourFacts {
-                    vertices: graph.n,
-                    max_degree: result.max_degree,
-                    colours: result.colours_used,
-                },
-                timing: Timing {
-                    iterations: result.rounds,
-                    iteration_times: result.round_times,
-                    load,
-                    compute,
-                    ..Timing::default()
-                },
-                lead: world.rank() == 0,
-            }))
+            let facts = ColourFacts {
+                vertices: graph.n,
+                max_degree: result.max_degree,
+                colours: result.colours_used,
+            };
+            Ok(Some(RankOut::of(
+                &world,
+                facts,
+                Timing::new(result.rounds, result.round_times, load, compute),
+            )))
         })
     }
 }

@@ -17,8 +17,8 @@ use spillway::{ByteSize, Collectives, Comm, Max, Sum};
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
 use crate::commands::ft::FtArgs;
 use crate::driver::{
-    CheckpointArgs, Command, CommonArgs, Declared, Estimate, Failure, Inputs, Job, RankOut,
-    Recovery, RuntimeArgs, Timing,
+    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, RankOut, Recovery,
+    RuntimeArgs, Timing,
 };
 use crate::iostat::IoProbe;
 use crate::options::{is_matrix_market, non_negative, nonzero_size, rmat_spec};
@@ -82,8 +82,6 @@ pub(crate) struct PageRank {
     pub(crate) checkpoint: CheckpointArgs,
     #[command(flatten)]
     pub(crate) runtime: RuntimeArgs,
-    #[command(flatten)]
-    pub(crate) common: CommonArgs,
 }
 
 /// What `run pagerank` reports.
@@ -168,15 +166,10 @@ impl Command for PageRank {
     type Facts = PageRankFacts;
 
     fn declare(&self) -> Declared<'_> {
-        Declared::new(&self.common)
-            .runtime(&self.runtime)
+        Declared::job(&self.runtime)
             .input("--input", self.input.as_deref())
             .output("--out", self.out.as_deref())
-            .dir(
-                "--checkpoint-dir",
-                self.checkpoint.checkpoint_dir.as_deref(),
-                true,
-            )
+            .checkpoints(&self.checkpoint)
             .generated(self.input.is_none().then(|| self.generated_name()))
     }
 
@@ -318,14 +311,13 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
 /// `run pagerank --engine mapreduce`: PageRank as iterative MapReduce (adjacency lists
 /// travel with their vertex), with fault tolerance and checkpoints.
 mod mapreduce {
-    use std::time::Instant;
-
     use spillway::algorithms::graph::pagerank_mr::{load_edge_dataset, pagerank_mapreduce};
-    use spillway::{Collectives, Comm};
+    use spillway::checkpoint::Checkpointer;
+    use spillway::Comm;
 
     use super::{PageRank, PageRankFacts};
-    use crate::commands::checkpoint::{checkpoint_facts, restore};
-    use crate::commands::ft::unless_lost;
+    use crate::commands::checkpoint::checkpoint_facts;
+    use crate::commands::ft::load_and_compute;
     use crate::driver::{Failure, Job, RankOut, Timing};
 
     /// Runs the MapReduce engine.
@@ -335,48 +327,41 @@ mod mapreduce {
         let memory = args.mr_memory.and_then(|m| m.to_usize());
         let ft = args.ft.settings();
         let fingerprint = args.fingerprint(job, Some("mapreduce"));
-        let facts = job.spmd(options.iterations, "pagerank", |rank, _| {
-            let world = Comm::world(rank);
-            let mut ck = args.checkpoint.checkpointer(&fingerprint);
-            let t0 = Instant::now();
-            let (edges, n) = load_edge_dataset(&world, &source)?;
-            let m = edges.count(&world)?;
-            world.barrier()?;
-            restore(&world, ck.as_mut())?;
-            let load = t0.elapsed();
-            let t1 = Instant::now();
-            let Some(result) = unless_lost(pagerank_mapreduce(
-                &world,
-                edges,
-                n,
-                &options,
-                memory,
-                ft.clone(),
-                &mut |_| {},
-                ck.as_mut(),
-            ))?
-            else {
-                return Ok(None);
-            };
-            let comm = &result.comm;
-            let compute = t1.elapsed();
-            let checkpoint = checkpoint_facts(comm, ck.as_ref())?;
-            // The ranks in vertex order, written by the first rank.
-            let all = result.ranks.gather(comm, 0)?;
-            let rank_sum = all.as_ref().map_or(0.0, |a| a.iter().map(|(_, r)| r).sum());
-            if let Some(path) = &args.out {
-                let mut all = all.unwrap_or_default();
-                all.sort_unstable_by_key(|&(v, _)| v);
-                job.write_ordered(comm, path, |w| {
-                    for (v, r) in &all {
-                        writeln!(w, "{v} {r}")?;
-                    }
-                    Ok(())
-                })?;
-            }
-            let performed = result.iteration_times.len() as f64;
-            Ok(Some(RankOut {
-                facts: PageRankFacts {
+        args.ft
+            .spmd(job, options.iterations, "pagerank", |rank, _| {
+                let world = Comm::world(rank);
+                let mut ck = args.checkpoint.checkpointer(&fingerprint);
+                let load = || {
+                    let (edges, n) = load_edge_dataset(&world, &source)?;
+                    let m = edges.count(&world)?;
+                    Ok(((edges, n), (n, m)))
+                };
+                let compute = |(edges, n), ck: Option<&mut Checkpointer>| {
+                    let ft = ft.clone();
+                    pagerank_mapreduce(&world, edges, n, &options, memory, ft, &mut |_| {}, ck)
+                };
+                let Some((result, (n, m), load, compute)) =
+                    load_and_compute(&world, &mut ck, load, compute)?
+                else {
+                    return Ok(None);
+                };
+                let comm = &result.comm;
+                let checkpoint = checkpoint_facts(comm, ck.as_ref())?;
+                // The ranks in vertex order, written by the first rank.
+                let all = result.ranks.gather(comm, 0)?;
+                let rank_sum = all.as_ref().map_or(0.0, |a| a.iter().map(|(_, r)| r).sum());
+                if let Some(path) = &args.out {
+                    let mut all = all.unwrap_or_default();
+                    all.sort_unstable_by_key(|&(v, _)| v);
+                    job.write_ordered(comm, path, |w| {
+                        for (v, r) in &all {
+                            writeln!(w, "{v} {r}")?;
+                        }
+                        Ok(())
+                    })?;
+                }
+                let performed = result.iteration_times.len() as f64;
+                let facts = PageRankFacts {
                     engine: "mapreduce",
                     vertices: n,
                     edges: m,
@@ -387,21 +372,19 @@ mod mapreduce {
                     rank_sum,
                     edges_per_second: m as f64 * performed / compute.as_secs_f64().max(1e-12),
                     checkpoint,
-                },
-                timing: Timing::mapreduce(
-                    result.iterations,
-                    result.iteration_times,
-                    load,
-                    compute,
-                    &result.stats,
-                    result.ft,
-                ),
-                lead: comm.rank() == 0,
-            }))
-        })?;
-        if facts.is_some() {
-            args.ft.warn_unreached(job.operations(), job.nodes(), true);
-        }
-        Ok(facts)
+                };
+                Ok(Some(RankOut::of(
+                    comm,
+                    facts,
+                    Timing::mapreduce(
+                        result.iterations,
+                        result.iteration_times,
+                        load,
+                        compute,
+                        &result.stats,
+                        result.ft,
+                    ),
+                )))
+            })
     }
 }
