@@ -41,6 +41,11 @@ pub(crate) struct IterationIo {
     pub(crate) device_written_bytes: Option<u64>,
 }
 
+/// The probe of the rank that reports (rank 0 of `world`), none on the others.
+pub(crate) fn lead_probe(rank: &spillway::Rank, world: &spillway::Comm) -> Option<IoProbe> {
+    (world.rank() == 0).then(|| IoProbe::start(rank.spill_dir()))
+}
+
 /// Samples taken at iteration boundaries.
 pub(crate) struct IoProbe {
     device_stat: Option<PathBuf>,

@@ -2,6 +2,7 @@
 //! checkpointer of a rank, resuming, and the report's checkpoint facts.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use spillway::algorithms::AlgoError;
@@ -21,6 +22,42 @@ impl CheckpointArgs {
                 self.resume,
             )
         })
+    }
+}
+
+/// The steps of a direct engine after each load of its input (the first one and each after a
+/// recovery from lost processes): a barrier and the restore of a checkpoint; the time to the
+/// first is the job's load time, the rest its compute time.
+pub(crate) struct Loading {
+    t0: Instant,
+    load: Option<Duration>,
+}
+
+impl Loading {
+    /// Starts the clock as the input starts loading.
+    pub(crate) fn start() -> Loading {
+        Loading {
+            t0: Instant::now(),
+            load: None,
+        }
+    }
+
+    /// After a load: the barrier and the restore (collectives); records the first's time.
+    pub(crate) fn ready(
+        &mut self,
+        world: &Comm,
+        ck: Option<&mut Checkpointer>,
+    ) -> Result<(), AlgoError> {
+        world.barrier()?;
+        restore(world, ck)?;
+        self.load.get_or_insert_with(|| self.t0.elapsed());
+        Ok(())
+    }
+
+    /// The load time and the time since (compute), once the job is done.
+    pub(crate) fn times(&self) -> (Duration, Duration) {
+        let load = self.load.unwrap_or_default();
+        (load, self.t0.elapsed().saturating_sub(load))
     }
 }
 

@@ -2,7 +2,6 @@
 //! allgather for large centroids).
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
@@ -16,12 +15,12 @@ use spillway::checkpoint::Checkpointer;
 use spillway::{Collectives, Comm, Sum};
 
 use super::write_clustering;
-use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
+use crate::commands::checkpoint::{checkpoint_facts, file_identity, CheckpointFacts, Loading};
 use crate::driver::{
     CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, RankOut, Recovery,
     RuntimeArgs, Timing,
 };
-use crate::iostat::IoProbe;
+use crate::iostat::lead_probe;
 use crate::options::{blobs_spec, GenSpec};
 
 /// The points when neither `--input` nor `--generate` is given.
@@ -201,10 +200,9 @@ impl Command for KMeans {
         job.spmd(options.max_iterations, "kmeans", |rank, bar| {
             let world = Comm::world(rank);
             let mut ck = self.checkpoint.checkpointer(&fingerprint);
-            let t0 = Instant::now();
             // What follows each load of the points (K-means reads them again after a loss):
-            // the check of k, the barrier, the restore; the time to the first is the load.
-            let mut load = None;
+            // the check of k, then the barrier and the restore.
+            let mut loading = Loading::start();
             let mut ready = |world: &Comm, points: &DistPoints, ck: Option<&mut Checkpointer>| {
                 if let PointSource::Csv(path) = &source {
                     if self.k > points.total {
@@ -218,12 +216,9 @@ impl Command for KMeans {
                         )));
                     }
                 }
-                world.barrier()?;
-                restore(world, ck)?;
-                load.get_or_insert_with(|| t0.elapsed());
-                Ok(())
+                loading.ready(world, ck)
             };
-            let mut probe = (world.rank() == 0).then(|| IoProbe::start(rank.spill_dir()));
+            let mut probe = lead_probe(rank, &world);
             let mut on_progress = |p: &Progress| {
                 if let Some(probe) = &mut probe {
                     probe.sample();
@@ -282,8 +277,7 @@ impl Command for KMeans {
                     let (a, i, c, t) = (r.assignment, r.iterations, r.converged, r.iteration_times);
                     (r.centroids, a, i, c, t, Vec::new(), s.comm, s.points)
                 };
-            let load = load.unwrap_or_default();
-            let compute = t0.elapsed().saturating_sub(load);
+            let (load, compute) = loading.times();
             let checkpoint = checkpoint_facts(&world, ck.as_ref())?;
             write_clustering(
                 job,

@@ -2,7 +2,6 @@
 //! (`--engine mapreduce`, in the module `mapreduce` below).
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
@@ -14,13 +13,13 @@ use spillway::algorithms::Progress;
 use spillway::checkpoint::Checkpointer;
 use spillway::{ByteSize, Collectives, Comm, Max, Sum};
 
-use crate::commands::checkpoint::{checkpoint_facts, file_identity, restore, CheckpointFacts};
+use crate::commands::checkpoint::{checkpoint_facts, file_identity, CheckpointFacts, Loading};
 use crate::commands::ft::FtArgs;
 use crate::driver::{
     CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, RankOut, Recovery,
     RuntimeArgs, Timing,
 };
-use crate::iostat::IoProbe;
+use crate::iostat::lead_probe;
 use crate::options::{is_matrix_market, non_negative, nonzero_size, rmat_spec};
 
 /// The R-MAT graph when neither `--input` nor `--generate` is given.
@@ -233,16 +232,10 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
     job.spmd(options.iterations, "pagerank", |rank, bar| {
         let world = Comm::world(rank);
         let mut ck = args.checkpoint.checkpointer(&fingerprint);
-        let t0 = Instant::now();
-        // The time to the first iteration: reading the graph, the barrier, the restore.
-        let mut load = None;
-        let mut ready = |world: &Comm, _: &DistGraph, ck: Option<&mut Checkpointer>| {
-            world.barrier()?;
-            restore(world, ck)?;
-            load.get_or_insert_with(|| t0.elapsed());
-            Ok(())
-        };
-        let mut probe = (world.rank() == 0).then(|| IoProbe::start(rank.spill_dir()));
+        let mut loading = Loading::start();
+        let mut ready =
+            |world: &Comm, _: &DistGraph, ck: Option<&mut Checkpointer>| loading.ready(world, ck);
+        let mut probe = lead_probe(rank, &world);
         let mut on_progress = |p: &Progress| {
             if let Some(probe) = &mut probe {
                 probe.sample();
@@ -260,8 +253,7 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
             ck.as_mut(),
             &mut ready,
         )?;
-        let load = load.unwrap_or_default();
-        let compute = t0.elapsed().saturating_sub(load);
+        let (load, compute) = loading.times();
         let recoveries = Recovery::list(&survived.recoveries);
         let (result, graph, world) = (survived.result, survived.graph, survived.comm);
         let checkpoint = checkpoint_facts(&world, ck.as_ref())?;
