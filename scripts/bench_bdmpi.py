@@ -15,7 +15,7 @@ iteration (the set-up excluded) and a result that must agree between the launche
     running rank (32 MiB with --quick), and mpirun in the same cgroup; with the numbers of
     the same jobs in memory (no cgroup) beside them.
 
-Run it under `cpu quiet`. Needs root (cgroups), gcc, mpicc, mpirun and the release build of
+Run it with nothing else running on the machine. Needs root (cgroups), gcc, mpicc, mpirun and the release build of
 spillway-bdmpi.
 Usage: python3 scripts/bench_bdmpi.py [--quick] [--reps 3] [--only pingpong|memory|ooc]
            [--program pagerank|kmeans]

@@ -16,7 +16,7 @@ recolouring passes; the time is the report's compute time (loading excluded, as 
 networkx). Every colouring is checked (each vertex once, no edge inside a colour class)
 before its time is printed. Medians of --reps runs.
 
-Run it under `cpu quiet`. Needs networkx (SPILLWAY_PYTHON or the interpreter running it).
+Run it with nothing else running on the machine. Needs networkx (SPILLWAY_PYTHON or the interpreter running it).
 Usage: python3 scripts/bench_colour.py --spillway target/release/spillway
            [--graph FILE ...] [--ranks 1,2] [--reps 3] [--scale 16] [--edge-factor 8]
 """
