@@ -23,8 +23,12 @@ pub struct Emitter<'e, K, V> {
     scratch2: Vec<u8>,
     records: u64,
     bytes: u64,
+    at_end: Option<AtEnd<'e, K, V>>,
     _k: PhantomData<fn(K)>,
 }
+
+/// What a map function leaves to be done once its input ends (see [`Emitter::at_end`]).
+type AtEnd<'e, K, V> = Box<dyn FnOnce(&mut Emitter<'e, K, V>) + 'e>;
 
 enum Collector<'e, V> {
     Plain {
@@ -95,6 +99,7 @@ impl<'e, 's, K: Data, V: Data> Sink<'e, 's, K, V> {
                 scratch2: Vec::new(),
                 records: 0,
                 bytes: 0,
+                at_end: None,
                 _k: PhantomData,
             },
             state,
@@ -122,8 +127,11 @@ impl<'e, 's, K: Data, V: Data> Sink<'e, 's, K, V> {
         Ok(())
     }
 
-    /// Everything emitted, as sorted runs.
+    /// Everything emitted, as sorted runs (after the map function's end step, if any).
     pub(crate) fn finish(mut self) -> Result<MapOutput, Error> {
+        if let Some(f) = self.emitter.at_end.take() {
+            f(&mut self.emitter);
+        }
         if let Some(e) = self.state.error.take() {
             return Err(e);
         }
@@ -131,6 +139,27 @@ impl<'e, 's, K: Data, V: Data> Sink<'e, 's, K, V> {
         self.state.out.records = self.emitter.records;
         self.state.out.bytes = self.emitter.bytes;
         Ok(self.state.out)
+    }
+}
+
+impl<'e, K, V> Emitter<'e, K, V> {
+    /// Has `f` called once, with this emitter, after the map function's last record: for a
+    /// map that aggregates across records and emits the aggregate at the end (word counts
+    /// kept across chunks). Every map pass has an emitter of its own (the operation's, and
+    /// each recovery's re-map of lost input), so a map registers its end step with each: call
+    /// it while [`has_at_end`](Emitter::has_at_end) is false. A step registered before is
+    /// kept, and `false` returned.
+    pub fn at_end(&mut self, f: impl FnOnce(&mut Emitter<'e, K, V>) + 'e) -> bool {
+        if self.at_end.is_some() {
+            return false;
+        }
+        self.at_end = Some(Box::new(f));
+        true
+    }
+
+    /// Whether an end step is registered ([`at_end`](Emitter::at_end)).
+    pub fn has_at_end(&self) -> bool {
+        self.at_end.is_some()
     }
 }
 

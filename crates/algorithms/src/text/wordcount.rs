@@ -2,10 +2,12 @@
 //! are not ASCII whitespace ([`is_space`](spillway_mapreduce::is_space)); they need not be
 //! UTF-8.
 
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use spillway_comm::Comm;
 use spillway_mapreduce::{
@@ -53,7 +55,7 @@ impl Default for WordCountOptions {
             combine: true,
             node_aggregation: NodeAggregation::Auto,
             memory: None,
-            chunk: 16 << 20,
+            chunk: 4 << 20,
             fault_tolerance: None,
         }
     }
@@ -89,18 +91,25 @@ pub fn word_count<'r>(
     };
     // Every rank opens every file, so all of them report the same unreadable file.
     let input = TextFiles::open(comm, files, chunk)?;
-    // With the combiner, a chunk's short words are first counted in tables of their own (no
-    // allocation or partitioning hash per word), and each distinct word of the chunk is emitted
-    // once with its count: the MapReduce combiner then sums across chunks. The tables take
-    // about 0.4 bytes per byte of a chunk (up to 65,536 distinct words of each kind).
-    let mut counter = options
-        .combine
-        .then(|| WordCounter::new((chunk / 256).clamp(1 << 10, 1 << 16)));
+    // With the combiner, short words are first counted in tables of the map's own (no
+    // allocation or partitioning hash per word), kept across chunks, and each distinct word is
+    // emitted with its count when the tables fill up and when the map's input ends: the
+    // MapReduce combiner then sees the vocabulary, not the words. The tables hold up to
+    // 65,536 distinct words of each kind (6.5 MiB); with chunks under 4 MiB (under a memory
+    // budget) about 1.6 bytes per byte of a chunk.
+    let counter = options.combine.then(|| {
+        Rc::new(RefCell::new(WordCounter::new(
+            (chunk / 64).clamp(1 << 10, 1 << 16),
+        )))
+    });
     let map = |_: u64, text: Vec<u8>, emit: &mut spillway_mapreduce::Emitter<'_, Vec<u8>, u64>| {
-        match &mut counter {
+        match &counter {
             Some(c) => {
-                c.count(&text, |w, n| emit.emit_raw_key(w, n));
-                c.drain(|w, n| emit.emit_raw_key(w, n));
+                c.borrow_mut().count(&text, |w, n| emit.emit_raw_key(w, n));
+                if !emit.has_at_end() {
+                    let c = Rc::clone(c);
+                    emit.at_end(move |emit| c.borrow_mut().drain(|w, n| emit.emit_raw_key(w, n)));
+                }
             }
             None => for_each_word(&text, |w| emit.emit_raw_key(w, 1)),
         }

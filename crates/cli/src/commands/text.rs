@@ -36,7 +36,7 @@ pub(crate) struct WordCount {
     mr_memory: Option<ByteSize>,
     /// Bytes of text read at a time (under a memory budget, at most an eighth of a rank's
     /// share of it).
-    #[arg(long, default_value = "16M", value_parser = nonzero_size)]
+    #[arg(long, default_value = "4M", value_parser = nonzero_size)]
     chunk: ByteSize,
     #[command(flatten)]
     ft: FtArgs,
