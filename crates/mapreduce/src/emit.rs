@@ -3,6 +3,8 @@
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
+use spillway_runtime::prefetch;
+
 use crate::data::{put, put_raw, take_raw, Data};
 use crate::error::Error;
 use crate::hash::{partition_hash, radix_sort, HashRanges};
@@ -386,17 +388,6 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     } else {
         a == b
     }
-}
-
-#[inline]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint that never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 impl<V> Table<V> {

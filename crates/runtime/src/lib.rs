@@ -60,5 +60,5 @@ pub use memory::{current_rss, peak_rss, MemoryStats, NodeBuf, Policy, SbVec};
 pub use node::{NodeTable, WaitQueue};
 pub use rank::{CriticalGuard, Rank};
 pub use sched::{Describe, WaitKind};
-pub use spillway_transport::advise_huge;
+pub use spillway_transport::{advise_huge, prefetch};
 pub use spillway_transport::{Backend, Envelope, Layout, LinkModel, Payload};

@@ -30,7 +30,7 @@ pub use host::{Announced, Claim, Expect, Failure, Host, Lost};
 pub use layout::{Layout, LayoutError};
 pub use outbox::{Drive, Driving, Outbox, Outgoing};
 pub use payload::{AlignedBuf, Borrowed, Envelope, Payload, SendGuard};
-pub use pool::{advise_huge, pool_cached_bytes, set_pool_limit, POOLED_MIN};
+pub use pool::{advise_huge, pool_cached_bytes, prefetch, set_pool_limit, POOLED_MIN};
 pub use sync::lock;
 
 /// The engine that carries messages between nodes.

@@ -7,6 +7,8 @@
 //! ([`is_space`](spillway_mapreduce::is_space)); they need not be UTF-8 and may hold any other
 //! byte, zero included.
 
+use spillway_runtime::prefetch;
+
 /// Bytes classified at a time.
 const BLOCK: usize = 64;
 
@@ -206,17 +208,6 @@ impl std::fmt::Debug for WordCounter {
             .field("cap", &self.cap)
             .finish()
     }
-}
-
-#[inline]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint that never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// A table of `n` empty slots, backed by huge pages where the kernel can (the slots are read
