@@ -6,6 +6,7 @@ use std::mem::MaybeUninit;
 use spillway_runtime::prefetch;
 
 use crate::data::{put, put_raw, take_raw, Data};
+use crate::distinct::Distinct;
 use crate::error::Error;
 use crate::hash::{partition_hash, radix_sort, HashRanges};
 use crate::run::{Run, RunWriter, Spill};
@@ -26,6 +27,8 @@ pub struct Emitter<'e, K, V> {
     records: u64,
     bytes: u64,
     at_end: Option<AtEnd<'e, K, V>>,
+    /// Pairs the map combined itself ([`Emitter::emit_distinct_raw_key`]).
+    distinct: Distinct,
     _k: PhantomData<fn(K)>,
 }
 
@@ -102,6 +105,7 @@ impl<'e, 's, K: Data, V: Data> Sink<'e, 's, K, V> {
                 records: 0,
                 bytes: 0,
                 at_end: None,
+                distinct: Distinct::default(),
                 _k: PhantomData,
             },
             state,
@@ -124,6 +128,14 @@ impl<'e, 's, K: Data, V: Data> Sink<'e, 's, K, V> {
             .write_run(self.state.spill, self.state.ranges)?;
         if let Some(run) = run {
             self.state.out.runs.push(run);
+        }
+        if let Collector::Combine { combine, .. } = &self.emitter.inner {
+            let distinct = self.emitter.distinct.write_run::<K, V>(
+                self.state.spill,
+                self.state.ranges,
+                *combine,
+            )?;
+            self.state.out.runs.extend(distinct);
         }
         self.state.out.flush_time += t.elapsed();
         Ok(())
@@ -206,12 +218,31 @@ impl<K: Data, V: Data> Emitter<'_, K, V> {
         self.records += 1;
     }
 
+    /// Emits a pair the map function has combined itself, such as a count it kept across
+    /// records (`key` encoded as for [`emit_raw_key`](Emitter::emit_raw_key)). With a
+    /// combiner such pairs skip its hash table: they are collected as they come and sorted
+    /// into a run of their own, which saves a table insert per pair when the map already
+    /// emits each key about once. A key emitted again (by this method or another) is still
+    /// combined: the runs are merged with the combiner.
+    #[inline]
+    pub fn emit_distinct_raw_key(&mut self, key: &[u8], value: V) {
+        match &self.inner {
+            Collector::Plain { .. } => self.emit_raw_key(key, value),
+            Collector::Combine { .. } => {
+                let body = self.distinct.push::<K, V>(key, &value);
+                self.bytes += (crate::run::HEADER + body) as u64;
+                self.records += 1;
+            }
+        }
+    }
+
     /// Bytes of memory the buffer or table holds.
     fn heap_bytes(&self) -> usize {
-        match &self.inner {
-            Collector::Plain { records, pairs } => records.len() + 16 * pairs.len(),
-            Collector::Combine { table, .. } => table.heap_bytes(),
-        }
+        self.distinct.heap_bytes()
+            + match &self.inner {
+                Collector::Plain { records, pairs } => records.len() + 16 * pairs.len(),
+                Collector::Combine { table, .. } => table.heap_bytes(),
+            }
     }
 
     /// Sorts what was collected by partitioning hash into a run (grouping the values of each
@@ -373,6 +404,14 @@ impl<V> Drop for Table<V> {
     }
 }
 
+/// A key's home slot in a table of `n` slots (a power of two, at least 2): the hash's top
+/// bits, so that the slots in memory order nearly follow the hash order a run is sorted by,
+/// and writing a run reads the table from start to end instead of at random.
+#[inline]
+fn home(hash: u64, n: usize) -> usize {
+    (hash >> (64 - n.trailing_zeros())) as usize
+}
+
 /// Equality of short byte strings without a library call.
 #[inline]
 fn same_bytes(a: &[u8], b: &[u8]) -> bool {
@@ -441,7 +480,7 @@ impl<V> Table<V> {
             if s.is_empty() {
                 continue;
             }
-            let mut i = s.hash as usize & mask;
+            let mut i = home(s.hash, size);
             while !slots[i].is_empty() {
                 i = (i + 1) & mask;
             }
@@ -457,7 +496,7 @@ impl<V> Table<V> {
             self.grow();
         }
         let mask = self.slots.len() - 1;
-        let mut i = hash as usize & mask;
+        let mut i = home(hash, self.slots.len());
         loop {
             let s = &self.slots[i];
             if s.is_empty() {
@@ -500,7 +539,7 @@ impl<V> Table<V> {
             return;
         }
         if !self.slots.is_empty() {
-            let i = hash as usize & (self.slots.len() - 1);
+            let i = home(hash, self.slots.len());
             prefetch(self.slots.as_ptr().wrapping_add(i));
         }
         if self.queued == IN_FLIGHT {

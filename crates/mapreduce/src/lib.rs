@@ -47,6 +47,7 @@
 mod binary;
 mod data;
 mod dataset;
+mod distinct;
 mod emit;
 mod error;
 mod ft;

@@ -59,6 +59,20 @@ fn word_count(
     combine: bool,
     chunk: usize,
 ) -> (BTreeMap<Vec<u8>, u64>, spillway_mapreduce::OpStats) {
+    word_count_with(layout, files, memory, combine, chunk, false)
+}
+
+/// [`word_count`], where with `distinct` the map counts each chunk's words itself and emits
+/// each word once per chunk with [`Emitter::emit_distinct_raw_key`] (words of the same
+/// chunk are still emitted one by one when they start with "w1", to mix both kinds).
+fn word_count_with(
+    layout: (u32, u32, u32),
+    files: &[std::path::PathBuf],
+    memory: Option<usize>,
+    combine: bool,
+    chunk: usize,
+    distinct: bool,
+) -> (BTreeMap<Vec<u8>, u64>, spillway_mapreduce::OpStats) {
     let (ranks, nodes, running) = layout;
     let config = Config::new(ranks).nodes(nodes).running(running);
     let out = run(&config, |rank| {
@@ -70,11 +84,19 @@ fn word_count(
         let input = TextFiles::open(&world, files, chunk)?;
         let map =
             |_: u64, chunk: Vec<u8>, emit: &mut spillway_mapreduce::Emitter<'_, Vec<u8>, u64>| {
+                let mut own: BTreeMap<&[u8], u64> = BTreeMap::new();
                 for w in chunk
                     .split(|b| b.is_ascii_whitespace())
                     .filter(|w| !w.is_empty())
                 {
-                    emit.emit_raw_key(w, 1);
+                    if distinct && !w.starts_with(b"w1") {
+                        *own.entry(w).or_default() += 1;
+                    } else {
+                        emit.emit_raw_key(w, 1);
+                    }
+                }
+                for (w, n) in own {
+                    emit.emit_distinct_raw_key(w, n);
                 }
             };
         let reduce = |w: Vec<u8>,
@@ -135,6 +157,33 @@ fn word_count_equals_a_sequential_count_at_every_layout() {
                 assert!(stats.records_combined < stats.records_emitted);
             } else {
                 assert_eq!(stats.records_emitted, expected_files.values().sum::<u64>());
+            }
+        }
+    }
+}
+
+/// Pairs the map combined itself skip the combiner's table but are still combined with
+/// equal keys of other chunks and of the table, in memory and spilled.
+#[test]
+fn pairs_combined_by_the_map_are_combined_again_across_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let parts = vec![text(3, 30_000), text(4, 10_000)];
+    let files = write_files(dir.path(), &parts);
+    let mut expected = BTreeMap::new();
+    for t in &parts {
+        for (w, c) in reference_counts(t) {
+            *expected.entry(w).or_insert(0) += c;
+        }
+    }
+    for layout in [(1, 1, 1), (3, 1, 2), (4, 2, 1)] {
+        for combine in [true, false] {
+            for memory in [None, Some(16 << 10)] {
+                let (got, stats) = word_count_with(layout, &files, memory, combine, 1 << 12, true);
+                assert_eq!(
+                    got, expected,
+                    "layout {layout:?} combine {combine} {memory:?}"
+                );
+                assert_eq!(memory.is_some(), stats.bytes_spilled > 0, "{stats:?}");
             }
         }
     }

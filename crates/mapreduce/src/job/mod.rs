@@ -268,6 +268,11 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         self
     }
 
+    /// The heap allowance of each rank in bytes, `None` when there is no memory budget.
+    pub fn allowance(&self) -> Option<usize> {
+        (self.memory != usize::MAX).then_some(self.memory)
+    }
+
     /// Sets when node aggregation runs.
     pub fn node_aggregation(mut self, mode: NodeAggregation) -> Self {
         self.node_aggregation = mode;
