@@ -144,6 +144,14 @@ fn load_short(text: &[u8], s: usize, len: usize) -> (u64, u64) {
     }
 }
 
+/// The hash of a short word: one 64x64->128 multiplication mixes both halves and the length.
+#[inline]
+fn hash_short(lo: u64, hi: u64, len: u64) -> u64 {
+    let m = u128::from(lo ^ 0x9e37_79b9_7f4a_7c15)
+        .wrapping_mul(u128::from(hi ^ (len << 56) ^ 0xc2b2_ae3d_27d4_eb4f));
+    (m as u64) ^ ((m >> 64) as u64)
+}
+
 /// Words whose slot is being fetched (software prefetch) before they are counted: enough to
 /// cover a memory latency with the tokenizing and hashing of the following words.
 const IN_FLIGHT: usize = 16;
@@ -177,18 +185,24 @@ struct Pending {
     hash: u64,
 }
 
-/// Counts the short words of texts in two tables of bounded size (words of up to 8 bytes,
-/// the most common, in slots half the size); the counts are handed on
-/// ([`drain`](WordCounter::drain)) whenever a table is full and when the caller is done.
+/// Counts the short words of texts in two tables (words of up to 8 bytes, the most common,
+/// in slots half the size). A table starts small (it stays in cache for a small vocabulary)
+/// and doubles when it fills up, up to a limit; the counts are handed on
+/// ([`drain`](WordCounter::drain)) whenever a table at its limit is full and when the caller
+/// is done.
 pub struct WordCounter {
-    /// Open addressing, linear probing, at most half full; the same number of slots each.
+    /// Open addressing, linear probing, at most half full.
     narrow: Vec<Narrow>,
     wide: Vec<Wide>,
     /// The occupied slots of each table, in the order they were taken.
     used_narrow: Vec<u32>,
     used_wide: Vec<u32>,
-    /// Distinct words a table holds before the tables must be drained (half the slots).
-    cap: usize,
+    /// Distinct words each table holds before it grows or the tables are drained (half its
+    /// slots).
+    cap_narrow: usize,
+    cap_wide: usize,
+    /// The largest `cap` a table grows to.
+    max: usize,
     /// A ring of words whose slots are being prefetched: `queued` from `head`, oldest first.
     pending: [Pending; IN_FLIGHT],
     head: usize,
@@ -205,7 +219,9 @@ impl std::fmt::Debug for WordCounter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WordCounter")
             .field("distinct", &self.len())
-            .field("cap", &self.cap)
+            .field("cap_narrow", &self.cap_narrow)
+            .field("cap_wide", &self.cap_wide)
+            .field("max", &self.max)
             .finish()
     }
 }
@@ -223,13 +239,27 @@ impl WordCounter {
     /// A counter that holds up to `cap` distinct words of each kind (at least 2 ×
     /// [`IN_FLIGHT`]; rounded up to a power of two): `cap` × 104 bytes.
     pub fn new(cap: usize) -> WordCounter {
-        let cap = cap.max(2 * IN_FLIGHT).next_power_of_two();
+        WordCounter::growing(cap, cap)
+    }
+
+    /// A counter whose tables start with room for `initial` distinct words each and double
+    /// when full while they hold fewer than `max` (`initial` at least 2 × [`IN_FLIGHT`] and
+    /// rounded up to a power of two, `max` rounded down to one, and at least `initial`): at
+    /// most `max` × 36 bytes for words of up to 8 bytes and `max` × 68 for longer ones.
+    pub fn growing(initial: usize, max: usize) -> WordCounter {
+        let cap = initial.max(2 * IN_FLIGHT).next_power_of_two();
+        let max = match max.checked_ilog2() {
+            Some(b) => (1usize << b).max(cap),
+            None => cap,
+        };
         WordCounter {
             narrow: table(2 * cap),
             wide: table(2 * cap),
             used_narrow: Vec::with_capacity(cap),
             used_wide: Vec::with_capacity(cap),
-            cap,
+            cap_narrow: cap,
+            cap_wide: cap,
+            max,
             pending: [Pending::default(); IN_FLIGHT],
             head: 0,
             queued: 0,
@@ -250,26 +280,25 @@ impl WordCounter {
     /// held and their counts to `out` when a table fills up), longer ones by handing each
     /// to `out` with a count of 1.
     pub fn count(&mut self, text: &[u8], mut out: impl FnMut(&[u8], u64)) {
-        let mask = self.narrow.len() - 1;
         for_each_word_range(text, |s, e| {
             let len = e - s;
             if len > SHORT {
                 out(&text[s..e], 1);
                 return;
             }
-            if self.used_narrow.len().max(self.used_wide.len()) + IN_FLIGHT >= self.cap {
-                self.drain(&mut out);
+            if self.used_narrow.len() + IN_FLIGHT >= self.cap_narrow
+                || self.used_wide.len() + IN_FLIGHT >= self.cap_wide
+            {
+                self.make_room(&mut out);
             }
             let (lo, hi) = load_short(text, s, len);
             let len = len as u64;
-            // One 64x64->128 multiplication mixes both halves and the length.
-            let m = u128::from(lo ^ 0x9e37_79b9_7f4a_7c15)
-                .wrapping_mul(u128::from(hi ^ (len << 56) ^ 0xc2b2_ae3d_27d4_eb4f));
-            let hash = (m as u64) ^ ((m >> 64) as u64);
-            let i = hash as usize & mask;
+            let hash = hash_short(lo, hi, len);
             if len <= 8 {
+                let i = hash as usize & (self.narrow.len() - 1);
                 prefetch(self.narrow.as_ptr().wrapping_add(i));
             } else {
+                let i = hash as usize & (self.wide.len() - 1);
                 prefetch(self.wide.as_ptr().wrapping_add(i));
             }
             if self.queued == IN_FLIGHT {
@@ -281,15 +310,59 @@ impl WordCounter {
         self.settle();
     }
 
+    /// Makes room for [`IN_FLIGHT`] new words in each table: a full table below the limit
+    /// doubles; if one at the limit is full, every word held is handed to `out`.
+    #[cold]
+    fn make_room(&mut self, out: &mut impl FnMut(&[u8], u64)) {
+        self.settle();
+        let full = |used: usize, cap: usize| used + IN_FLIGHT >= cap;
+        if (full(self.used_narrow.len(), self.cap_narrow) && self.cap_narrow >= self.max)
+            || (full(self.used_wide.len(), self.cap_wide) && self.cap_wide >= self.max)
+        {
+            self.drain(out);
+            return;
+        }
+        if full(self.used_narrow.len(), self.cap_narrow) {
+            self.cap_narrow *= 2;
+            let mut grown = table::<Narrow>(2 * self.cap_narrow);
+            let mask = grown.len() - 1;
+            for at in &mut self.used_narrow {
+                let slot = self.narrow[*at as usize];
+                let mut i = hash_short(slot.lo, 0, slot.meta as u8 as u64) as usize & mask;
+                while grown[i].meta != 0 {
+                    i = (i + 1) & mask;
+                }
+                grown[i] = slot;
+                *at = i as u32;
+            }
+            self.narrow = grown;
+        }
+        if full(self.used_wide.len(), self.cap_wide) {
+            self.cap_wide *= 2;
+            let mut grown = table::<Wide>(2 * self.cap_wide);
+            let mask = grown.len() - 1;
+            for at in &mut self.used_wide {
+                let slot = self.wide[*at as usize];
+                let mut i = hash_short(slot.lo, slot.hi, slot.len) as usize & mask;
+                while grown[i].len != 0 {
+                    i = (i + 1) & mask;
+                }
+                grown[i] = slot;
+                *at = i as u32;
+            }
+            self.wide = grown;
+        }
+    }
+
     /// Counts the oldest word in flight.
     #[inline]
     fn add_oldest(&mut self) {
         let p = self.pending[self.head];
         self.head = (self.head + 1) % IN_FLIGHT;
         self.queued -= 1;
-        let mask = self.narrow.len() - 1;
-        let mut i = p.hash as usize & mask;
         if p.len <= 8 {
+            let mask = self.narrow.len() - 1;
+            let mut i = p.hash as usize & mask;
             loop {
                 let slot = &mut self.narrow[i];
                 if slot.meta == 0 {
@@ -307,6 +380,8 @@ impl WordCounter {
                 i = (i + 1) & mask;
             }
         }
+        let mask = self.wide.len() - 1;
+        let mut i = p.hash as usize & mask;
         loop {
             let slot = &mut self.wide[i];
             if slot.len == 0 {
@@ -387,7 +462,11 @@ mod tests {
     }
 
     fn counted(text: &[u8], cap: usize) -> HashMap<Vec<u8>, u64> {
-        let mut c = WordCounter::new(cap);
+        counted_growing(text, cap, cap)
+    }
+
+    fn counted_growing(text: &[u8], initial: usize, max: usize) -> HashMap<Vec<u8>, u64> {
+        let mut c = WordCounter::growing(initial, max);
         let mut got: HashMap<Vec<u8>, u64> = HashMap::new();
         let mut add = |w: &[u8], n: u64| {
             assert!(
@@ -435,6 +514,18 @@ mod tests {
         fn counts_are_those_of_a_hash_map(text in texts(), cap in 0usize..40) {
             prop_assert_eq!(counted(&text, cap), reference(&text));
         }
+
+        #[test]
+        fn counts_are_kept_while_the_tables_grow(
+            text in texts(),
+            initial in 0usize..40,
+            doublings in 1u32..4,
+        ) {
+            prop_assert_eq!(
+                counted_growing(&text, initial, initial.max(1) << doublings),
+                reference(&text)
+            );
+        }
     }
 
     #[test]
@@ -453,6 +544,30 @@ mod tests {
                 assert_eq!(got, vec![vec![b'x'; len], vec![b'y'; len]]);
             }
         }
+    }
+
+    /// Many distinct words of both kinds through tables that double several times, then
+    /// reach their limit and are drained while counting goes on.
+    #[test]
+    fn tables_grow_to_their_limit_then_drain() {
+        let mut text = Vec::new();
+        for i in 0..3000u32 {
+            for w in [
+                format!("n{}", i % 1500),
+                format!("wide-word-{:06}", i % 1100),
+            ] {
+                text.extend_from_slice(w.as_bytes());
+                text.push(if i % 7 == 0 { b'\n' } else { b' ' });
+            }
+        }
+        let want = reference(&text);
+        assert_eq!(counted_growing(&text, 32, 4096), want);
+        assert_eq!(counted_growing(&text, 32, 256), want);
+        let mut c = WordCounter::growing(32, 4096);
+        let mut handed = 0;
+        c.count(&text, |_, _| handed += 1);
+        assert_eq!(handed, 0, "room for every word after growing");
+        assert_eq!(c.len(), 1500 + 1100);
     }
 
     #[test]

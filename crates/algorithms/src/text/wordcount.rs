@@ -20,6 +20,11 @@ use crate::io::{AtomicFile, InputError};
 pub use crate::text::count::for_each_word;
 use crate::text::count::WordCounter;
 
+/// The most distinct words of each kind (up to 8 bytes, 9 to 16) the map's counting tables
+/// grow to hold without a memory budget: 8 Mi, at most 288 MiB for short words and 544 MiB
+/// for longer ones.
+const COUNTER_LIMIT: usize = 1 << 23;
+
 /// How to count.
 #[derive(Debug, Clone)]
 pub struct WordCountOptions {
@@ -93,22 +98,29 @@ pub fn word_count<'r>(
     let input = TextFiles::open(comm, files, chunk)?;
     // With the combiner, short words are first counted in tables of the map's own (no
     // allocation or partitioning hash per word), kept across chunks, and each distinct word is
-    // emitted with its count when the tables fill up and when the map's input ends: the
-    // MapReduce combiner then sees the vocabulary, not the words. The tables hold up to
-    // 65,536 distinct words of each kind (6.5 MiB); with chunks under 4 MiB (under a memory
-    // budget) about 1.6 bytes per byte of a chunk.
-    let counter = options.combine.then(|| {
-        Rc::new(RefCell::new(WordCounter::new(
-            (chunk / 64).clamp(1 << 10, 1 << 16),
-        )))
-    });
+    // emitted with its count when the tables are full and when the map's input ends: the
+    // MapReduce combiner then sees the vocabulary, not the words. The tables start with room
+    // for 65,536 distinct words of each kind (6.5 MiB; with chunks under 4 MiB, under a
+    // memory budget, about 1.6 bytes per byte of a chunk) and double while they fill up, to
+    // [`COUNTER_LIMIT`] words of each kind, or half the rank's allowance under a budget.
+    let initial = (chunk / 64).clamp(1 << 10, 1 << 16);
+    let limit = match mr.allowance() {
+        Some(a) => (a / 2 / 104).min(COUNTER_LIMIT),
+        None => COUNTER_LIMIT,
+    };
+    let counter = options
+        .combine
+        .then(|| Rc::new(RefCell::new(WordCounter::growing(initial, limit))));
     let map = |_: u64, text: Vec<u8>, emit: &mut spillway_mapreduce::Emitter<'_, Vec<u8>, u64>| {
         match &counter {
             Some(c) => {
                 c.borrow_mut().count(&text, |w, n| emit.emit_raw_key(w, n));
                 if !emit.has_at_end() {
                     let c = Rc::clone(c);
-                    emit.at_end(move |emit| c.borrow_mut().drain(|w, n| emit.emit_raw_key(w, n)));
+                    emit.at_end(move |emit| {
+                        c.borrow_mut()
+                            .drain(|w, n| emit.emit_distinct_raw_key(w, n))
+                    });
                 }
             }
             None => for_each_word(&text, |w| emit.emit_raw_key(w, 1)),
@@ -202,7 +214,8 @@ pub fn merge_counts(
                 Ok(comm.recv::<u8>(r, CHUNK_TAG)?.0)
             }
         };
-        // (chunk, position) per rank; a rank is done when it hands back an empty chunk.
+        // (chunk, position) per rank; a rank is done when it hands back an empty chunk. The
+        // heap holds each rank's next record; a popped word's buffer takes the rank's next.
         let mut cursors: Vec<(Vec<u8>, usize)> = Vec::with_capacity(p);
         let mut heap = BinaryHeap::new();
         for r in 0..p {
@@ -212,9 +225,14 @@ pub fn merge_counts(
             }
             cursors.push((chunk, 0));
         }
-        while let Some((count, Reverse(word), Reverse(r))) = heap.pop() {
-            w.write_all(&word).map_err(write_error)?;
-            writeln!(w, " {count}").map_err(write_error)?;
+        let mut line = Vec::with_capacity(64);
+        while let Some((count, Reverse(mut word), Reverse(r))) = heap.pop() {
+            line.clear();
+            line.extend_from_slice(&word);
+            line.push(b' ');
+            push_decimal(&mut line, count);
+            line.push(b'\n');
+            w.write_all(&line).map_err(write_error)?;
             let (chunk, pos) = &mut cursors[r];
             let (_, _, next) = record(chunk, *pos).expect("the record just taken");
             *pos = next;
@@ -222,8 +240,10 @@ pub fn merge_counts(
                 *chunk = fetch(r)?;
                 *pos = 0;
             }
-            if let Some((count, word, _)) = record(&cursors[r].0, cursors[r].1) {
-                heap.push((count, Reverse(word.to_vec()), Reverse(r)));
+            if let Some((count, next, _)) = record(&cursors[r].0, cursors[r].1) {
+                word.clear();
+                word.extend_from_slice(next);
+                heap.push((count, Reverse(word), Reverse(r)));
             }
         }
         w.flush().map_err(write_error)?;
@@ -246,6 +266,21 @@ const CHUNK_TAG: i32 = 2;
 /// Bytes of sorted records handed over at a time.
 const CHUNK: usize = 256 << 10;
 
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
 /// The record `[count u64][length u32][word]` at `at`: count, word and the next position.
 fn record(bytes: &[u8], at: usize) -> Option<(u64, &[u8], usize)> {
     let head = bytes.get(at..at + 12)?;
@@ -260,21 +295,29 @@ fn sorted_part(comm: &Comm, counts: &Dataset<Vec<u8>, u64>) -> Result<SbVec<u8>,
     // One rank of a node sorts at a time, so the node's heap holds one part's sort buffers.
     let _one_at_a_time = comm.runtime().enter_critical()?;
     let mut buf: Vec<u8> = Vec::new();
-    let mut offsets: Vec<u64> = Vec::with_capacity(counts.local_len() as usize);
+    // (count, the word's first 8 bytes big-endian, zero-padded, offset of its record): most
+    // comparisons are settled without reading the records.
+    let mut keys: Vec<(u64, u64, u64)> = Vec::with_capacity(counts.local_len() as usize);
     counts.for_each(|w, c| {
-        offsets.push(buf.len() as u64);
+        let mut head = [0u8; 8];
+        let n = w.len().min(8);
+        head[..n].copy_from_slice(&w[..n]);
+        keys.push((c, u64::from_be_bytes(head), buf.len() as u64));
         buf.extend_from_slice(&c.to_le_bytes());
         buf.extend_from_slice(&(w.len() as u32).to_le_bytes());
         buf.extend_from_slice(&w);
     });
-    offsets.sort_unstable_by(|&a, &b| {
-        let (ca, wa, _) = record(&buf, a as usize).expect("a record");
-        let (cb, wb, _) = record(&buf, b as usize).expect("a record");
-        cb.cmp(&ca).then_with(|| wa.cmp(wb))
+    keys.sort_unstable_by(|a, b| {
+        b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then_with(|| {
+            let (_, wa, _) = record(&buf, a.2 as usize).expect("a record");
+            let (_, wb, _) = record(&buf, b.2 as usize).expect("a record");
+            wa.cmp(wb)
+        })
     });
+    let offsets = keys.iter().map(|k| k.2);
     let mut part = SbVec::with_capacity(comm.runtime(), buf.len())?;
     let mut block = Vec::with_capacity(64 << 10);
-    for &o in &offsets {
+    for o in offsets {
         let o = o as usize;
         let (_, _, end) = record(&buf, o).expect("a record");
         block.extend_from_slice(&buf[o..end]);
@@ -339,6 +382,15 @@ pub fn check_files(files: &[PathBuf]) -> Result<(), AlgoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_are_written_in_decimal() {
+        for n in [0, 7, 10, 99, 1234567890, u64::MAX] {
+            let mut out = b"x".to_vec();
+            push_decimal(&mut out, n);
+            assert_eq!(out, format!("x{n}").into_bytes());
+        }
+    }
 
     #[test]
     fn words_are_runs_of_non_whitespace_bytes() {
