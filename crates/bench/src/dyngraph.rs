@@ -166,28 +166,8 @@ fn child(s: Structure, spec: &RmatSpec, fold: FoldPolicy, time_limit: f64) -> Re
     }
     let insert_s = t.elapsed().as_secs_f64();
     let bytes = g.bytes_used();
-    let rss_growth = match (rss0, current_rss()) {
-        (Some(a), Some(b)) => b.saturating_sub(a),
-        _ => 0,
-    };
-    // Check every list against a CSR of the edges inserted, built from scratch.
-    let csr = Csr::from_arcs(n, &symmetric(&edges[..inserted]));
-    if g.num_arcs() != csr.num_arcs() {
-        return Err(format!("{s}: {} arcs, the CSR has {}", g.num_arcs(), csr.num_arcs()).into());
-    }
-    let mut got = Vec::new();
-    for v in 0..n as u32 {
-        g.neighbours_into(v, &mut got);
-        if got != csr.neighbours(v) {
-            return Err(format!("{s}: neighbours of {v} differ from the CSR").into());
-        }
-    }
-    let edges_held = (csr.num_arcs()
-        + (0..n as u32)
-            .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
-            .count() as u64)
-        / 2;
-    drop(csr);
+    let rss_growth = growth_since(rss0);
+    let edges_held = check_against_csr(s, g, n, &edges[..inserted])?;
     // Deletes of stream edges that were inserted, within the time limit too.
     let deletes: Vec<(u32, u32)> = deletes_all
         .iter()
@@ -216,6 +196,40 @@ fn child(s: Structure, spec: &RmatSpec, fold: FoldPolicy, time_limit: f64) -> Re
     };
     println!("{inserted} {insert_s} {bytes} {edges_held} {rss_growth} {done} {delete_s} {note}");
     Ok(())
+}
+
+/// Growth of the resident set since `rss0` (0 where either reading is missing).
+fn growth_since(rss0: Option<u64>) -> u64 {
+    match (rss0, current_rss()) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => 0,
+    }
+}
+
+/// Checks every list of `g` (on `n` vertices) against a CSR of `inserted`, built from
+/// scratch; returns the number of undirected edges `g` holds (a self-loop counts once).
+fn check_against_csr(
+    s: Structure,
+    g: &dyn DynGraph,
+    n: usize,
+    inserted: &[(u32, u32)],
+) -> Result<u64, BoxError> {
+    let csr = Csr::from_arcs(n, &symmetric(inserted));
+    if g.num_arcs() != csr.num_arcs() {
+        return Err(format!("{s}: {} arcs, the CSR has {}", g.num_arcs(), csr.num_arcs()).into());
+    }
+    let mut got = Vec::new();
+    for v in 0..n as u32 {
+        g.neighbours_into(v, &mut got);
+        if got != csr.neighbours(v) {
+            return Err(format!("{s}: neighbours of {v} differ from the CSR").into());
+        }
+    }
+    Ok((csr.num_arcs()
+        + (0..n as u32)
+            .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
+            .count() as u64)
+        / 2)
 }
 
 /// Seed of the R-MAT generator of the update batches (the stream's is 1).
@@ -279,27 +293,8 @@ fn batch_child(s: Structure, spec: &RmatSpec, args: &Args) -> Result<(), BoxErro
     }
     let load_s = t.elapsed().as_secs_f64();
     let bytes = g.bytes_used();
-    let rss_growth = match (rss0, current_rss()) {
-        (Some(a), Some(b)) => b.saturating_sub(a),
-        _ => 0,
-    };
-    let csr = Csr::from_arcs(n, &symmetric(&edges[..inserted]));
-    if g.num_arcs() != csr.num_arcs() {
-        return Err(format!("{s}: {} arcs, the CSR has {}", g.num_arcs(), csr.num_arcs()).into());
-    }
-    let mut got = Vec::new();
-    for v in 0..n as u32 {
-        g.neighbours_into(v, &mut got);
-        if got != csr.neighbours(v) {
-            return Err(format!("{s}: neighbours of {v} differ from the CSR").into());
-        }
-    }
-    let edges_held = (csr.num_arcs()
-        + (0..n as u32)
-            .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
-            .count() as u64)
-        / 2;
-    drop(csr);
+    let rss_growth = growth_since(rss0);
+    let edges_held = check_against_csr(s, &*g, n, &edges[..inserted])?;
     let mut medians = Vec::new();
     if inserted == m {
         for batches in &updates {
