@@ -134,8 +134,7 @@ struct Row {
 fn child(s: Structure, spec: &RmatSpec, fold: FoldPolicy, time_limit: f64) -> Result<(), BoxError> {
     let n = spec.num_vertices() as usize;
     let m = spec.num_edges() as usize;
-    let mut edges = Vec::with_capacity(m);
-    spec.edges(0..m as u64, &mut edges);
+    let edges = stream(spec);
     let mut state = 7u64;
     let deletes_all: Vec<usize> = (0..m / 10)
         .map(|_| (splitmix(&mut state) % m as u64) as usize)
@@ -225,11 +224,30 @@ fn check_against_csr(
             return Err(format!("{s}: neighbours of {v} differ from the CSR").into());
         }
     }
-    Ok((csr.num_arcs()
-        + (0..n as u32)
-            .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
-            .count() as u64)
-        / 2)
+    Ok(edges_held(&csr, n))
+}
+
+/// The undirected edges `csr` (on `n` vertices) holds, a self-loop counting once.
+fn edges_held(csr: &Csr, n: usize) -> u64 {
+    let loops = (0..n as u32)
+        .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
+        .count() as u64;
+    (csr.num_arcs() + loops) / 2
+}
+
+/// The structures named in `list` (comma-separated short names).
+fn parse_structures(list: &str) -> Result<Vec<Structure>, String> {
+    list.split(',')
+        .map(|s| Structure::from_name(s).ok_or_else(|| format!("unknown structure '{s}'")))
+        .collect()
+}
+
+/// The whole R-MAT stream of `spec`.
+fn stream(spec: &RmatSpec) -> Vec<(u32, u32)> {
+    let m = spec.num_edges();
+    let mut edges = Vec::with_capacity(m as usize);
+    spec.edges(0..m, &mut edges);
+    edges
 }
 
 /// Seed of the R-MAT generator of the update batches (the stream's is 1).
@@ -275,8 +293,7 @@ fn update_batches(spec: &RmatSpec, fractions: &[f64], reps: usize) -> Vec<Vec<Ve
 fn batch_child(s: Structure, spec: &RmatSpec, args: &Args) -> Result<(), BoxError> {
     let n = spec.num_vertices() as usize;
     let m = spec.num_edges() as usize;
-    let mut edges = Vec::with_capacity(m);
-    spec.edges(0..m as u64, &mut edges);
+    let edges = stream(spec);
     let updates = update_batches(spec, &args.batches, args.update_reps);
     let fold = parse_fold(&args.fold)?;
     let rss0 = current_rss();
@@ -344,24 +361,15 @@ fn crossover(fractions: &[f64], update: &[f64], rebuild: &[f64]) -> String {
 fn batch_main(args: &Args) -> Result<(), BoxError> {
     let (scale, edge_factor) = (args.scale, args.edge_factor);
     let spec = RmatSpec::parse(&format!("rmat:{scale}:{edge_factor}:1"))?;
-    let structures: Vec<Structure> = args
-        .structures
-        .split(',')
-        .map(|s| Structure::from_name(s).ok_or_else(|| format!("unknown structure '{s}'")))
-        .collect::<Result<_, _>>()?;
+    let structures = parse_structures(&args.structures)?;
     let n = spec.num_vertices() as usize;
     let m = spec.num_edges() as usize;
     eprintln!("dyngraph: generating R-MAT scale {scale}, {m} edges");
-    let mut edges = Vec::with_capacity(m);
-    spec.edges(0..m as u64, &mut edges);
+    let edges = stream(&spec);
     let t = Instant::now();
     let csr = Csr::from_arcs(n, &symmetric(&edges));
     let csr_s = t.elapsed().as_secs_f64();
-    let distinct = csr.num_arcs();
-    let loops = (0..n as u32)
-        .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
-        .count() as u64;
-    let csr_edges = (distinct + loops) / 2;
+    let csr_edges = edges_held(&csr, n);
     let csr_bytes = csr.bytes_used();
     drop(csr);
     // The rebuild after one batch of each fraction: all edges so far, from scratch.
@@ -513,26 +521,18 @@ pub fn main(args: Args) -> Result<(), BoxError> {
         let s = Structure::from_name(name).ok_or_else(|| format!("unknown structure '{name}'"))?;
         return child(s, &spec, fold, time_limit);
     }
-    let structures: Vec<Structure> = args
-        .structures
-        .split(',')
-        .map(|s| Structure::from_name(s).ok_or_else(|| format!("unknown structure '{s}'")))
-        .collect::<Result<_, _>>()?;
+    let structures = parse_structures(&args.structures)?;
     let n = spec.num_vertices() as usize;
     let m = spec.num_edges() as usize;
     eprintln!("dyngraph: generating R-MAT scale {scale}, {m} edges");
-    let mut edges = Vec::with_capacity(m);
-    spec.edges(0..m as u64, &mut edges);
+    let edges = stream(&spec);
 
     // Baseline 1: the CSR built once from the whole stream.
     let t = Instant::now();
     let csr = Csr::from_arcs(n, &symmetric(&edges));
     let csr_s = t.elapsed().as_secs_f64();
     let distinct = csr.num_arcs();
-    let loops = (0..n as u32)
-        .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
-        .count() as u64;
-    let edges_held = (distinct + loops) / 2;
+    let edges_held = edges_held(&csr, n);
     // Baseline 2: rebuilt from scratch after every sixteenth of the stream.
     let batches = 16usize;
     let t = Instant::now();
