@@ -134,8 +134,7 @@ struct Row {
 fn child(s: Structure, spec: &RmatSpec, fold: FoldPolicy, time_limit: f64) -> Result<(), BoxError> {
     let n = spec.num_vertices() as usize;
     let m = spec.num_edges() as usize;
-    let mut edges = Vec::with_capacity(m);
-    spec.edges(0..m as u64, &mut edges);
+    let edges = stream(spec);
     let mut state = 7u64;
     let deletes_all: Vec<usize> = (0..m / 10)
         .map(|_| (splitmix(&mut state) % m as u64) as usize)
@@ -166,28 +165,8 @@ fn child(s: Structure, spec: &RmatSpec, fold: FoldPolicy, time_limit: f64) -> Re
     }
     let insert_s = t.elapsed().as_secs_f64();
     let bytes = g.bytes_used();
-    let rss_growth = match (rss0, current_rss()) {
-        (Some(a), Some(b)) => b.saturating_sub(a),
-        _ => 0,
-    };
-    // Check every list against a CSR of the edges inserted, built from scratch.
-    let csr = Csr::from_arcs(n, &symmetric(&edges[..inserted]));
-    if g.num_arcs() != csr.num_arcs() {
-        return Err(format!("{s}: {} arcs, the CSR has {}", g.num_arcs(), csr.num_arcs()).into());
-    }
-    let mut got = Vec::new();
-    for v in 0..n as u32 {
-        g.neighbours_into(v, &mut got);
-        if got != csr.neighbours(v) {
-            return Err(format!("{s}: neighbours of {v} differ from the CSR").into());
-        }
-    }
-    let edges_held = (csr.num_arcs()
-        + (0..n as u32)
-            .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
-            .count() as u64)
-        / 2;
-    drop(csr);
+    let rss_growth = growth_since(rss0);
+    let edges_held = check_against_csr(s, g, n, &edges[..inserted])?;
     // Deletes of stream edges that were inserted, within the time limit too.
     let deletes: Vec<(u32, u32)> = deletes_all
         .iter()
@@ -216,6 +195,59 @@ fn child(s: Structure, spec: &RmatSpec, fold: FoldPolicy, time_limit: f64) -> Re
     };
     println!("{inserted} {insert_s} {bytes} {edges_held} {rss_growth} {done} {delete_s} {note}");
     Ok(())
+}
+
+/// Growth of the resident set since `rss0` (0 where either reading is missing).
+fn growth_since(rss0: Option<u64>) -> u64 {
+    match (rss0, current_rss()) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => 0,
+    }
+}
+
+/// Checks every list of `g` (on `n` vertices) against a CSR of `inserted`, built from
+/// scratch; returns the number of undirected edges `g` holds (a self-loop counts once).
+fn check_against_csr(
+    s: Structure,
+    g: &dyn DynGraph,
+    n: usize,
+    inserted: &[(u32, u32)],
+) -> Result<u64, BoxError> {
+    let csr = Csr::from_arcs(n, &symmetric(inserted));
+    if g.num_arcs() != csr.num_arcs() {
+        return Err(format!("{s}: {} arcs, the CSR has {}", g.num_arcs(), csr.num_arcs()).into());
+    }
+    let mut got = Vec::new();
+    for v in 0..n as u32 {
+        g.neighbours_into(v, &mut got);
+        if got != csr.neighbours(v) {
+            return Err(format!("{s}: neighbours of {v} differ from the CSR").into());
+        }
+    }
+    Ok(edges_held(&csr, n))
+}
+
+/// The undirected edges `csr` (on `n` vertices) holds, a self-loop counting once.
+fn edges_held(csr: &Csr, n: usize) -> u64 {
+    let loops = (0..n as u32)
+        .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
+        .count() as u64;
+    (csr.num_arcs() + loops) / 2
+}
+
+/// The structures named in `list` (comma-separated short names).
+fn parse_structures(list: &str) -> Result<Vec<Structure>, String> {
+    list.split(',')
+        .map(|s| Structure::from_name(s).ok_or_else(|| format!("unknown structure '{s}'")))
+        .collect()
+}
+
+/// The whole R-MAT stream of `spec`.
+fn stream(spec: &RmatSpec) -> Vec<(u32, u32)> {
+    let m = spec.num_edges();
+    let mut edges = Vec::with_capacity(m as usize);
+    spec.edges(0..m, &mut edges);
+    edges
 }
 
 /// Seed of the R-MAT generator of the update batches (the stream's is 1).
@@ -261,8 +293,7 @@ fn update_batches(spec: &RmatSpec, fractions: &[f64], reps: usize) -> Vec<Vec<Ve
 fn batch_child(s: Structure, spec: &RmatSpec, args: &Args) -> Result<(), BoxError> {
     let n = spec.num_vertices() as usize;
     let m = spec.num_edges() as usize;
-    let mut edges = Vec::with_capacity(m);
-    spec.edges(0..m as u64, &mut edges);
+    let edges = stream(spec);
     let updates = update_batches(spec, &args.batches, args.update_reps);
     let fold = parse_fold(&args.fold)?;
     let rss0 = current_rss();
@@ -279,27 +310,8 @@ fn batch_child(s: Structure, spec: &RmatSpec, args: &Args) -> Result<(), BoxErro
     }
     let load_s = t.elapsed().as_secs_f64();
     let bytes = g.bytes_used();
-    let rss_growth = match (rss0, current_rss()) {
-        (Some(a), Some(b)) => b.saturating_sub(a),
-        _ => 0,
-    };
-    let csr = Csr::from_arcs(n, &symmetric(&edges[..inserted]));
-    if g.num_arcs() != csr.num_arcs() {
-        return Err(format!("{s}: {} arcs, the CSR has {}", g.num_arcs(), csr.num_arcs()).into());
-    }
-    let mut got = Vec::new();
-    for v in 0..n as u32 {
-        g.neighbours_into(v, &mut got);
-        if got != csr.neighbours(v) {
-            return Err(format!("{s}: neighbours of {v} differ from the CSR").into());
-        }
-    }
-    let edges_held = (csr.num_arcs()
-        + (0..n as u32)
-            .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
-            .count() as u64)
-        / 2;
-    drop(csr);
+    let rss_growth = growth_since(rss0);
+    let edges_held = check_against_csr(s, &*g, n, &edges[..inserted])?;
     let mut medians = Vec::new();
     if inserted == m {
         for batches in &updates {
@@ -349,24 +361,15 @@ fn crossover(fractions: &[f64], update: &[f64], rebuild: &[f64]) -> String {
 fn batch_main(args: &Args) -> Result<(), BoxError> {
     let (scale, edge_factor) = (args.scale, args.edge_factor);
     let spec = RmatSpec::parse(&format!("rmat:{scale}:{edge_factor}:1"))?;
-    let structures: Vec<Structure> = args
-        .structures
-        .split(',')
-        .map(|s| Structure::from_name(s).ok_or_else(|| format!("unknown structure '{s}'")))
-        .collect::<Result<_, _>>()?;
+    let structures = parse_structures(&args.structures)?;
     let n = spec.num_vertices() as usize;
     let m = spec.num_edges() as usize;
     eprintln!("dyngraph: generating R-MAT scale {scale}, {m} edges");
-    let mut edges = Vec::with_capacity(m);
-    spec.edges(0..m as u64, &mut edges);
+    let edges = stream(&spec);
     let t = Instant::now();
     let csr = Csr::from_arcs(n, &symmetric(&edges));
     let csr_s = t.elapsed().as_secs_f64();
-    let distinct = csr.num_arcs();
-    let loops = (0..n as u32)
-        .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
-        .count() as u64;
-    let csr_edges = (distinct + loops) / 2;
+    let csr_edges = edges_held(&csr, n);
     let csr_bytes = csr.bytes_used();
     drop(csr);
     // The rebuild after one batch of each fraction: all edges so far, from scratch.
@@ -518,26 +521,18 @@ pub fn main(args: Args) -> Result<(), BoxError> {
         let s = Structure::from_name(name).ok_or_else(|| format!("unknown structure '{name}'"))?;
         return child(s, &spec, fold, time_limit);
     }
-    let structures: Vec<Structure> = args
-        .structures
-        .split(',')
-        .map(|s| Structure::from_name(s).ok_or_else(|| format!("unknown structure '{s}'")))
-        .collect::<Result<_, _>>()?;
+    let structures = parse_structures(&args.structures)?;
     let n = spec.num_vertices() as usize;
     let m = spec.num_edges() as usize;
     eprintln!("dyngraph: generating R-MAT scale {scale}, {m} edges");
-    let mut edges = Vec::with_capacity(m);
-    spec.edges(0..m as u64, &mut edges);
+    let edges = stream(&spec);
 
     // Baseline 1: the CSR built once from the whole stream.
     let t = Instant::now();
     let csr = Csr::from_arcs(n, &symmetric(&edges));
     let csr_s = t.elapsed().as_secs_f64();
     let distinct = csr.num_arcs();
-    let loops = (0..n as u32)
-        .filter(|&v| csr.neighbours(v).binary_search(&v).is_ok())
-        .count() as u64;
-    let edges_held = (distinct + loops) / 2;
+    let edges_held = edges_held(&csr, n);
     // Baseline 2: rebuilt from scratch after every sixteenth of the stream.
     let batches = 16usize;
     let t = Instant::now();

@@ -267,65 +267,46 @@ pub unsafe extern "C" fn lpf_register_local(
     unsafe { register(ctx, false, pointer, size, memslot) }
 }
 
-/// `lpf_deregister`.
-///
-/// # Safety
-/// `ctx` as in [`lpf_exec`].
-#[no_mangle]
-pub unsafe extern "C" fn lpf_deregister(ctx: lpf_t, memslot: lpf_memslot_t) -> lpf_err_t {
-    with_ctx(ctx, "lpf_deregister", |c| c.deregister(memslot))
+/// The calls that hand their arguments to the context's method of the same name, the
+/// message or sync attribute (which LPF reserves) ignored.
+macro_rules! forward {
+    ($name:ident => $method:ident($($arg:ident: $ty:ty),*) $(, $attr:ident: $attr_ty:ty)?) => {
+        #[doc = concat!("`", stringify!($name), "`.")]
+        ///
+        /// # Safety
+        /// `ctx` as in [`lpf_exec`].
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $name(
+            ctx: lpf_t,
+            $($arg: $ty,)*
+            $($attr: $attr_ty)?
+        ) -> lpf_err_t {
+            with_ctx(ctx, stringify!($name), |c| c.$method($($arg),*))
+        }
+    };
 }
 
-/// `lpf_put`.
-///
-/// # Safety
-/// `ctx` as in [`lpf_exec`].
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn lpf_put(
-    ctx: lpf_t,
+forward!(lpf_deregister => deregister(memslot: lpf_memslot_t));
+forward!(lpf_put => put(
     src_slot: lpf_memslot_t,
     src_offset: usize,
     dst_pid: lpf_pid_t,
     dst_slot: lpf_memslot_t,
     dst_offset: usize,
-    size: usize,
-    _attr: lpf_msg_attr_t,
-) -> lpf_err_t {
-    with_ctx(ctx, "lpf_put", |c| {
-        c.put(src_slot, src_offset, dst_pid, dst_slot, dst_offset, size)
-    })
-}
-
-/// `lpf_get`.
-///
-/// # Safety
-/// `ctx` as in [`lpf_exec`].
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn lpf_get(
-    ctx: lpf_t,
+    size: usize
+), _attr: lpf_msg_attr_t);
+forward!(lpf_get => get(
     src_pid: lpf_pid_t,
     src_slot: lpf_memslot_t,
     src_offset: usize,
     dst_slot: lpf_memslot_t,
     dst_offset: usize,
-    size: usize,
-    _attr: lpf_msg_attr_t,
-) -> lpf_err_t {
-    with_ctx(ctx, "lpf_get", |c| {
-        c.get(src_pid, src_slot, src_offset, dst_slot, dst_offset, size)
-    })
-}
-
-/// `lpf_sync`.
-///
-/// # Safety
-/// `ctx` as in [`lpf_exec`].
-#[no_mangle]
-pub unsafe extern "C" fn lpf_sync(ctx: lpf_t, _attr: lpf_sync_attr_t) -> lpf_err_t {
-    with_ctx(ctx, "lpf_sync", |c| c.sync())
-}
+    size: usize
+), _attr: lpf_msg_attr_t);
+forward!(lpf_sync => sync(), _attr: lpf_sync_attr_t);
+forward!(lpf_resize_memory_register => resize_memory_register(max_regs: usize));
+forward!(lpf_resize_message_queue => resize_message_queue(max_msgs: usize));
 
 /// `lpf_probe`.
 ///
@@ -340,28 +321,6 @@ pub unsafe extern "C" fn lpf_probe(ctx: lpf_t, params: *mut lpf_machine_t) -> lp
         // SAFETY: checked non-null; the caller passes a writable `lpf_machine_t`.
         unsafe { params.write(machine::machine(c.processors())) };
         Ok(())
-    })
-}
-
-/// `lpf_resize_memory_register`.
-///
-/// # Safety
-/// `ctx` as in [`lpf_exec`].
-#[no_mangle]
-pub unsafe extern "C" fn lpf_resize_memory_register(ctx: lpf_t, max_regs: usize) -> lpf_err_t {
-    with_ctx(ctx, "lpf_resize_memory_register", |c| {
-        c.resize_memory_register(max_regs)
-    })
-}
-
-/// `lpf_resize_message_queue`.
-///
-/// # Safety
-/// `ctx` as in [`lpf_exec`].
-#[no_mangle]
-pub unsafe extern "C" fn lpf_resize_message_queue(ctx: lpf_t, max_msgs: usize) -> lpf_err_t {
-    with_ctx(ctx, "lpf_resize_message_queue", |c| {
-        c.resize_message_queue(max_msgs)
     })
 }
 

@@ -107,6 +107,48 @@ impl Solo {
         Ok(())
     }
 
+    /// The address of `size` bytes at `off` in `slot`, checked; `remote`: the side on the
+    /// other process (a put's destination, a get's source), which must be a global slot
+    /// active in this superstep.
+    fn locate(
+        &self,
+        call: &str,
+        (slot, off): (lpf_memslot_t, usize),
+        size: usize,
+        what: &str,
+        remote: bool,
+    ) -> Res<*mut u8> {
+        let a = self.area(call, slot)?;
+        if remote {
+            self.remote(call, a, slot)?;
+        }
+        let o = Self::range(call, a, off, size, what)?;
+        Ok(a.ptr.wrapping_add(o))
+    }
+
+    /// Queues a put (`remote_src` false) or a get (true) of `size` bytes from `src` to `dst`
+    /// (slot, offset) with process `pid`, which must be this one.
+    fn queue_copy(
+        &mut self,
+        call: &str,
+        pid: lpf_pid_t,
+        src: (lpf_memslot_t, usize),
+        dst: (lpf_memslot_t, usize),
+        size: usize,
+        remote_src: bool,
+    ) -> Res<()> {
+        if pid != 0 {
+            return Err(misuse(call, format!("pid {pid} outside 0..1")));
+        }
+        let src = self.locate(call, src, size, "source", remote_src)?;
+        let dst = self.locate(call, dst, size, "destination", !remote_src)?;
+        self.enqueue(Copy {
+            src,
+            dst,
+            len: size,
+        })
+    }
+
     fn enqueue(&mut self, copy: Copy) -> Res<()> {
         if self.queue.len() >= self.queue_capacity {
             return Err(Fail::Mitigable(format!(
@@ -200,22 +242,7 @@ impl Context for Solo {
         dst_off: usize,
         size: usize,
     ) -> Res<()> {
-        let call = "lpf_put";
-        if pid != 0 {
-            return Err(misuse(call, format!("pid {pid} outside 0..1")));
-        }
-        let s = self.area(call, src)?;
-        let so = Self::range(call, s, src_off, size, "source")?;
-        let sp = s.ptr.wrapping_add(so);
-        let d = self.area(call, dst)?;
-        self.remote(call, d, dst)?;
-        let dof = Self::range(call, d, dst_off, size, "destination")?;
-        let dp = d.ptr.wrapping_add(dof);
-        self.enqueue(Copy {
-            src: sp,
-            dst: dp,
-            len: size,
-        })
+        self.queue_copy("lpf_put", pid, (src, src_off), (dst, dst_off), size, false)
     }
 
     fn get(
@@ -227,22 +254,7 @@ impl Context for Solo {
         dst_off: usize,
         size: usize,
     ) -> Res<()> {
-        let call = "lpf_get";
-        if pid != 0 {
-            return Err(misuse(call, format!("pid {pid} outside 0..1")));
-        }
-        let s = self.area(call, src)?;
-        self.remote(call, s, src)?;
-        let so = Self::range(call, s, src_off, size, "source")?;
-        let sp = s.ptr.wrapping_add(so);
-        let d = self.area(call, dst)?;
-        let dof = Self::range(call, d, dst_off, size, "destination")?;
-        let dp = d.ptr.wrapping_add(dof);
-        self.enqueue(Copy {
-            src: sp,
-            dst: dp,
-            len: size,
-        })
+        self.queue_copy("lpf_get", pid, (src, src_off), (dst, dst_off), size, true)
     }
 
     fn sync(&mut self) -> Res<()> {

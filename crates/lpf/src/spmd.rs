@@ -66,6 +66,17 @@ impl Spmd {
         Fail::Fatal
     }
 
+    /// `f` on the BSP context of a live process; an error of it fails the call `call`.
+    fn with_bsp<T>(
+        &mut self,
+        call: &str,
+        f: impl FnOnce(&mut Bsp<'static>) -> Result<T, Error>,
+    ) -> Res<T> {
+        self.alive()?;
+        let r = f(self.bsp());
+        r.map_err(|e| self.fail(call, e))
+    }
+
     fn alive(&self) -> Res<()> {
         if self.dead {
             Err(Fail::Fatal)
@@ -134,9 +145,7 @@ impl Context for Spmd {
     }
 
     fn deregister(&mut self, s: lpf_memslot_t) -> Res<()> {
-        self.alive()?;
-        let r = self.bsp().deregister_raw(slot(s));
-        r.map_err(|e| self.fail("lpf_deregister", e))
+        self.with_bsp("lpf_deregister", |b| b.deregister_raw(slot(s)))
     }
 
     fn put(
@@ -148,11 +157,9 @@ impl Context for Spmd {
         dst_off: usize,
         size: usize,
     ) -> Res<()> {
-        self.alive()?;
-        let r = self
-            .bsp()
-            .put(slot(src), src_off, pid as usize, slot(dst), dst_off, size);
-        r.map_err(|e| self.fail("lpf_put", e))
+        self.with_bsp("lpf_put", |b| {
+            b.put(slot(src), src_off, pid as usize, slot(dst), dst_off, size)
+        })
     }
 
     fn get(
@@ -164,11 +171,9 @@ impl Context for Spmd {
         dst_off: usize,
         size: usize,
     ) -> Res<()> {
-        self.alive()?;
-        let r = self
-            .bsp()
-            .get(pid as usize, slot(src), src_off, slot(dst), dst_off, size);
-        r.map_err(|e| self.fail("lpf_get", e))
+        self.with_bsp("lpf_get", |b| {
+            b.get(pid as usize, slot(src), src_off, slot(dst), dst_off, size)
+        })
     }
 
     fn sync(&mut self) -> Res<()> {

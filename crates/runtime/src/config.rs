@@ -19,41 +19,11 @@ pub enum ResumePolicy {
     MostResident,
 }
 
-impl ResumePolicy {
-    /// Every policy, in the order of the command line's help.
-    pub const ALL: [ResumePolicy; 2] = [ResumePolicy::MostResident, ResumePolicy::Fifo];
-
-    /// Parses a policy name (`fifo`, `most-resident`).
-    pub fn from_name(name: &str) -> Option<ResumePolicy> {
-        match name {
-            "fifo" => Some(ResumePolicy::Fifo),
-            "most-resident" => Some(ResumePolicy::MostResident),
-            _ => None,
-        }
-    }
-
-    /// The policy's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            ResumePolicy::Fifo => "fifo",
-            ResumePolicy::MostResident => "most-resident",
-        }
-    }
-}
-
-impl std::str::FromStr for ResumePolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ResumePolicy, String> {
-        ResumePolicy::from_name(s)
-            .ok_or_else(|| format!("unknown resume policy '{s}' (available: most-resident, fifo)"))
-    }
-}
-
-impl std::fmt::Display for ResumePolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+spillway_transport::named_enum!(
+    ResumePolicy,
+    "resume policy",
+    [MostResident => "most-resident", Fifo => "fifo"]
+);
 
 /// How to run a job: a builder.
 ///

@@ -20,6 +20,7 @@ mod host;
 mod layout;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+mod named;
 mod outbox;
 mod payload;
 mod pool;
@@ -48,41 +49,7 @@ pub enum Backend {
     Mpi,
 }
 
-impl Backend {
-    /// Every backend.
-    pub const ALL: [Backend; 2] = [Backend::Local, Backend::Mpi];
-
-    /// Parses a backend name as written on the command line (`local`).
-    pub fn from_name(name: &str) -> Option<Backend> {
-        match name {
-            "local" => Some(Backend::Local),
-            "mpi" => Some(Backend::Mpi),
-            _ => None,
-        }
-    }
-
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Local => "local",
-            Backend::Mpi => "mpi",
-        }
-    }
-}
-
-impl std::str::FromStr for Backend {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Backend, String> {
-        Backend::from_name(s)
-            .ok_or_else(|| format!("unknown backend '{s}' (available: local, mpi)"))
-    }
-}
-
-impl std::fmt::Display for Backend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::named_enum!(Backend, "backend", [Local => "local", Mpi => "mpi"]);
 
 /// The cost of one message between nodes under the alpha-beta (Hockney) model: `alpha`
 /// seconds of start-up plus `beta` seconds per byte. Collectives choose their algorithm between

@@ -29,26 +29,43 @@ pub(crate) fn send(
     tag: c_int,
     comm: BDMPI_Comm,
 ) -> c_int {
-    let c = tri!(handles::comm(call, comm));
-    let bytes = tri!(bytes_of(call, count, datatype));
-    tri!(check_buffer(call, buf, bytes));
-    tri!(check_peer(call, "destination", dest, &c, false));
-    tri!(check_tag(call, tag, false));
+    let (c, args) = tri!(check_transfer(
+        call, buf, count, datatype, dest, tag, comm, false
+    ));
     if dest == proto::PROC_NULL {
         return proto::SUCCESS;
     }
-    let m = msg(
-        op::SEND,
-        &c,
-        &[
-            addr(buf),
-            count as u64,
-            datatype as u64,
-            dest as u64,
-            tag as u64,
-        ],
-    );
-    tri!(node(call, m)).code
+    tri!(node(call, msg(op::SEND, &c, &args))).code
+}
+
+/// Checks the arguments of a send (`receive` false) or a receive (true: the source and the
+/// tag may be wildcards); returns the communicator and the node message's arguments
+/// `[buf, count, datatype, peer, tag]`.
+#[allow(clippy::too_many_arguments)]
+fn check_transfer(
+    call: &str,
+    buf: *const c_void,
+    count: usize,
+    datatype: c_int,
+    peer: c_int,
+    tag: c_int,
+    comm: BDMPI_Comm,
+    receive: bool,
+) -> Res<(bdscomm_t, [u64; 5])> {
+    let c = handles::comm(call, comm)?;
+    let bytes = bytes_of(call, count, datatype)?;
+    check_buffer(call, buf, bytes)?;
+    let what = if receive { "source" } else { "destination" };
+    check_peer(call, what, peer, &c, receive)?;
+    check_tag(call, tag, receive)?;
+    let args = [
+        addr(buf),
+        count as u64,
+        datatype as u64,
+        peer as i64 as u64,
+        tag as i64 as u64,
+    ];
+    Ok((c, args))
 }
 
 pub(super) fn new_request(
@@ -208,11 +225,9 @@ pub(crate) unsafe fn recv(
     comm: BDMPI_Comm,
     status: *mut BDMPI_Status,
 ) -> c_int {
-    let c = tri!(handles::comm(call, comm));
-    let bytes = tri!(bytes_of(call, count, datatype));
-    tri!(check_buffer(call, buf, bytes));
-    tri!(check_peer(call, "source", source, &c, true));
-    tri!(check_tag(call, tag, true));
+    let (c, args) = tri!(check_transfer(
+        call, buf, count, datatype, source, tag, comm, true
+    ));
     if source == proto::PROC_NULL {
         // SAFETY: the caller's contract.
         unsafe {
@@ -229,17 +244,7 @@ pub(crate) unsafe fn recv(
         };
         return proto::SUCCESS;
     }
-    let m = msg(
-        op::RECV,
-        &c,
-        &[
-            addr(buf),
-            count as u64,
-            datatype as u64,
-            source as i64 as u64,
-            tag as i64 as u64,
-        ],
-    );
+    let m = msg(op::RECV, &c, &args);
     let r = tri!(node(call, m));
     // SAFETY: the caller's contract.
     unsafe { status_from(status, &r, &c, comm, datatype) };
@@ -284,11 +289,9 @@ pub(crate) fn irecv(
     comm: BDMPI_Comm,
     request: *mut BDMPI_Request,
 ) -> c_int {
-    let c = tri!(handles::comm(call, comm));
-    let bytes = tri!(bytes_of(call, count, datatype));
-    tri!(check_buffer(call, buf, bytes));
-    tri!(check_peer(call, "source", source, &c, true));
-    tri!(check_tag(call, tag, true));
+    let (c, args) = tri!(check_transfer(
+        call, buf, count, datatype, source, tag, comm, true
+    ));
     if request.is_null() {
         report(call, format_args!("the request pointer is NULL"));
         return proto::ERR_ARG;
@@ -305,17 +308,7 @@ pub(crate) fn irecv(
         }
         return proto::SUCCESS;
     }
-    let m = msg(
-        op::IRECV,
-        &c,
-        &[
-            addr(buf),
-            count as u64,
-            datatype as u64,
-            source as i64 as u64,
-            tag as i64 as u64,
-        ],
-    );
+    let m = msg(op::IRECV, &c, &args);
     let r = tri!(node(call, m));
     if r.code != proto::SUCCESS {
         return r.code;

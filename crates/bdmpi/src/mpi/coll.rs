@@ -4,6 +4,16 @@
 
 use super::*;
 
+/// The root argument where a collective has one, 0 where it has none.
+macro_rules! or_zero {
+    () => {
+        0
+    };
+    ($root:ident) => {
+        $root
+    };
+}
+
 /// `MPI_Barrier`.
 ///
 /// # Safety
@@ -30,139 +40,86 @@ pub unsafe extern "C" fn MPI_Bcast(
     api::bcast("MPI_Bcast", buf, n, datatype, root, comm)
 }
 
-/// `MPI_Gather`.
-///
-/// # Safety
-/// As `BDMPI_Gather`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Gather(
-    sendbuf: *mut c_void,
-    sendcount: c_int,
-    sendtype: c_int,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: c_int,
-    root: c_int,
-    comm: BDMPI_Comm,
-) -> c_int {
-    let call = "MPI_Gather";
-    let sc = tri!(count(call, sendcount));
-    let rc = tri!(count(call, recvcount));
-    api::gather(
-        call,
-        op::GATHERV,
-        sendbuf,
-        sc,
-        sendtype,
-        recvbuf,
-        rc as u64,
-        0,
-        recvtype,
-        root,
-        comm,
-        proto::FLAG_UNIFORM,
-    )
+/// The gathers: `MPI_<name>(sendbuf, sendcount, sendtype, recvbuf, <counts>, recvtype,
+/// [root,] comm)`, with one `int` receive count (`uniform`) or `int` arrays of counts and
+/// displacements (`arrays`).
+macro_rules! gather {
+    ($name:ident, $op:ident, uniform $(, $root:ident)?) => {
+        #[doc = concat!("`", stringify!($name), "`.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As `BD", stringify!($name), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            sendbuf: *mut c_void,
+            sendcount: c_int,
+            sendtype: c_int,
+            recvbuf: *mut c_void,
+            recvcount: c_int,
+            recvtype: c_int,
+            $($root: c_int,)?
+            comm: BDMPI_Comm,
+        ) -> c_int {
+            let call = stringify!($name);
+            let sc = tri!(count(call, sendcount));
+            let rc = tri!(count(call, recvcount));
+            api::gather(
+                call,
+                op::$op,
+                sendbuf,
+                sc,
+                sendtype,
+                recvbuf,
+                rc as u64,
+                0,
+                recvtype,
+                or_zero!($($root)?),
+                comm,
+                proto::FLAG_UNIFORM,
+            )
+        }
+    };
+    ($name:ident, $op:ident, arrays $(, $root:ident)?) => {
+        #[doc = concat!("`", stringify!($name), "`.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As `BD", stringify!($name), "`, with `int` arrays.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            sendbuf: *mut c_void,
+            sendcount: c_int,
+            sendtype: c_int,
+            recvbuf: *mut c_void,
+            recvcounts: *mut c_int,
+            displs: *mut c_int,
+            recvtype: c_int,
+            $($root: c_int,)?
+            comm: BDMPI_Comm,
+        ) -> c_int {
+            let call = stringify!($name);
+            let sc = tri!(count(call, sendcount));
+            api::gather(
+                call,
+                op::$op,
+                sendbuf,
+                sc,
+                sendtype,
+                recvbuf,
+                addr(recvcounts),
+                addr(displs),
+                recvtype,
+                or_zero!($($root)?),
+                comm,
+                proto::FLAG_INT_ARRAYS,
+            )
+        }
+    };
 }
 
-/// `MPI_Gatherv`.
-///
-/// # Safety
-/// As `BDMPI_Gatherv`, with `int` arrays.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Gatherv(
-    sendbuf: *mut c_void,
-    sendcount: c_int,
-    sendtype: c_int,
-    recvbuf: *mut c_void,
-    recvcounts: *mut c_int,
-    displs: *mut c_int,
-    recvtype: c_int,
-    root: c_int,
-    comm: BDMPI_Comm,
-) -> c_int {
-    let call = "MPI_Gatherv";
-    let sc = tri!(count(call, sendcount));
-    api::gather(
-        call,
-        op::GATHERV,
-        sendbuf,
-        sc,
-        sendtype,
-        recvbuf,
-        addr(recvcounts),
-        addr(displs),
-        recvtype,
-        root,
-        comm,
-        proto::FLAG_INT_ARRAYS,
-    )
-}
-
-/// `MPI_Allgather`.
-///
-/// # Safety
-/// As `BDMPI_Allgather`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Allgather(
-    sendbuf: *mut c_void,
-    sendcount: c_int,
-    sendtype: c_int,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: c_int,
-    comm: BDMPI_Comm,
-) -> c_int {
-    let call = "MPI_Allgather";
-    let sc = tri!(count(call, sendcount));
-    let rc = tri!(count(call, recvcount));
-    api::gather(
-        call,
-        op::ALLGATHERV,
-        sendbuf,
-        sc,
-        sendtype,
-        recvbuf,
-        rc as u64,
-        0,
-        recvtype,
-        0,
-        comm,
-        proto::FLAG_UNIFORM,
-    )
-}
-
-/// `MPI_Allgatherv`.
-///
-/// # Safety
-/// As `BDMPI_Allgatherv`, with `int` arrays.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Allgatherv(
-    sendbuf: *mut c_void,
-    sendcount: c_int,
-    sendtype: c_int,
-    recvbuf: *mut c_void,
-    recvcounts: *mut c_int,
-    displs: *mut c_int,
-    recvtype: c_int,
-    comm: BDMPI_Comm,
-) -> c_int {
-    let call = "MPI_Allgatherv";
-    let sc = tri!(count(call, sendcount));
-    api::gather(
-        call,
-        op::ALLGATHERV,
-        sendbuf,
-        sc,
-        sendtype,
-        recvbuf,
-        addr(recvcounts),
-        addr(displs),
-        recvtype,
-        0,
-        comm,
-        proto::FLAG_INT_ARRAYS,
-    )
-}
+gather!(MPI_Gather, GATHERV, uniform, root);
+gather!(MPI_Gatherv, GATHERV, arrays, root);
+gather!(MPI_Allgather, ALLGATHERV, uniform);
+gather!(MPI_Allgatherv, ALLGATHERV, arrays);
 
 /// `MPI_Scatter`.
 ///
@@ -293,105 +250,32 @@ pub unsafe extern "C" fn MPI_Alltoallv(
     )
 }
 
-/// `MPI_Reduce`.
-///
-/// # Safety
-/// As `BDMPI_Reduce`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Reduce(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
-    n: c_int,
-    datatype: c_int,
-    opn: c_int,
-    root: c_int,
-    comm: BDMPI_Comm,
-) -> c_int {
-    let call = "MPI_Reduce";
-    let n = tri!(count(call, n));
-    api::reduction(
-        call,
-        op::REDUCE,
-        sendbuf,
-        recvbuf,
-        n,
-        datatype,
-        opn,
-        root,
-        comm,
-    )
+/// The reductions: `MPI_<name>(sendbuf, recvbuf, count, datatype, op, [root,] comm)`.
+macro_rules! reduction {
+    ($name:ident, $send:ty, $op:ident $(, $root:ident)?) => {
+        #[doc = concat!("`", stringify!($name), "`.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As `BD", stringify!($name), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            sendbuf: $send,
+            recvbuf: *mut c_void,
+            n: c_int,
+            datatype: c_int,
+            opn: c_int,
+            $($root: c_int,)?
+            comm: BDMPI_Comm,
+        ) -> c_int {
+            let call = stringify!($name);
+            let n = tri!(count(call, n));
+            let root = or_zero!($($root)?);
+            api::reduction(call, op::$op, sendbuf, recvbuf, n, datatype, opn, root, comm)
+        }
+    };
 }
 
-/// `MPI_Allreduce`.
-///
-/// # Safety
-/// As `BDMPI_Allreduce`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Allreduce(
-    sendbuf: *mut c_void,
-    recvbuf: *mut c_void,
-    n: c_int,
-    datatype: c_int,
-    opn: c_int,
-    comm: BDMPI_Comm,
-) -> c_int {
-    let call = "MPI_Allreduce";
-    let n = tri!(count(call, n));
-    api::reduction(
-        call,
-        op::ALLREDUCE,
-        sendbuf,
-        recvbuf,
-        n,
-        datatype,
-        opn,
-        0,
-        comm,
-    )
-}
-
-/// `MPI_Scan`.
-///
-/// # Safety
-/// As `BDMPI_Scan`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Scan(
-    sendbuf: *mut c_void,
-    recvbuf: *mut c_void,
-    n: c_int,
-    datatype: c_int,
-    opn: c_int,
-    comm: BDMPI_Comm,
-) -> c_int {
-    let call = "MPI_Scan";
-    let n = tri!(count(call, n));
-    api::reduction(call, op::SCAN, sendbuf, recvbuf, n, datatype, opn, 0, comm)
-}
-
-/// `MPI_Exscan`.
-///
-/// # Safety
-/// As `BDMPI_Exscan`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Exscan(
-    sendbuf: *mut c_void,
-    recvbuf: *mut c_void,
-    n: c_int,
-    datatype: c_int,
-    opn: c_int,
-    comm: BDMPI_Comm,
-) -> c_int {
-    let call = "MPI_Exscan";
-    let n = tri!(count(call, n));
-    api::reduction(
-        call,
-        op::EXSCAN,
-        sendbuf,
-        recvbuf,
-        n,
-        datatype,
-        opn,
-        0,
-        comm,
-    )
-}
+reduction!(MPI_Reduce, *const c_void, REDUCE, root);
+reduction!(MPI_Allreduce, *mut c_void, ALLREDUCE);
+reduction!(MPI_Scan, *mut c_void, SCAN);
+reduction!(MPI_Exscan, *mut c_void, EXSCAN);

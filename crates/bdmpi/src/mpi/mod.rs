@@ -108,77 +108,42 @@ pub unsafe extern "C" fn MPI_Comm_split(
     unsafe { BDMPI_Comm_split(comm, color, key, newcomm) }
 }
 
-/// `MPI_Send`.
-///
-/// # Safety
-/// As `BDMPI_Send`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Send(
-    buf: *const c_void,
-    n: c_int,
-    datatype: c_int,
-    dest: c_int,
-    tag: c_int,
-    comm: BDMPI_Comm,
-) -> c_int {
-    let n = tri!(count("MPI_Send", n));
-    api::send("MPI_Send", buf, n, datatype, dest, tag, comm)
+/// The point-to-point calls: `MPI_<name>(buf, count, datatype, dest|source, tag, comm,
+/// [status|request])`, `safe` or `unsafe` as the `api` function they call.
+macro_rules! p2p {
+    (@call safe $e:expr) => {
+        $e
+    };
+    (@call unsafe $e:expr) => {
+        // SAFETY: forwarded contract.
+        unsafe { $e }
+    };
+    ($kind:tt $name:ident($buf:ty, $peer:ident $(, $last:ident: $last_ty:ty)?) => $api:ident) => {
+        #[doc = concat!("`", stringify!($name), "`.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As `BD", stringify!($name), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            buf: $buf,
+            n: c_int,
+            datatype: c_int,
+            $peer: c_int,
+            tag: c_int,
+            comm: BDMPI_Comm,
+            $($last: $last_ty,)?
+        ) -> c_int {
+            let call = stringify!($name);
+            let n = tri!(count(call, n));
+            p2p!(@call $kind api::$api(call, buf, n, datatype, $peer, tag, comm $(, $last)?))
+        }
+    };
 }
 
-/// `MPI_Isend`.
-///
-/// # Safety
-/// As `BDMPI_Isend`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Isend(
-    buf: *const c_void,
-    n: c_int,
-    datatype: c_int,
-    dest: c_int,
-    tag: c_int,
-    comm: BDMPI_Comm,
-    request: *mut BDMPI_Request,
-) -> c_int {
-    let n = tri!(count("MPI_Isend", n));
-    api::isend("MPI_Isend", buf, n, datatype, dest, tag, comm, request)
-}
-
-/// `MPI_Recv`.
-///
-/// # Safety
-/// As `BDMPI_Recv`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Recv(
-    buf: *mut c_void,
-    n: c_int,
-    datatype: c_int,
-    source: c_int,
-    tag: c_int,
-    comm: BDMPI_Comm,
-    status: *mut BDMPI_Status,
-) -> c_int {
-    let n = tri!(count("MPI_Recv", n));
-    // SAFETY: forwarded contract.
-    unsafe { api::recv("MPI_Recv", buf, n, datatype, source, tag, comm, status) }
-}
-
-/// `MPI_Irecv`.
-///
-/// # Safety
-/// As `BDMPI_Irecv`.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Irecv(
-    buf: *mut c_void,
-    n: c_int,
-    datatype: c_int,
-    source: c_int,
-    tag: c_int,
-    comm: BDMPI_Comm,
-    request: *mut BDMPI_Request,
-) -> c_int {
-    let n = tri!(count("MPI_Irecv", n));
-    api::irecv("MPI_Irecv", buf, n, datatype, source, tag, comm, request)
-}
+p2p!(safe MPI_Send(*const c_void, dest) => send);
+p2p!(safe MPI_Isend(*const c_void, dest, request: *mut BDMPI_Request) => isend);
+p2p!(unsafe MPI_Recv(*mut c_void, source, status: *mut BDMPI_Status) => recv);
+p2p!(safe MPI_Irecv(*mut c_void, source, request: *mut BDMPI_Request) => irecv);
 
 /// `MPI_Sendrecv`.
 ///

@@ -399,45 +399,32 @@ impl<'r> Bsp<'r> {
             }
             let from = self.node_members[m];
             for put in &p.puts_to[me_local] {
-                let dst = self.dest_range(
+                let w = self.touch(
                     put.dst_slot,
                     put.dst_off,
                     put.len,
                     from,
-                    "put",
+                    true,
                     Some(put.loc),
                 )?;
-                writes.push(Touch {
-                    start: dst,
-                    end: dst + put.len,
-                    what: "put writes",
-                    by: from,
-                    loc: Some(put.loc),
-                });
                 copies.push(Copy {
                     src: put.src,
-                    dst,
+                    dst: w.start,
                     len: put.len,
                     foreign: put.src_is_area && m != me_local,
                 });
+                writes.push(w);
             }
             for get in &p.gets_from[me_local] {
                 // `from` reads this rank's memory.
-                let src = self.dest_range(
+                reads.push(self.touch(
                     get.src_slot,
                     get.src_off,
                     get.len,
                     from,
-                    "get",
+                    false,
                     Some(get.loc),
-                )?;
-                reads.push(Touch {
-                    start: src,
-                    end: src + get.len,
-                    what: "get reads",
-                    by: from,
-                    loc: Some(get.loc),
-                });
+                )?);
             }
         }
         // This rank's gets from node ranks read their areas (their owners checked the reads).
@@ -556,6 +543,32 @@ impl<'r> Bsp<'r> {
             PutSource::Slot { index, global, off } => (self.area(index, global).addr() + off, true),
             PutSource::Buffer(at) => (self.buffer.as_ptr() as usize + at, false),
         }
+    }
+
+    /// The bytes of this rank's memory that a put by rank `from` writes (`write`) or a get by
+    /// it reads: `len` bytes at `off` of global slot `slot`, checked as in `dest_range`.
+    fn touch(
+        &self,
+        slot: u32,
+        off: usize,
+        len: usize,
+        from: usize,
+        write: bool,
+        loc: Option<&'static Location<'static>>,
+    ) -> Result<Touch> {
+        let (call, what) = if write {
+            ("put", "put writes")
+        } else {
+            ("get", "get reads")
+        };
+        let start = self.dest_range(slot, off, len, from, call, loc)?;
+        Ok(Touch {
+            start,
+            end: start + len,
+            what,
+            by: from,
+            loc,
+        })
     }
 
     /// Checks `len` bytes at `off` of this rank's global slot `slot`, named by rank `from`;

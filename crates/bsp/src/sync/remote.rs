@@ -512,17 +512,11 @@ impl Bsp<'_> {
         if ng > 0 {
             let mut sources = Vec::with_capacity(ng);
             for (i, &(slot, off, len)) in heads[np..].iter().enumerate() {
-                let src = self
-                    .dest_range(slot, off, len, from, "get", None)
+                let read = self
+                    .touch(slot, off, len, from, false, None)
                     .map_err(|e| with_loc(e, np + i))?;
-                reads.push(Touch {
-                    start: src,
-                    end: src + len,
-                    what: "get reads",
-                    by: from,
-                    loc: None,
-                });
-                sources.push((src, len));
+                sources.push((read.start, len));
+                reads.push(read);
             }
             let mut reply = AlignedBuf::for_overwrite(sources.iter().map(|s| s.1).sum());
             let mut w = Writer {

@@ -77,22 +77,41 @@ impl Comm<'_> {
         name: &'static str,
     ) -> Result<Option<Vec<T>>> {
         let tag = self.next_coll_tag();
-        let p = self.size();
-        let me = self.rank();
+        let start = inclusive.then(|| data.to_vec());
+        self.doubling_scan(data, start, op, self.rank(), self.size(), |r| r, tag, name)
+    }
+
+    /// Scan by recursive doubling among `count` participants, this rank being participant
+    /// `me` and participant `i` being rank `rank_of(i)`: returns `start` combined with the
+    /// `data` of every lower participant (`None` when `start` is `None` and there are none).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn doubling_scan<T: Pod, O: Operation<T> + ?Sized>(
+        &self,
+        data: &[T],
+        start: Option<Vec<T>>,
+        op: &O,
+        me: usize,
+        count: usize,
+        rank_of: impl Fn(usize) -> usize,
+        tag: i32,
+        name: &'static str,
+    ) -> Result<Option<Vec<T>>> {
         let mut partial = data.to_vec();
-        let mut result: Option<Vec<T>> = inclusive.then(|| data.to_vec());
+        let mut result = start;
         let mut mask = 1;
-        while mask < p {
-            let dst = me ^ mask;
-            if dst < p {
-                self.csend(dst, tag, encode(&partial))?;
-                let incoming = self.crecv(dst, tag, name)?;
+        while mask < count {
+            let other = me ^ mask;
+            if other < count {
+                let peer = rank_of(other);
+                self.csend(peer, tag, encode(&partial))?;
+                let incoming = self.crecv(peer, tag, name)?;
                 let tmp = view::<T>(incoming.as_bytes())?;
                 if tmp.len() != partial.len() {
                     return Err(length_mismatch());
                 }
-                if dst < me {
-                    // tmp covers lower ranks: result = tmp op result, partial = tmp op partial.
+                if other < me {
+                    // tmp covers lower participants: result = tmp op result,
+                    // partial = tmp op partial.
                     result = Some(match result {
                         Some(r) => {
                             let mut t = tmp.to_vec();

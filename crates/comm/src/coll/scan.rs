@@ -3,7 +3,7 @@
 use bytemuck::Pod;
 
 use super::node::Entered;
-use crate::codec::{check_type, encode, view};
+use crate::codec::check_type;
 use crate::comm::Comm;
 use crate::ops::Operation;
 use crate::Result;
@@ -101,38 +101,7 @@ impl Comm<'_> {
         name: &'static str,
     ) -> Result<Option<Vec<T>>> {
         let shape = self.shape();
-        let l = shape.groups();
-        let g = self.inner.my_group;
-        let mut partial = total.to_vec();
-        let mut result: Option<Vec<T>> = None;
-        let mut mask = 1;
-        while mask < l {
-            let other = g ^ mask;
-            if other < l {
-                self.csend(shape.leader(other), tag, encode(&partial))?;
-                let incoming = self.crecv(shape.leader(other), tag, name)?;
-                let tmp = view::<T>(incoming.as_bytes())?;
-                if tmp.len() != partial.len() {
-                    return Err(super::leaders::length_mismatch());
-                }
-                if other < g {
-                    result = Some(match result {
-                        Some(r) => {
-                            let mut t = tmp.to_vec();
-                            op.combine(&mut t, &r);
-                            t
-                        }
-                        None => tmp.to_vec(),
-                    });
-                    let mut t = tmp.to_vec();
-                    op.combine(&mut t, &partial);
-                    partial = t;
-                } else {
-                    op.combine(&mut partial, tmp);
-                }
-            }
-            mask <<= 1;
-        }
-        Ok(result)
+        let (l, g) = (shape.groups(), self.inner.my_group);
+        self.doubling_scan(total, None, op, g, l, |o| shape.leader(o), tag, name)
     }
 }

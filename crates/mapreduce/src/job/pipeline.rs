@@ -168,6 +168,24 @@ impl<'c, 'r> MapReduce<'c, 'r> {
         // From here on a real loss may send the survivors back to just before the shuffle,
         // with the send buffer (merged with the lost ranks' share) as it was then.
         self.maybe_kill(op, KillAt::Shuffle);
+        // After a real loss at `stage`: the send buffer as it was before the shuffle, the node
+        // communicators of the new ranks, and the shuffle again.
+        macro_rules! back_before_shuffle {
+            ($shuffle:lifetime, $stage:expr) => {{
+                send = self.back_before_shuffle(
+                    op,
+                    $stage,
+                    send,
+                    recovery.as_ref().expect("fault tolerance"),
+                    &mut map,
+                    combine,
+                    &spill,
+                    flush_at,
+                )?;
+                node = self.node_comm(combine.is_some());
+                continue $shuffle;
+            }};
+        }
         'shuffle: loop {
             st.records_combined = send.entries;
             st.bytes_combined = send.len;
@@ -185,18 +203,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
                     match exchange(&node_comm, &send, &bounds, &spill, self.memory) {
                         Ok(x) => x,
                         Err(e) if e.is_process_lost() && self.ft.is_some() => {
-                            send = self.back_before_shuffle(
-                                op,
-                                lost::DETECTED,
-                                send,
-                                recovery.as_ref().expect("fault tolerance"),
-                                &mut map,
-                                combine,
-                                &spill,
-                                flush_at,
-                            )?;
-                            node = self.node_comm(combine.is_some());
-                            continue 'shuffle;
+                            back_before_shuffle!('shuffle, lost::DETECTED);
                         }
                         Err(e) => return Err(e),
                     };
@@ -241,18 +248,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
                 match exchange(&self.comm, &send, &send.offsets, &spill, self.memory) {
                     Ok(x) => x,
                     Err(e) if e.is_process_lost() && self.ft.is_some() => {
-                        send = self.back_before_shuffle(
-                            op,
-                            lost::DETECTED,
-                            send,
-                            recovery.as_ref().expect("fault tolerance"),
-                            &mut map,
-                            combine,
-                            &spill,
-                            flush_at,
-                        )?;
-                        node = self.node_comm(combine.is_some());
-                        continue 'shuffle;
+                        back_before_shuffle!('shuffle, lost::DETECTED);
                     }
                     Err(e) => return Err(e),
                 };
@@ -266,18 +262,7 @@ impl<'c, 'r> MapReduce<'c, 'r> {
                     Ok(got) => self.keep(send, got, &spill)?,
                     Err(e) if e.is_process_lost() => {
                         inbox.release(&spill);
-                        send = self.back_before_shuffle(
-                            op,
-                            lost::SHUFFLED,
-                            send,
-                            recovery.as_ref().expect("fault tolerance"),
-                            &mut map,
-                            combine,
-                            &spill,
-                            flush_at,
-                        )?;
-                        node = self.node_comm(combine.is_some());
-                        continue 'shuffle;
+                        back_before_shuffle!('shuffle, lost::SHUFFLED);
                     }
                     Err(e) => return Err(e),
                 }

@@ -84,43 +84,7 @@ pub enum Policy {
     Lrlw,
 }
 
-impl std::str::FromStr for Policy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Policy, String> {
-        Policy::from_name(s)
-            .ok_or_else(|| format!("unknown policy '{s}' (available: araw, arlw, lrlw)"))
-    }
-}
-
-impl std::fmt::Display for Policy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl Policy {
-    /// Every policy.
-    pub const ALL: [Policy; 3] = [Policy::Araw, Policy::Arlw, Policy::Lrlw];
-
-    /// Parses `araw`, `arlw` or `lrlw`.
-    pub fn from_name(name: &str) -> Option<Policy> {
-        match name {
-            "araw" => Some(Policy::Araw),
-            "arlw" => Some(Policy::Arlw),
-            "lrlw" => Some(Policy::Lrlw),
-            _ => None,
-        }
-    }
-
-    /// The policy's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::Araw => "araw",
-            Policy::Arlw => "arlw",
-            Policy::Lrlw => "lrlw",
-        }
-    }
-}
+spillway_transport::named_enum!(Policy, "policy", [Araw => "araw", Arlw => "arlw", Lrlw => "lrlw"]);
 
 /// Memory counters of a node (or, summed, of a job).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

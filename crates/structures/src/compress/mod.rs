@@ -121,15 +121,11 @@ pub fn compress(
     }
 }
 
-fn compress_typed<T: Sample>(
-    data: &[T],
-    grid: &Grid,
-    options: &Options,
-    dtype_code: u8,
-) -> Result<Compressed, CompressError> {
+/// Checks what every method needs of its input: a valid epsilon (returned) and as many
+/// values (`n`) as the grid has points.
+pub(crate) fn check_input(n: usize, grid: &Grid, options: &Options) -> Result<f64, CompressError> {
     let eps = options.epsilon;
     float::check_epsilon(eps).map_err(|_| CompressError::InvalidEpsilon(eps))?;
-    let n = data.len();
     let points = grid.checked_points().unwrap_or(usize::MAX);
     if points != n {
         return Err(CompressError::ShapeMismatch {
@@ -137,6 +133,17 @@ fn compress_typed<T: Sample>(
             values: n,
         });
     }
+    Ok(eps)
+}
+
+fn compress_typed<T: Sample>(
+    data: &[T],
+    grid: &Grid,
+    options: &Options,
+    dtype_code: u8,
+) -> Result<Compressed, CompressError> {
+    let eps = check_input(data.len(), grid, options)?;
+    let n = data.len();
     if n >= u32::MAX as usize {
         return Err(CompressError::TooManyPoints(n));
     }

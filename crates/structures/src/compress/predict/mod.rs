@@ -34,10 +34,10 @@ pub(crate) mod traverse;
 use rayon::prelude::*;
 
 use super::encodings::IdPredictor;
-use super::float::{self, Sample};
+use super::float::Sample;
 use super::grid::Grid;
 use super::types::{Compressed, Options, SectionSize};
-use super::{CompressError, Values};
+use super::{check_input, CompressError, Values};
 use coder::{activity, Code, CodeWriter, OUTLIER_Q};
 use format::{BlockBytes, Fields};
 use quant::{Bound, Quantizer};
@@ -250,16 +250,8 @@ fn compress_typed<T: Sample>(
     options: &Options,
     dtype: u8,
 ) -> Result<Compressed, CompressError> {
-    let eps = options.epsilon;
-    float::check_epsilon(eps).map_err(|_| CompressError::InvalidEpsilon(eps))?;
+    let eps = check_input(data.len(), grid, options)?;
     let n = data.len();
-    let points = grid.checked_points().unwrap_or(usize::MAX);
-    if points != n {
-        return Err(CompressError::ShapeMismatch {
-            grid_points: points,
-            values: n,
-        });
-    }
     if n == 0 && matches!(grid, Grid::Structured(_)) {
         return Err(CompressError::InvalidOption(
             "the grid has no points".into(),
@@ -370,6 +362,7 @@ mod search;
 mod tests {
     use super::decode::decode_block;
     use super::*;
+    use crate::compress::float;
     use proptest::prelude::*;
 
     /// Encodes and decodes one block under `set` and checks every point: finite values within
