@@ -2,10 +2,15 @@
 //! a flat buffer and written as a sorted run of their own, without passing through the
 //! combiner's hash table.
 
+use spillway_runtime::prefetch;
+
 use crate::data::{put, put_raw, take, take_raw, Data};
 use crate::error::Error;
 use crate::hash::{partition_hash, radix_sort, HashRanges};
 use crate::run::{Run, RunWriter, Spill};
+
+/// Entries whose record is prefetched before it is copied into the run.
+const AHEAD: usize = 16;
 
 /// Encoded pairs and their (partitioning hash, offset) in the buffer.
 #[derive(Default)]
@@ -57,6 +62,11 @@ impl Distinct {
         let n = self.pairs.len();
         let mut i = 0;
         while i < n {
+            // The records are in the order they came, the pairs in hash order: fetch the
+            // record a few entries ahead.
+            if let Some(&(_, ahead)) = self.pairs.get(i + AHEAD) {
+                prefetch(records.as_ptr().wrapping_add(ahead as usize));
+            }
             let h = self.pairs[i].0;
             let mut j = i + 1;
             while j < n && self.pairs[j].0 == h {
