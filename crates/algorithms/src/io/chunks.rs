@@ -110,6 +110,9 @@ pub(crate) fn read_chunks(
     Ok((read, before))
 }
 
+/// A chunk parser: the first bad line of the chunk (0-based within it) and why, if any.
+pub(crate) type ParseChunk<'a> = dyn FnMut(&[u8]) -> Result<Option<(u64, String)>, AlgoError> + 'a;
+
 /// Reads the line-aligned byte range `[at, end)` of `path` in chunks of about `chunk` bytes
 /// as [`read_chunks`] does, on this rank alone (no collective): each chunk is read inside
 /// the node's critical section and handed to `parse` outside it, until the first bad line.
@@ -118,7 +121,7 @@ pub(crate) fn read_part(
     path: &Path,
     (mut at, end): (u64, u64),
     chunk: usize,
-    parse: &mut dyn FnMut(&[u8]) -> Result<Option<(u64, String)>, AlgoError>,
+    parse: &mut ParseChunk<'_>,
 ) -> Result<ChunkedRead, AlgoError> {
     let mut read = ChunkedRead {
         lines: 0,
