@@ -30,7 +30,7 @@ use spillway_comm::{Collectives, Comm, Sum};
 use spillway_runtime::SbVec;
 
 use crate::cluster::assign::{nearest_exact, Centres};
-use crate::cluster::points::{load_points, DistPoints, PointSource};
+use crate::cluster::points::{load_points, reload_lost_points, DistPoints, PointSource};
 use crate::error::AlgoError;
 use crate::io::{csv_dimension, parse_csv_chunk, read_range, InputError};
 use crate::Progress;
@@ -531,14 +531,17 @@ pub type Ready<'a> =
 /// The state of an iteration is the centroids, the same on every rank: every rank keeps
 /// those after its last completed iteration and those before. After a loss the survivors
 /// exchange them, and go on from the survivor that got furthest (a survivor that completed
-/// the last all-reduce holds its result, to which the lost ranks contributed); they read the
-/// points again from `source`, split over the survivors, and assign them against the centroids
-/// the last iteration started from, as a resumed checkpoint does. A loss before the first
-/// iteration (while the points are read, in `ready`, while the initial centroids are chosen)
-/// starts the run over on the survivors. The result equals an uninterrupted run's up to the
-/// order of the sums (the partial sums come from other ranks). Nothing is replicated: a
-/// recovery costs reading the input once more and one assignment pass. Checkpoints stop
-/// after a recovery (the survivors are another layout).
+/// the last all-reduce holds its result, to which the lost ranks contributed); they take the
+/// lost ranks' points over (see below) and assign them against the centroids the last
+/// iteration started from, as a resumed checkpoint does. A loss before the first iteration
+/// (while the points are read, in `ready`, while the initial centroids are chosen) starts the
+/// run over on the survivors (a loss while the points are read reads them all again). The
+/// result equals an uninterrupted run's up to the order of the sums (the partial sums come
+/// from other ranks). Nothing is replicated: the survivors keep their points, read only the
+/// lost ranks' part of `source` again (split over the survivors), and move the points to
+/// even blocks; a recovery costs reading that part, the move and one assignment pass (a
+/// second recovery reads all points again: the blocks are no longer parts of the input).
+/// Checkpoints stop after a recovery (the survivors are another layout).
 ///
 /// # Errors
 /// As [`kmeans_checkpointed`] and [`load_points`]; a loss during the recovery is recovered
@@ -560,30 +563,52 @@ pub fn kmeans_surviving<'r>(
     // The recovery under way (iteration, ranks lost, start) until the points are read again.
     let mut recovering: Option<(usize, Vec<u32>, Instant)> = None;
     let mut times: Vec<Duration> = Vec::new();
+    // After a loss in an iteration: the points this rank held and the ranks they were
+    // split over (only the lost ranks' points are read again).
+    let mut held: Option<(DistPoints, Comm<'r>)> = None;
+    // Whether the points were split by reading (not moved after a loss): only then are the
+    // lost ranks' points their parts of the input.
+    let mut as_read;
     loop {
         // What a loss before the next iteration reports: the state this load goes on from
         // (nothing done on the first).
         let mut keep = resume.clone().unwrap_or_default();
-        let loaded = load_points(&comm, source).and_then(|points| {
+        let loaded = match held.take() {
+            Some((points, base)) => {
+                as_read = false;
+                reload_lost_points(&comm, &base, points, source)
+            }
+            None => {
+                as_read = true;
+                load_points(&comm, source)
+            }
+        }
+        .and_then(|points| {
             ready(&comm, &points, checkpoint.as_deref_mut())?;
             Ok(points)
         });
         if let (Ok(_), Some((from, lost, t))) = (&loaded, recovering.take()) {
             recoveries.push((from, lost, t.elapsed()));
         }
-        let outcome = loaded.and_then(|points| {
-            let keeping = survivable.then_some(&mut keep);
-            let r = run_kmeans(
-                &comm,
-                &points,
-                options,
-                progress,
-                checkpoint.as_deref_mut(),
-                resume.clone(),
-                keeping,
-            );
-            r.map(|r| (r, points))
-        });
+        // A loss while the points were loaded leaves none to keep.
+        let outcome = match loaded {
+            Err(e) => Err((e, None)),
+            Ok(points) => {
+                let keeping = survivable.then_some(&mut keep);
+                match run_kmeans(
+                    &comm,
+                    &points,
+                    options,
+                    progress,
+                    checkpoint.as_deref_mut(),
+                    resume.clone(),
+                    keeping,
+                ) {
+                    Ok(r) => Ok((r, points)),
+                    Err(e) => Err((e, Some(points))),
+                }
+            }
+        };
         match outcome {
             Ok((mut result, points)) => {
                 times.append(&mut result.iteration_times);
@@ -595,18 +620,27 @@ pub fn kmeans_surviving<'r>(
                     recoveries,
                 });
             }
-            Err(e) if survivable && e.is_process_lost() => {
+            Err((e, points)) if survivable && e.is_process_lost() => {
                 let t = Instant::now();
-                let (new, all, lost) = crate::survive::regroup(&comm, &keep.encode(kd))?;
+                // The state and whether this rank kept its points.
+                let mut report = keep.encode(kd);
+                report.push(f64::from(u8::from(points.is_some())));
+                let (new, all, lost) = crate::survive::regroup(&comm, &report)?;
                 // The survivor that got furthest (its centroids are what every rank would
                 // have next); before the first iteration, the start again.
                 let best = all
-                    .chunks_exact(2 + 2 * kd)
+                    .chunks_exact(3 + 2 * kd)
                     .map(|r| State::decode(r, kd))
                     .max_by_key(|s| s.done)
                     .expect("a survivor");
                 times.append(&mut keep.times);
                 times.truncate(best.done);
+                // Unless every survivor kept its points as read, all read them again (the
+                // same on every survivor: all loaded them the same way).
+                let all_kept = all.chunks_exact(3 + 2 * kd).all(|r| r[2 + 2 * kd] != 0.0);
+                held = points
+                    .filter(|_| all_kept && as_read)
+                    .map(|p| (p, comm.clone()));
                 comm = new;
                 // A loss during a recovery adds its ranks to the same recovery.
                 let since = recovering.take().map_or(t, |(_, _, since)| since);
@@ -614,7 +648,7 @@ pub fn kmeans_surviving<'r>(
                 resume = Some(best);
                 checkpoint = None;
             }
-            Err(e) => return Err(e),
+            Err((e, _)) => return Err(e),
         }
     }
 }

@@ -71,10 +71,10 @@ pub fn pagerank_surviving<'r>(
 ) -> Result<Survived<'r>, AlgoError> {
     let survivable = comm.runtime().survives_lost_processes();
     let mut comm = comm.clone();
-    // What a recovery moves to the new owners once the graph is read again: the iteration,
-    // its dangling mass and L1 change, and the values this rank holds (first row, values).
-    type Moving = (usize, f64, f64, Vec<(u64, Vec<f64>)>);
-    let mut moving: Option<Moving> = None;
+    // What a recovery moves to the new owners once the graph is read again (kept until the
+    // next recovery: a loss before the survivors replicated their values again goes back to
+    // it).
+    let mut moving: Option<Moving<'r>> = None;
     let mut recoveries = Vec::new();
     // The recovery under way (iteration, ranks lost, start) until the values have moved.
     let mut recovering: Option<(usize, Vec<u32>, Instant)> = None;
@@ -85,14 +85,26 @@ pub fn pagerank_surviving<'r>(
             let graph = load_graph(&comm, source)?;
             ready(&comm, &graph, checkpoint.as_deref_mut())?;
             let resume = match &moving {
-                Some((done, dangling, delta, pieces)) => {
-                    let pieces: Vec<(u64, &[f64])> =
-                        pieces.iter().map(|(at, v)| (*at, &v[..])).collect();
+                Some(m) => {
+                    // This rank's values and those of the members lost since they were
+                    // replicated that it holds.
+                    let me = m.base.rank();
+                    let gone = |member: usize| {
+                        m.base.global_rank(member).is_ok_and(|g| {
+                            !(0..comm.size()).any(|r| comm.global_rank(r).ok() == Some(g))
+                        })
+                    };
+                    let pieces: Vec<(u64, &[f64])> = m
+                        .pieces
+                        .iter()
+                        .filter(|(member, ..)| *member == me || gone(*member))
+                        .map(|(_, at, v)| (*at, &v[..]))
+                        .collect();
                     let x_rows = move_values(&comm, &pieces, &graph)?;
                     Some(Resume {
-                        done: *done,
-                        dangling: *dangling,
-                        delta: *delta,
+                        done: m.done,
+                        dangling: m.dangling,
+                        delta: m.delta,
                         x_rows,
                     })
                 }
@@ -126,13 +138,13 @@ pub fn pagerank_surviving<'r>(
             }
             Err(e) if survivable && e.is_process_lost() => {
                 let t = Instant::now();
-                // The iteration whose values this rank holds; -1 before it kept any (a loss
-                // while the graph was read or the values were first replicated). A loss while
-                // the values of a recovery move reports that recovery's iteration again: every
-                // rank still holds what it was moving.
+                // The iteration whose values this rank holds complete: of its run, or, before
+                // it replicated its values again after a recovery, of that recovery; -1
+                // before it held any (a loss while the graph was read or the values were
+                // first replicated).
                 let held = match (&keep, &moving) {
                     (Some(k), _) if k.of(k.cur.iteration).is_some() => k.cur.iteration as f64,
-                    (None, Some((done, ..))) => *done as f64,
+                    (_, Some(m)) => m.done as f64,
                     _ => -1.0,
                 };
                 let (new, all, lost) = regroup(&comm, &[held])?;
@@ -152,52 +164,78 @@ pub fn pagerank_surviving<'r>(
                 }
                 let from = from as usize;
                 times.truncate(from);
-                let old_rank =
-                    |g: u32| (0..comm.size()).find(|&r| comm.global_rank(r).ok() == Some(g));
-                let lost_members: Vec<usize> =
-                    lost.ranks.iter().filter_map(|&g| old_rank(g)).collect();
-                for &l in &lost_members {
-                    match buddy(&comm, l) {
-                        Some(b) if !lost_members.contains(&b) => {}
-                        _ => {
-                            return Err(unrecoverable(
-                                &lost,
-                                &format!(
-                                    "rank {} and the rank holding its replicas were lost \
-                                     together",
-                                    comm.global_rank(l).unwrap_or(0)
-                                ),
-                            ))
-                        }
-                    }
-                }
-                moving = Some(match (&keep, moving.take()) {
-                    (Some(keep), _) => {
+                // Every survivor holds the values of `from` of the same replication: the
+                // last recovery's if that is where they go back to (some survivor had not
+                // replicated its values again), else the run's.
+                let m = match (moving.take(), &keep) {
+                    (Some(m), _) if m.done == from => m,
+                    (_, Some(keep)) => {
                         let Some(gen) = keep.of(from) else {
                             return Err(unrecoverable(
                                 &lost,
                                 &format!("no rank kept the values of iteration {from}"),
                             ));
                         };
-                        // The values of iteration `from` this rank holds: its own rows and
-                        // those of its lost wards.
-                        let mut pieces = vec![(keep.bounds[keep.me], gen.own.to_vec())];
+                        // Its own rows and its wards'.
+                        let mut pieces = vec![(keep.me, keep.bounds[keep.me], gen.own.to_vec())];
                         for (i, &w) in keep.wards.iter().enumerate() {
-                            if lost_members.contains(&w) {
-                                pieces.push((keep.bounds[w], gen.wards[i].to_vec()));
-                            }
+                            pieces.push((w, keep.bounds[w], gen.wards[i].to_vec()));
                         }
-                        (from, gen.dangling, gen.delta, pieces)
+                        Moving {
+                            done: from,
+                            dangling: gen.dangling,
+                            delta: gen.delta,
+                            base: comm.clone(),
+                            pieces,
+                        }
                     }
-                    (None, Some(m)) => m,
-                    (None, None) => unreachable!("a rank without values reports -1"),
-                });
+                    (_, None) => {
+                        return Err(unrecoverable(
+                            &lost,
+                            &format!("no rank kept the values of iteration {from}"),
+                        ))
+                    }
+                };
+                // Each member lost since the values were replicated needs its buddy there.
+                let gone = |member: usize| {
+                    m.base
+                        .global_rank(member)
+                        .is_ok_and(|g| lost.ranks.binary_search(&g).is_ok())
+                };
+                for l in (0..m.base.size()).filter(|&l| gone(l)) {
+                    match buddy(&m.base, l) {
+                        Some(b) if !gone(b) => {}
+                        _ => {
+                            return Err(unrecoverable(
+                                &lost,
+                                &format!(
+                                    "rank {} and the rank holding its replicas were lost \
+                                     together",
+                                    m.base.global_rank(l).unwrap_or(0)
+                                ),
+                            ))
+                        }
+                    }
+                }
+                moving = Some(m);
                 comm = new;
                 recovering = Some((from, lost.ranks.clone(), since));
             }
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The values of one iteration a rank holds for a recovery, as they were replicated.
+struct Moving<'r> {
+    /// The iteration, its dangling mass and its L1 change.
+    done: usize,
+    dangling: f64,
+    delta: f64,
+    /// The communicator the values were replicated on.
+    base: Comm<'r>,
+    /// (member of `base`, its first row, its values): this rank's own and its wards'.
+    pieces: Vec<(usize, u64, Vec<f64>)>,
 }
 
 /// Moves the values of `pieces` (first row, values) to the ranks of `comm` that own their

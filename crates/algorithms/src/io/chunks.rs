@@ -97,36 +97,7 @@ pub(crate) fn read_chunks(
             line_aligned_range(&file, data_start.min(len), len, comm.rank(), comm.size())
                 .map_err(|e| InputError::io(path, &e))?
         };
-        let (mut at, end) = range;
-        let mut buf: Vec<u8> = Vec::new();
-        while at < end {
-            let mut want = (chunk as u64).min(end - at);
-            let bytes = loop {
-                buf.resize(want as usize, 0);
-                {
-                    let _io = comm.runtime().enter_critical()?;
-                    let file = File::open(path).map_err(|e| InputError::io(path, &e))?;
-                    file.read_exact_at(&mut buf, at)
-                        .map_err(|e| InputError::io(path, &e))?;
-                }
-                if at + want == end {
-                    break &buf[..];
-                }
-                // End the chunk at its last newline (a line longer than the chunk grows it).
-                match memchr::memrchr(b'\n', &buf) {
-                    Some(i) => break &buf[..=i],
-                    None => want = (want * 2).min(end - at),
-                }
-            };
-            let taken = bytes.len() as u64;
-            let error = parse(bytes)?;
-            if let Some((i, reason)) = error {
-                read.error = Some((read.lines + i, reason));
-                return Ok(());
-            }
-            read.lines += count_lines(bytes);
-            at += taken;
-        }
+        read = read_part(comm, path, range, chunk, &mut parse)?;
         Ok(())
     })();
     let read_error = match outcome {
@@ -137,4 +108,52 @@ pub(crate) fn read_chunks(
     let before = lines_before(comm, read.lines)?;
     agree_on_read_error(comm, read_error)?;
     Ok((read, before))
+}
+
+/// A chunk parser: the first bad line of the chunk (0-based within it) and why, if any.
+pub(crate) type ParseChunk<'a> = dyn FnMut(&[u8]) -> Result<Option<(u64, String)>, AlgoError> + 'a;
+
+/// Reads the line-aligned byte range `[at, end)` of `path` in chunks of about `chunk` bytes
+/// as [`read_chunks`] does, on this rank alone (no collective): each chunk is read inside
+/// the node's critical section and handed to `parse` outside it, until the first bad line.
+pub(crate) fn read_part(
+    comm: &Comm,
+    path: &Path,
+    (mut at, end): (u64, u64),
+    chunk: usize,
+    parse: &mut ParseChunk<'_>,
+) -> Result<ChunkedRead, AlgoError> {
+    let mut read = ChunkedRead {
+        lines: 0,
+        error: None,
+    };
+    let mut buf: Vec<u8> = Vec::new();
+    while at < end {
+        let mut want = (chunk as u64).min(end - at);
+        let bytes = loop {
+            buf.resize(want as usize, 0);
+            {
+                let _io = comm.runtime().enter_critical()?;
+                let file = File::open(path).map_err(|e| InputError::io(path, &e))?;
+                file.read_exact_at(&mut buf, at)
+                    .map_err(|e| InputError::io(path, &e))?;
+            }
+            if at + want == end {
+                break &buf[..];
+            }
+            // End the chunk at its last newline (a line longer than the chunk grows it).
+            match memchr::memrchr(b'\n', &buf) {
+                Some(i) => break &buf[..=i],
+                None => want = (want * 2).min(end - at),
+            }
+        };
+        let taken = bytes.len() as u64;
+        if let Some((i, reason)) = parse(bytes)? {
+            read.error = Some((read.lines + i, reason));
+            return Ok(read);
+        }
+        read.lines += count_lines(bytes);
+        at += taken;
+    }
+    Ok(read)
 }

@@ -35,7 +35,7 @@ pub(crate) use args::{CheckpointArgs, CommonArgs, RuntimeArgs};
 pub(crate) use failure::{Failure, HELP};
 pub(crate) use job::{Bar, Job, RankOut};
 pub(crate) use plan::{Estimate, Inputs};
-pub(crate) use report::{Recovery, Timing};
+pub(crate) use report::{LossNotice, Recovery, Timing};
 pub(crate) use signals::handle_signals;
 
 use report::Report;

@@ -1,6 +1,7 @@
 //! The report of a command: one typed struct per command (its facts), the run's counters for
 //! commands that run a job, written for people or as one JSON object, from the same values.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -51,6 +52,42 @@ impl Recovery {
                 seconds: t.as_secs_f64(),
             })
             .collect()
+    }
+}
+
+/// Tells the user on stderr that the survivors of lost processes went on (a direct engine
+/// under MPI with ULFM): noted when the input is loaded again over fewer ranks, said by the
+/// survivors' first rank once they completed an iteration after that (the recovery is then
+/// over).
+#[derive(Debug, Default)]
+pub(crate) struct LossNotice {
+    /// Ranks of the last load (0 before the first).
+    ranks: Cell<usize>,
+    /// A recovery not said yet, and whether this rank says it.
+    pending: Cell<Option<bool>>,
+}
+
+impl LossNotice {
+    /// The input was loaded over `comm` (the first time or again after a loss).
+    pub(crate) fn loaded(&self, comm: &spillway::Comm) {
+        if self.ranks.get() > comm.size() {
+            self.pending.set(Some(comm.rank() == 0));
+        }
+        self.ranks.set(comm.size());
+    }
+
+    /// Iteration `iteration` ended: says a recovery before it, once.
+    pub(crate) fn iterated(&self, rank: &spillway::Rank, iteration: usize) {
+        if self.pending.take() != Some(true) {
+            return;
+        }
+        if let Some(lost) = rank.lost_processes() {
+            let survivors = rank.nodes() as usize - lost.nodes.len();
+            eprintln!(
+                "spillway: {lost}; the {survivors} surviving processes went on (iteration \
+                 {iteration} done)"
+            );
+        }
     }
 }
 

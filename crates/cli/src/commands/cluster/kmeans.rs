@@ -17,8 +17,8 @@ use spillway::{Collectives, Comm, Sum};
 use super::write_clustering;
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, CheckpointFacts, Loading};
 use crate::driver::{
-    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, RankOut, Recovery,
-    RuntimeArgs, Timing,
+    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, LossNotice, RankOut,
+    Recovery, RuntimeArgs, Timing,
 };
 use crate::iostat::lead_probe;
 use crate::options::{blobs_spec, GenSpec};
@@ -203,7 +203,9 @@ impl Command for KMeans {
             // What follows each load of the points (K-means reads them again after a loss):
             // the check of k, then the barrier and the restore.
             let mut loading = Loading::start();
+            let notice = LossNotice::default();
             let mut ready = |world: &Comm, points: &DistPoints, ck: Option<&mut Checkpointer>| {
+                notice.loaded(world);
                 if let PointSource::Csv(path) = &source {
                     if self.k > points.total {
                         return Err(AlgoError::Input(InputError::new(
@@ -223,6 +225,7 @@ impl Command for KMeans {
                 if let Some(probe) = &mut probe {
                     probe.sample();
                 }
+                notice.iterated(rank, p.iteration);
                 bar.tick(&world, p.iteration, format!("{} points moved", p.delta));
             };
             let regroup = match self.collective {

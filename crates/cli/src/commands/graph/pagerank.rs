@@ -16,8 +16,8 @@ use spillway::{ByteSize, Collectives, Comm, Max, Sum};
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, CheckpointFacts, Loading};
 use crate::commands::ft::FtArgs;
 use crate::driver::{
-    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, RankOut, Recovery,
-    RuntimeArgs, Timing,
+    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, LossNotice, RankOut,
+    Recovery, RuntimeArgs, Timing,
 };
 use crate::iostat::lead_probe;
 use crate::options::{is_matrix_market, non_negative, nonzero_size, rmat_spec};
@@ -233,13 +233,17 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
         let world = Comm::world(rank);
         let mut ck = args.checkpoint.checkpointer(&fingerprint);
         let mut loading = Loading::start();
-        let mut ready =
-            |world: &Comm, _: &DistGraph, ck: Option<&mut Checkpointer>| loading.ready(world, ck);
+        let notice = LossNotice::default();
+        let mut ready = |world: &Comm, _: &DistGraph, ck: Option<&mut Checkpointer>| {
+            notice.loaded(world);
+            loading.ready(world, ck)
+        };
         let mut probe = lead_probe(rank, &world);
         let mut on_progress = |p: &Progress| {
             if let Some(probe) = &mut probe {
                 probe.sample();
             }
+            notice.iterated(rank, p.iteration);
             bar.tick(&world, p.iteration, format!("L1 change {:.3e}", p.delta));
         };
         let io_before = node_io(rank);
