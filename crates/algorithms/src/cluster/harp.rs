@@ -40,7 +40,7 @@ use spillway_comm::{Aggregate, Collectives, Comm, Sum};
 use spillway_runtime::SbVec;
 
 use crate::cluster::assign::Centres;
-use crate::cluster::kmeans::{sample_distinct, Init, KMeansOptions};
+use crate::cluster::kmeans::{initial_indices, Chosen, Init, KMeansOptions};
 use crate::cluster::points::DistPoints;
 use crate::error::AlgoError;
 use crate::Progress;
@@ -82,10 +82,6 @@ pub struct RegroupResult {
     pub phases: Vec<PhaseTimes>,
 }
 
-fn bad_k(reason: String) -> AlgoError {
-    AlgoError::BadParameter { name: "k", reason }
-}
-
 /// The initial centroids, as one copy per node: each rank writes the chosen points it owns.
 fn initial(
     comm: &Comm,
@@ -93,20 +89,10 @@ fn initial(
     k: usize,
     init: &Init,
 ) -> Result<Aggregate<f64>, AlgoError> {
-    if k == 0 {
-        return Err(bad_k("k must be at least 1".into()));
-    }
-    if k as u64 > points.total {
-        return Err(bad_k(format!(
-            "k = {k} is larger than the number of points ({})",
-            points.total
-        )));
-    }
     let dim = points.dim;
-    let wanted: Vec<u64> = match init {
-        Init::First => (0..k as u64).collect(),
-        Init::Random(seed) => sample_distinct(points.total, k, *seed),
-        Init::File(_) => {
+    let wanted: Vec<u64> = match initial_indices(points, k, init)? {
+        Chosen::Points(w) => w,
+        Chosen::File(_) => {
             // Read on every rank (as the allreduce version does); rank 0 writes it.
             let c = crate::cluster::kmeans::initial_centroids(comm, points, k, init)?;
             let first = comm.rank() == 0;

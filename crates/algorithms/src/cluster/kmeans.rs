@@ -117,6 +117,38 @@ fn bad_k(reason: String) -> AlgoError {
     AlgoError::BadParameter { name: "k", reason }
 }
 
+/// Where the initial centroids come from: points of the input (global indices, in centroid
+/// order) or a file.
+pub(crate) enum Chosen<'a> {
+    Points(Vec<u64>),
+    File(&'a Path),
+}
+
+/// Checks `k` against the points and says which points `init` takes as initial centroids.
+///
+/// # Errors
+/// `k` of 0 or larger than the number of points.
+pub(crate) fn initial_indices<'a>(
+    points: &DistPoints,
+    k: usize,
+    init: &'a Init,
+) -> Result<Chosen<'a>, AlgoError> {
+    if k == 0 {
+        return Err(bad_k("k must be at least 1".into()));
+    }
+    if k as u64 > points.total {
+        return Err(bad_k(format!(
+            "k = {k} is larger than the number of points ({})",
+            points.total
+        )));
+    }
+    Ok(match init {
+        Init::First => Chosen::Points((0..k as u64).collect()),
+        Init::Random(seed) => Chosen::Points(sample_distinct(points.total, k, *seed)),
+        Init::File(path) => Chosen::File(path),
+    })
+}
+
 /// Chooses the initial centroids (identical on every rank).
 ///
 /// # Errors
@@ -128,20 +160,10 @@ pub fn initial_centroids(
     k: usize,
     init: &Init,
 ) -> Result<Vec<f64>, AlgoError> {
-    if k == 0 {
-        return Err(bad_k("k must be at least 1".into()));
-    }
-    if k as u64 > points.total {
-        return Err(bad_k(format!(
-            "k = {k} is larger than the number of points ({})",
-            points.total
-        )));
-    }
     let dim = points.dim;
-    let wanted: Vec<u64> = match init {
-        Init::First => (0..k as u64).collect(),
-        Init::Random(seed) => sample_distinct(points.total, k, *seed),
-        Init::File(path) => return read_centroids(path, k, dim),
+    let wanted = match initial_indices(points, k, init)? {
+        Chosen::Points(w) => w,
+        Chosen::File(path) => return read_centroids(path, k, dim),
     };
     // Each rank contributes (position in `wanted`, point) for the points it owns.
     let mut mine: Vec<f64> = Vec::new();
