@@ -235,6 +235,30 @@ fn table<T: Default + Clone>(n: usize) -> Vec<T> {
     v
 }
 
+/// A table of room for `cap` words (`2 * cap` slots) holding the occupied slots `used` of
+/// `old`, which `used` then names in the new table; `hash` gives a slot's hash and
+/// `occupied` whether it holds a word.
+fn grown<T: Default + Clone + Copy>(
+    old: &[T],
+    used: &mut [u32],
+    cap: usize,
+    hash: impl Fn(&T) -> u64,
+    occupied: impl Fn(&T) -> bool,
+) -> Vec<T> {
+    let mut grown = table::<T>(2 * cap);
+    let mask = grown.len() - 1;
+    for at in used {
+        let slot = old[*at as usize];
+        let mut i = hash(&slot) as usize & mask;
+        while occupied(&grown[i]) {
+            i = (i + 1) & mask;
+        }
+        grown[i] = slot;
+        *at = i as u32;
+    }
+    grown
+}
+
 impl WordCounter {
     /// A counter that holds up to `cap` distinct words of each kind (at least 2 ×
     /// [`IN_FLIGHT`]; rounded up to a power of two): `cap` × 104 bytes.
@@ -324,33 +348,23 @@ impl WordCounter {
         }
         if full(self.used_narrow.len(), self.cap_narrow) {
             self.cap_narrow *= 2;
-            let mut grown = table::<Narrow>(2 * self.cap_narrow);
-            let mask = grown.len() - 1;
-            for at in &mut self.used_narrow {
-                let slot = self.narrow[*at as usize];
-                let mut i = hash_short(slot.lo, 0, slot.meta as u8 as u64) as usize & mask;
-                while grown[i].meta != 0 {
-                    i = (i + 1) & mask;
-                }
-                grown[i] = slot;
-                *at = i as u32;
-            }
-            self.narrow = grown;
+            self.narrow = grown(
+                &self.narrow,
+                &mut self.used_narrow,
+                self.cap_narrow,
+                |s| hash_short(s.lo, 0, s.meta as u8 as u64),
+                |s| s.meta != 0,
+            );
         }
         if full(self.used_wide.len(), self.cap_wide) {
             self.cap_wide *= 2;
-            let mut grown = table::<Wide>(2 * self.cap_wide);
-            let mask = grown.len() - 1;
-            for at in &mut self.used_wide {
-                let slot = self.wide[*at as usize];
-                let mut i = hash_short(slot.lo, slot.hi, slot.len) as usize & mask;
-                while grown[i].len != 0 {
-                    i = (i + 1) & mask;
-                }
-                grown[i] = slot;
-                *at = i as u32;
-            }
-            self.wide = grown;
+            self.wide = grown(
+                &self.wide,
+                &mut self.used_wide,
+                self.cap_wide,
+                |s| hash_short(s.lo, s.hi, s.len),
+                |s| s.len != 0,
+            );
         }
     }
 
