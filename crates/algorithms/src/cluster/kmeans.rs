@@ -544,10 +544,18 @@ pub struct Survived<'r> {
 pub type Ready<'a> =
     dyn FnMut(&Comm, &DistPoints, Option<&mut Checkpointer>) -> Result<(), AlgoError> + 'a;
 
+/// What a caller of [`kmeans_surviving`] does with the result before the run counts as done:
+/// writing the outputs, a barrier. It runs on the ranks still in the job and may
+/// communicate: a loss in it is recovered like one after the last iteration (the survivors
+/// take the lost ranks' points over, assign them, and call it again on the new layout), so it
+/// must be safe to run again from its start (an output staged again replaces the first).
+pub type Finish<'a> = dyn FnMut(&Comm, &KMeansResult, &DistPoints) -> Result<(), AlgoError> + 'a;
+
 /// [`kmeans_checkpointed`] on the points of `source`, read by this call, that survives
 /// processes lost for real (MPI with ULFM, see
 /// [`Rank::survives_lost_processes`](spillway_runtime::Rank::survives_lost_processes)): the
-/// survivors go on in the same job. `ready` runs after each load (see [`Ready`]).
+/// survivors go on in the same job. `ready` runs after each load (see [`Ready`]), `finish`
+/// on the result (see [`Finish`]).
 ///
 /// # Recovery
 /// The state of an iteration is the centroids, the same on every rank: every rank keeps
@@ -575,6 +583,7 @@ pub fn kmeans_surviving<'r>(
     progress: &mut dyn FnMut(&Progress),
     mut checkpoint: Option<&mut Checkpointer>,
     ready: &mut Ready<'_>,
+    finish: &mut Finish<'_>,
 ) -> Result<Survived<'r>, AlgoError> {
     let survivable = comm.runtime().survives_lost_processes();
     let dim = source.dimension()?;
@@ -625,8 +634,12 @@ pub fn kmeans_surviving<'r>(
                     checkpoint.as_deref_mut(),
                     resume.clone(),
                     keeping,
-                ) {
+                )
+                .and_then(|r| finish(&comm, &r, &points).map(|()| r))
+                {
                     Ok(r) => Ok((r, points)),
+                    // A loss in `finish` goes back to the state of the last iteration,
+                    // which `keep` holds.
                     Err(e) => Err((e, Some(points))),
                 }
             }

@@ -49,12 +49,21 @@ pub struct Survived<'r> {
 pub type Ready<'a> =
     dyn FnMut(&Comm, &DistGraph, Option<&mut Checkpointer>) -> Result<(), AlgoError> + 'a;
 
+/// What a caller of [`pagerank_surviving`] does with the result before the run counts as
+/// done: writing the output, the collectives of its report. It runs on the ranks still in
+/// the job and may communicate: a loss in it is recovered like one after the last iteration
+/// (the survivors read the graph again, take the values of the last iteration over from the
+/// replicas and call it again on the new layout), so it must be safe to run again from its
+/// start (an output staged again replaces the first).
+pub type Finish<'a> = dyn FnMut(&Comm, &PageRankResult, &DistGraph) -> Result<(), AlgoError> + 'a;
+
 /// [`pagerank_checkpointed`](crate::graph::pagerank::pagerank_checkpointed) on the graph of
 /// `source`, read by this call, that survives processes lost for real (MPI with ULFM, see
 /// [`Rank::survives_lost_processes`](spillway_runtime::Rank::survives_lost_processes)): the
 /// survivors go on in the same job (see the module notes); a loss before the first
 /// iteration's values are replicated (while the graph is read, in `ready`) starts the run
-/// over on the survivors. `ready` runs after each load (see [`Ready`]). Without ULFM it is
+/// over on the survivors. `ready` runs after each load (see [`Ready`]), `finish` on the
+/// result (see [`Finish`]). Without ULFM it is
 /// `pagerank_checkpointed`. Checkpoints stop after a recovery (the survivors are another
 /// layout).
 ///
@@ -68,6 +77,7 @@ pub fn pagerank_surviving<'r>(
     progress: &mut dyn FnMut(&Progress),
     mut checkpoint: Option<&mut Checkpointer>,
     ready: &mut Ready<'_>,
+    finish: &mut Finish<'_>,
 ) -> Result<Survived<'r>, AlgoError> {
     let survivable = comm.runtime().survives_lost_processes();
     let mut comm = comm.clone();
@@ -123,6 +133,8 @@ pub fn pagerank_surviving<'r>(
                 resume,
                 keep.as_mut(),
             )?;
+            // A loss here goes back to the last iteration, whose values `keep` replicated.
+            finish(&comm, &result, &graph)?;
             Ok((result, graph))
         })();
         match outcome {

@@ -157,7 +157,11 @@ impl<'p> Job<'p> {
             (None, None) => {
                 let staged = AtomicFile::create(path)?;
                 let file = OpenOptions::new().append(true).open(staged.temp_path())?;
-                self.lock_staged().push((path.to_path_buf(), staged));
+                // Written again (after a recovery from lost processes): the new copy replaces
+                // the first, whose temporary file goes when it is dropped.
+                let mut all = self.lock_staged();
+                all.retain(|(p, _)| p != path);
+                all.push((path.to_path_buf(), staged));
                 file
             }
         };
@@ -180,6 +184,21 @@ impl<'p> Job<'p> {
         f(&mut w)
             .and_then(|()| w.flush())
             .map_err(|e| Failure::write(path, &e))
+    }
+
+    /// `e`, unless it is a lost process and an output goes to a pipe or device: what was
+    /// written there cannot be taken back, so the outputs cannot be written again after a
+    /// recovery and the loss ends the job (for the survivors' writes of their outputs).
+    pub(crate) fn unrewritable_if_lost(&self, e: AlgoError) -> AlgoError {
+        match self.outputs.iter().find(|o| o.held.is_some()) {
+            Some(o) if e.is_process_lost() => AlgoError::Unrecoverable(format!(
+                "{e} while the outputs were written; {} is written through (a pipe or \
+                 device) and what went to it cannot be taken back, so the survivors cannot \
+                 write it again",
+                o.checked.path.display()
+            )),
+            _ => e,
+        }
     }
 
     /// Writes the output `path` from every rank of `comm` in rank order (a collective).

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use spillway::algorithms::cluster::harp::{kmeans_regroup, prefer_regroup};
-use spillway::algorithms::cluster::kmeans::{kmeans_surviving, Init, KMeansOptions};
+use spillway::algorithms::cluster::kmeans::{kmeans_surviving, Init, KMeansOptions, KMeansResult};
 use spillway::algorithms::cluster::points::{load_points, DistPoints, PointSource};
 use spillway::algorithms::generate::BlobsSpec;
 use spillway::algorithms::io::InputError;
@@ -239,56 +239,62 @@ impl Command for KMeans {
                 Collective::Allreduce => false,
                 Collective::Regroup => true,
             };
-            let mut recoveries = Vec::new();
-            let (centroids, assignment, iterations, converged, times, phases, world, points) =
-                if regroup {
-                    let points = load_points(&world, &source)?;
-                    ready(&world, &points, ck.as_mut())?;
-                    let r = kmeans_regroup(&world, &points, &options, &mut on_progress)?;
-                    // Each phase's time averaged over the ranks (a rank's reduce includes waiting
-                    // for the slowest rank's compute).
-                    let mut totals = [0.0f64; 3];
-                    for t in &r.phases {
-                        totals[0] += t.bcast.as_secs_f64();
-                        totals[1] += t.compute.as_secs_f64();
-                        totals[2] += t.reduce.as_secs_f64();
-                    }
-                    let sums = world.allreduce(&totals, Sum)?;
-                    let per = (world.size() * r.phases.len().max(1)) as f64;
-                    let phases: Vec<f64> = sums.iter().map(|s| s / per).collect();
-                    // Only rank 0 writes the centroids: the others need no copy of their own.
-                    let centroids = if world.rank() == 0 {
-                        r.centroids.to_vec()
-                    } else {
-                        Vec::new()
-                    };
-                    let (a, i, c, t) = (r.assignment, r.iterations, r.converged, r.iteration_times);
-                    (centroids, a, i, c, t, phases, world.clone(), points)
-                } else {
-                    // Survives lost processes under MPI with ULFM: the survivors go on (with the
-                    // points read again over them), write the outputs and report.
-                    let s = kmeans_surviving(
-                        &world,
-                        &source,
-                        &options,
-                        &mut on_progress,
-                        ck.as_mut(),
-                        &mut ready,
+            // The outputs, then a barrier (all written before the job commits them).
+            let write_outputs =
+                |world: &Comm, centroids: &[f64], assignment: &[u32], points: &DistPoints| {
+                    write_clustering(
+                        job,
+                        world,
+                        (self.out.as_deref(), centroids, points.dim),
+                        (self.assign.as_deref(), assignment),
                     )?;
-                    recoveries = Recovery::list(&s.recoveries);
-                    let r = s.result;
-                    let (a, i, c, t) = (r.assignment, r.iterations, r.converged, r.iteration_times);
-                    (r.centroids, a, i, c, t, Vec::new(), s.comm, s.points)
+                    world.barrier().map_err(AlgoError::from)
                 };
+            let mut recoveries = Vec::new();
+            let (iterations, converged, times, phases, world, points) = if regroup {
+                let points = load_points(&world, &source)?;
+                ready(&world, &points, ck.as_mut())?;
+                let r = kmeans_regroup(&world, &points, &options, &mut on_progress)?;
+                // Each phase's time averaged over the ranks (a rank's reduce includes waiting
+                // for the slowest rank's compute).
+                let mut totals = [0.0f64; 3];
+                for t in &r.phases {
+                    totals[0] += t.bcast.as_secs_f64();
+                    totals[1] += t.compute.as_secs_f64();
+                    totals[2] += t.reduce.as_secs_f64();
+                }
+                let sums = world.allreduce(&totals, Sum)?;
+                let per = (world.size() * r.phases.len().max(1)) as f64;
+                let phases: Vec<f64> = sums.iter().map(|s| s / per).collect();
+                write_outputs(&world, &r.centroids[..], &r.assignment, &points)?;
+                let (i, c, t) = (r.iterations, r.converged, r.iteration_times);
+                (i, c, t, phases, world.clone(), points)
+            } else {
+                // Survives lost processes under MPI with ULFM: the survivors go on (with the
+                // points read again over them), write the outputs and report. A loss while
+                // the outputs are written is recovered too: they are written again on
+                // the survivors (only staged files: what went to a pipe cannot be taken
+                // back).
+                let mut finish = |world: &Comm, r: &KMeansResult, points: &DistPoints| {
+                    write_outputs(world, &r.centroids, &r.assignment, points)
+                        .map_err(|e| job.unrewritable_if_lost(e))
+                };
+                let s = kmeans_surviving(
+                    &world,
+                    &source,
+                    &options,
+                    &mut on_progress,
+                    ck.as_mut(),
+                    &mut ready,
+                    &mut finish,
+                )?;
+                recoveries = Recovery::list(&s.recoveries);
+                let r = s.result;
+                let (i, c, t) = (r.iterations, r.converged, r.iteration_times);
+                (i, c, t, Vec::new(), s.comm, s.points)
+            };
             let (load, compute) = loading.times();
             let checkpoint = checkpoint_facts(&world, ck.as_ref())?;
-            write_clustering(
-                job,
-                &world,
-                (self.out.as_deref(), &centroids, points.dim),
-                (self.assign.as_deref(), assignment.as_slice()),
-            )?;
-            world.barrier()?;
             Ok(Some(RankOut {
                 facts: KMeansFacts {
                     points: points.total,

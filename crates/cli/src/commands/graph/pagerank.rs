@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use spillway::algorithms::generate::RmatSpec;
-use spillway::algorithms::graph::pagerank::PageRankOptions;
+use spillway::algorithms::graph::pagerank::{PageRankOptions, PageRankResult};
 use spillway::algorithms::graph::pagerank_survive::pagerank_surviving;
 use spillway::algorithms::graph::{DistGraph, GraphSource, VERTEX_STATE_BYTES};
 use spillway::algorithms::Progress;
@@ -247,8 +247,32 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
             bar.tick(&world, p.iteration, format!("L1 change {:.3e}", p.delta));
         };
         let io_before = node_io(rank);
+        // The output and the sums of the report: [spill I/O, rank sum, bytes per
+        // iteration], the most edges on a rank.
+        let mut sums = ([0.0f64; 3], 0u64);
+        let mut finish = |world: &Comm, result: &PageRankResult, graph: &DistGraph| {
+            if let Some(path) = &args.out {
+                job.write_ordered(world, path, |w| {
+                    for (i, r) in result.ranks.iter().enumerate() {
+                        writeln!(w, "{} {}", result.lo + i as u64, r)?;
+                    }
+                    Ok(())
+                })?;
+            }
+            let mine = [
+                (node_io(rank) - io_before) as f64,
+                result.ranks.iter().sum::<f64>(),
+                result.iteration_bytes as f64,
+            ];
+            let total = world.allreduce(&mine, Sum)?;
+            let max_edges = world.allreduce(&[graph.targets.len() as u64], Max)?[0];
+            sums = ([total[0], total[1], total[2]], max_edges);
+            Ok(())
+        };
         // Survives lost processes under MPI with ULFM: the survivors go on (with the graph
-        // read again over them), write the output and report.
+        // read again over them), write the output and report. A loss while the output is
+        // written is recovered too: it is written again on the survivors (only a staged
+        // file: what went to a pipe cannot be taken back).
         let survived = pagerank_surviving(
             &world,
             &source,
@@ -256,23 +280,16 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
             &mut on_progress,
             ck.as_mut(),
             &mut ready,
+            &mut |world, result, graph| {
+                finish(world, result, graph).map_err(|e| job.unrewritable_if_lost(e))
+            },
         )?;
+        let ([io, rank_sum, iteration_bytes], max_edges) = sums;
+        let (io, iteration_bytes) = (io as u64, iteration_bytes as u64);
         let (load, compute) = loading.times();
         let recoveries = Recovery::list(&survived.recoveries);
         let (result, graph, world) = (survived.result, survived.graph, survived.comm);
         let checkpoint = checkpoint_facts(&world, ck.as_ref())?;
-        let io = world.allreduce(&[node_io(rank) - io_before], Sum)?[0];
-        if let Some(path) = &args.out {
-            job.write_ordered(&world, path, |w| {
-                for (i, r) in result.ranks.iter().enumerate() {
-                    writeln!(w, "{} {}", result.lo + i as u64, r)?;
-                }
-                Ok(())
-            })?;
-        }
-        let rank_sum = world.allreduce(&[result.ranks.iter().sum::<f64>()], Sum)?[0];
-        let max_edges = world.allreduce(&[graph.targets.len() as u64], Max)?[0];
-        let iteration_bytes = world.allreduce(&[result.iteration_bytes], Sum)?[0];
         // Iterations this run performed (fewer than `iterations` after a resume).
         let performed = result.iteration_times.len().max(1) as f64;
         let facts = PageRankFacts {
