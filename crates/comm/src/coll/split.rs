@@ -44,8 +44,12 @@ impl<'r> Comm<'r> {
     /// with a message space of their own; `None` if the caller is among `lost`. Made without
     /// any communication (so it works when members were lost: see
     /// [`Rank::acknowledge_loss`](spillway_runtime::Rank::acknowledge_loss)): every remaining
-    /// member must call it with the same `lost`, in the same order relative to the other
-    /// `dup`/`split`/`without` calls on this communicator.
+    /// member calls it with the same `lost`. Its message space depends only on this
+    /// communicator and the set `lost`, not on the `dup`/`split` calls made on it before:
+    /// after a loss the survivors may have got to different points of a computation (one
+    /// past a `dup` that another never reached) and still agree on it. Calling it twice with
+    /// the same set gives two communicators sharing a message space (each recovery removes
+    /// more members, so a recovery never does).
     ///
     /// # Cost
     /// No communication; the new shape is computed once per node.
@@ -56,7 +60,7 @@ impl<'r> Comm<'r> {
         let salt = gone
             .iter()
             .fold(0x0057_4954_484f_5554, |h, &g| mix(h ^ u64::from(g)));
-        let id = self.derive_id(salt);
+        let id = mix(self.context_id() ^ mix(salt));
         if gone.binary_search(&self.rank.rank()).is_ok() {
             return None;
         }
