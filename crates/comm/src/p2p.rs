@@ -204,6 +204,18 @@ impl<'r> Comm<'r> {
             .post(g, self.p2p_context(), tag, Payload::Owned(buf))
     }
 
+    /// Sends a shared buffer to `dest` with `tag` without copying it: the message holds a
+    /// reference to it, and the caller may go on reading it (`send` of its bytes).
+    ///
+    /// # Errors
+    /// As [`send`](Self::send).
+    pub fn send_shared(&self, dest: usize, tag: i32, buf: Arc<AlignedBuf>) -> Result<()> {
+        Self::check_tag(tag)?;
+        let g = self.check_dest(dest)?;
+        self.rank
+            .post(g, self.p2p_context(), tag, Payload::Shared(buf))
+    }
+
     /// Sends any serialisable value.
     ///
     /// # Errors

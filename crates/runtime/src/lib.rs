@@ -61,4 +61,4 @@ pub use node::{NodeTable, WaitQueue};
 pub use rank::{CriticalGuard, Rank};
 pub use sched::{Describe, WaitKind};
 pub use spillway_transport::{advise_huge, prefetch};
-pub use spillway_transport::{Backend, Envelope, Layout, LinkModel, Payload};
+pub use spillway_transport::{AlignedBuf, Backend, Envelope, Layout, LinkModel, Payload};

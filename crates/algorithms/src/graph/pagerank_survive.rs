@@ -6,12 +6,15 @@
 //! same index on the next node) after computing them and before the all-reduce that ends the
 //! iteration, and receives its wards' values first: a rank that completed an iteration holds
 //! its wards' values of it. Each rank keeps its own values and its wards' of the last two
-//! iterations. Sending 8 bytes per row to one other rank per iteration is what it costs
-//! (about what the PageRank sums themselves move on sparse graphs).
+//! replicated iterations. Sending 8 bytes per row to one other rank is what a replication
+//! costs (about what the PageRank sums themselves move on sparse graphs); where that is more
+//! than 2% of an iteration's time, the values are replicated every few iterations (at most 16
+//! apart, and always after the last), planned alike on every rank from the times summed in
+//! the all-reduce that ends an iteration.
 //!
 //! # Recovery
-//! The survivors report the iterations they completed (they differ by one at most) and go on
-//! from the lowest: they read the graph again from its source, split over the survivors, and
+//! The survivors report the last replicated iteration they completed (they differ by one
+//! replication at most) and go on from the lowest (the iterations after it are done again): they read the graph again from its source, split over the survivors, and
 //! move the values of that iteration to the new owners of the rows (the lost ranks' values
 //! from their buddies). The result equals an uninterrupted run's up to the order of the sums
 //! (a row's sums come from other ranks).
@@ -189,9 +192,10 @@ pub fn pagerank_surviving<'r>(
                             ));
                         };
                         // Its own rows and its wards'.
-                        let mut pieces = vec![(keep.me, keep.bounds[keep.me], gen.own.to_vec())];
+                        let mut pieces =
+                            vec![(keep.me, keep.bounds[keep.me], gen.own.as_slice().to_vec())];
                         for (i, &w) in keep.wards.iter().enumerate() {
-                            pieces.push((w, keep.bounds[w], gen.wards[i].to_vec()));
+                            pieces.push((w, keep.bounds[w], gen.wards[i].as_slice().to_vec()));
                         }
                         Moving {
                             done: from,

@@ -399,20 +399,32 @@ pub(crate) fn run_pagerank(
         }
         if let (Some(k), Some(replicas)) = (keep.as_deref_mut(), &replicas) {
             // Before the all-reduce: a rank that completes it holds its wards' new values.
-            k.replicate(replicas, it + 1, x.as_slice(), pull.row_of.as_slice())?;
+            if k.due(it + 1, options.iterations) {
+                k.replicate(replicas, it + 1, x.as_slice(), pull.row_of.as_slice())?;
+            }
         }
         if discard {
             contrib.discard();
             next.discard();
             outgoing.discard();
         }
-        let sums = comm.allreduce(&[local_delta, dangling_local], Sum)?;
+        // With `keep`: the replication's time and the iteration's, summed over the ranks to
+        // plan the next replication alike on every rank.
+        let (spent, took) = match keep.as_deref() {
+            Some(k) => (k.spent(it + 1), start.elapsed().as_secs_f64()),
+            None => (0.0, 0.0),
+        };
+        let sums = if keep.is_some() {
+            comm.allreduce(&[local_delta, dangling_local, spent, took], Sum)?
+        } else {
+            comm.allreduce(&[local_delta, dangling_local], Sum)?
+        };
         delta = sums[0];
         dangling = sums[1];
         done = it + 1;
         times.push(start.elapsed());
         if let Some(k) = keep.as_deref_mut() {
-            k.commit(done, dangling, delta, start.elapsed());
+            k.commit(done, (dangling, delta), (sums[2], sums[3]), start.elapsed());
         }
         progress(&Progress {
             iteration: done,
