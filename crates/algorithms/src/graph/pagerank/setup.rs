@@ -2,7 +2,6 @@
 //! by out-degree class and compact indices, and the index pattern of the exchange agreed
 //! with the other ranks.
 
-use spillway_comm::radix;
 use spillway_comm::{Collectives, Comm};
 use spillway_runtime::SbVec;
 
@@ -29,6 +28,10 @@ pub(super) struct Pull {
     /// Where the values that arrive each iteration go.
     pub(super) incoming: Incoming,
 }
+
+/// Remote edges are placed in buckets of targets by this many top bits of the target before
+/// each bucket is sorted (see [`local_lists`]).
+pub(super) const TARGET_BUCKET_BITS: u32 = 11;
 
 /// Out-degree classes: class 0 holds the rows without out-edges, class `c >= 1` the rows
 /// with `2^(c-1) <= deg < 2^c`.
@@ -78,27 +81,17 @@ pub(super) fn set_up(comm: &Comm, graph: &DistGraph) -> Result<Pull, AlgoError> 
     let mut inv_deg: SbVec<f64> = SbVec::zeroed(rt, rows)?;
     let mut local_off: SbVec<u64> = SbVec::zeroed(rt, rows + 1)?;
     // Row-indexed counters and cursors of 4 bytes when the rank's edges allow it: the random
-    // accesses of the two passes then touch half the cache.
-    let (local_src, mut pairs) = if graph.targets.len() <= u32::MAX as usize {
+    // accesses of the two passes then touch half the cache. The remote edges come grouped by
+    // target, each target's sources in row order.
+    let (local_src, sorted) = if graph.targets.len() <= u32::MAX as usize {
         local_lists::<u32>(rt, graph, pos.as_slice(), &mut inv_deg, &mut local_off)?
     } else {
         local_lists::<u64>(rt, graph, pos.as_slice(), &mut inv_deg, &mut local_off)?
     };
-    let remote_count = pairs.len();
-    // The graph is not needed again in set-up: let it go to storage before the sort.
+    let remote_count = sorted.len();
+    // The graph is not needed again in set-up: let it go to storage.
     graph.offsets.unload();
     graph.targets.unload();
-    // Group the remote edges by target: a stable radix sort keeps each target's sources in
-    // row order.
-    let mut scratch: SbVec<[u32; 2]> = SbVec::zeroed(rt, remote_count)?;
-    let in_scratch = radix::sort_by_key(
-        pairs.as_mut_slice(),
-        scratch.as_mut_slice(),
-        graph.n,
-        11,
-        |e| u64::from(e[0]),
-    );
-    let sorted = if in_scratch { scratch } else { pairs };
     let mut slots = 0usize;
     {
         let mut prev = None;
@@ -216,11 +209,18 @@ impl Cursor for u64 {
 }
 
 /// The local in-lists (`local_off`, which holds a zero per position plus one, and the
-/// returned sources, by position) and the remote edges as (target, source position) in edge
-/// order; `inv_deg` by position on the way. The edges are counted and placed by row, with one
+/// returned sources, by position) and the remote edges as (target, source position) grouped
+/// by target, each target's sources in edge order; `inv_deg` by position on the way. The edges are counted and placed by row, with one
 /// random access per edge, and the counts moved to positions once per row (indexing by
 /// position would look every target's position up per edge). `C` must hold the rank's edge
 /// count.
+///
+/// The remote edges are grouped without a second buffer as long as they are: the first pass
+/// counts them per bucket of targets (the top [`TARGET_BUCKET_BITS`] bits), the second places
+/// each in its bucket, and each bucket is then sorted by target (stable, so the sources of a
+/// target stay in edge order; a bucket's scratch is on the heap and as long as that bucket).
+/// A sort of the whole array with a second array as long beside it was the largest part of
+/// the set-up's peak memory.
 pub(super) fn local_lists<C: Cursor>(
     rt: &spillway_runtime::Rank,
     graph: &DistGraph,
@@ -231,7 +231,9 @@ pub(super) fn local_lists<C: Cursor>(
     let rows = graph.local_rows();
     let lo = graph.lo;
     let mut per_row: Vec<C> = vec![C::default(); rows];
-    let mut remote_count = 0usize;
+    let key_bits = u64::BITS - graph.n.saturating_sub(1).leading_zeros();
+    let shift = key_bits.saturating_sub(TARGET_BUCKET_BITS);
+    let mut bucket_at = vec![0usize; (graph.n.saturating_sub(1) >> shift) as usize + 2];
     {
         let off = graph.offsets.as_slice();
         let tg = graph.targets.as_slice();
@@ -246,7 +248,7 @@ pub(super) fn local_lists<C: Cursor>(
                 if r < rows as u64 {
                     per_row[r as usize].bump();
                 } else {
-                    remote_count += 1;
+                    bucket_at[(u64::from(t) >> shift) as usize + 1] += 1;
                 }
             }
         }
@@ -262,6 +264,12 @@ pub(super) fn local_lists<C: Cursor>(
             *at = C::from_u64(cnt[pos[r] as usize]);
         }
     }
+    for b in 1..bucket_at.len() {
+        bucket_at[b] += bucket_at[b - 1];
+    }
+    let remote_count = bucket_at[bucket_at.len() - 1];
+    // From here on: where the next edge of each bucket goes; afterwards, where it ends.
+    let bucket_start = bucket_at.clone();
     let local_edges = local_off.as_slice()[rows] as usize;
     let mut local_src: SbVec<u32> = SbVec::zeroed(rt, local_edges)?;
     let mut pairs: SbVec<[u32; 2]> = SbVec::zeroed(rt, remote_count)?;
@@ -270,7 +278,6 @@ pub(super) fn local_lists<C: Cursor>(
         let tg = graph.targets.as_slice();
         let src = local_src.as_mut_slice();
         let pr = pairs.as_mut_slice();
-        let mut k = 0;
         for u in 0..rows {
             let pu = pos[u];
             for &t in &tg[off[u] as usize..off[u + 1] as usize] {
@@ -278,10 +285,14 @@ pub(super) fn local_lists<C: Cursor>(
                 if r < rows as u64 {
                     src[per_row[r as usize].bump() as usize] = pu;
                 } else {
-                    pr[k] = [t, pu];
-                    k += 1;
+                    let at = &mut bucket_at[(u64::from(t) >> shift) as usize];
+                    pr[*at] = [t, pu];
+                    *at += 1;
                 }
             }
+        }
+        for (&a, &b) in bucket_start.iter().zip(&bucket_at) {
+            pr[a..b].sort_by_key(|e| e[0]);
         }
     }
     Ok((local_src, pairs))
