@@ -2,6 +2,7 @@
 //! by out-degree class and compact indices, and the index pattern of the exchange agreed
 //! with the other ranks.
 
+use spillway_comm::radix;
 use spillway_comm::{Collectives, Comm};
 use spillway_runtime::SbVec;
 
@@ -218,7 +219,7 @@ impl Cursor for u64 {
 /// The remote edges are grouped without a second buffer as long as they are: the first pass
 /// counts them per bucket of targets (the top [`TARGET_BUCKET_BITS`] bits), the second places
 /// each in its bucket, and each bucket is then sorted by target (stable, so the sources of a
-/// target stay in edge order; a bucket's scratch is on the heap and as long as that bucket).
+/// target stay in edge order; the scratch is on the heap and as long as the largest bucket).
 /// A sort of the whole array with a second array as long beside it was the largest part of
 /// the set-up's peak memory.
 pub(super) fn local_lists<C: Cursor>(
@@ -291,8 +292,29 @@ pub(super) fn local_lists<C: Cursor>(
                 }
             }
         }
+        // Each bucket by the target's remaining low bits (a radix sort, stable), with a
+        // scratch as long as the largest bucket; a bucket longer than a sixteenth of the
+        // edges (a skewed graph) by the standard library's stable sort instead.
+        let low = (1u64 << shift) - 1;
+        let cap = (remote_count / 16).max(4096);
+        let largest = bucket_start
+            .iter()
+            .zip(&bucket_at)
+            .map(|(&a, &b)| b - a)
+            .filter(|&len| len <= cap)
+            .max()
+            .unwrap_or(0);
+        let mut scratch = vec![[0u32; 2]; largest];
         for (&a, &b) in bucket_start.iter().zip(&bucket_at) {
-            pr[a..b].sort_by_key(|e| e[0]);
+            let bucket = &mut pr[a..b];
+            if bucket.len() > cap {
+                bucket.sort_by_key(|e| e[0]);
+                continue;
+            }
+            let tmp = &mut scratch[..bucket.len()];
+            if radix::sort_by_key(bucket, tmp, low + 1, 11, |e| u64::from(e[0]) & low) {
+                bucket.copy_from_slice(tmp);
+            }
         }
     }
     Ok((local_src, pairs))
