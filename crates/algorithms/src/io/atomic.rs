@@ -12,6 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::split::invalid_input;
 
+/// Bytes an output is written in: a text output of many short lines makes one system call
+/// per 256 KiB rather than per 8 KiB.
+const WRITE_BUFFER: usize = 256 << 10;
+
 /// Distinguishes temporary files created by one process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -115,7 +119,7 @@ impl AtomicFile {
                 return Ok(AtomicFile {
                     path,
                     target: Target::Direct,
-                    writer: BufWriter::new(file),
+                    writer: BufWriter::with_capacity(WRITE_BUFFER, file),
                 });
             }
             _ => {}
@@ -136,7 +140,7 @@ impl AtomicFile {
                 temp,
                 committed: false,
             },
-            writer: BufWriter::new(file),
+            writer: BufWriter::with_capacity(WRITE_BUFFER, file),
         })
     }
 

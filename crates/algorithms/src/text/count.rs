@@ -58,7 +58,7 @@ fn sse2_space_mask(block: &[u8; BLOCK]) -> u64 {
 }
 
 /// Calls `f` with the byte range of every word of `text`, in order.
-#[inline]
+#[inline(always)]
 pub fn for_each_word_range(text: &[u8], mut f: impl FnMut(usize, usize)) {
     let n = text.len();
     // The start of the word under way (one that began in an earlier block), if any.
@@ -369,7 +369,7 @@ impl WordCounter {
     }
 
     /// Counts the oldest word in flight.
-    #[inline]
+    #[inline(always)]
     fn add_oldest(&mut self) {
         let p = self.pending[self.head];
         self.head = (self.head + 1) % IN_FLIGHT;

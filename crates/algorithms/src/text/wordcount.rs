@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -226,13 +227,17 @@ pub fn merge_counts(
             cursors.push((chunk, 0));
         }
         let mut line = Vec::with_capacity(64);
-        while let Some((count, Reverse(mut word), Reverse(r))) = heap.pop() {
+        // The top record is written and replaced in place by its rank's next (one sift down
+        // per line, no allocation).
+        while let Some(mut top) = heap.peek_mut() {
+            let (count, Reverse(word), Reverse(r)) = &mut *top;
             line.clear();
-            line.extend_from_slice(&word);
+            line.extend_from_slice(word);
             line.push(b' ');
-            push_decimal(&mut line, count);
+            push_decimal(&mut line, *count);
             line.push(b'\n');
             w.write_all(&line).map_err(write_error)?;
+            let r = *r;
             let (chunk, pos) = &mut cursors[r];
             let (_, _, next) = record(chunk, *pos).expect("the record just taken");
             *pos = next;
@@ -240,10 +245,15 @@ pub fn merge_counts(
                 *chunk = fetch(r)?;
                 *pos = 0;
             }
-            if let Some((count, next, _)) = record(&cursors[r].0, cursors[r].1) {
-                word.clear();
-                word.extend_from_slice(next);
-                heap.push((count, Reverse(word), Reverse(r)));
+            match record(&cursors[r].0, cursors[r].1) {
+                Some((c, next, _)) => {
+                    *count = c;
+                    word.clear();
+                    word.extend_from_slice(next);
+                }
+                None => {
+                    PeekMut::pop(top);
+                }
             }
         }
         w.flush().map_err(write_error)?;
@@ -263,6 +273,9 @@ pub fn merge_counts(
 
 const REQUEST: i32 = 1;
 const CHUNK_TAG: i32 = 2;
+/// Records fetched ahead while a part's records are gathered in sorted order.
+const GATHER_AHEAD: usize = 16;
+
 /// Bytes of sorted records handed over at a time.
 const CHUNK: usize = 256 << 10;
 
@@ -292,8 +305,13 @@ fn record(bytes: &[u8], at: usize) -> Option<(u64, &[u8], usize)> {
 
 /// This rank's counts as records sorted by count descending, then word, in storage.
 fn sorted_part(comm: &Comm, counts: &Dataset<Vec<u8>, u64>) -> Result<SbVec<u8>, AlgoError> {
-    // One rank of a node sorts at a time, so the node's heap holds one part's sort buffers.
-    let _one_at_a_time = comm.runtime().enter_critical()?;
+    // Under a memory budget one rank of a node sorts at a time, so the node's heap holds one
+    // part's sort buffers; without one the ranks sort at once.
+    let rt = comm.runtime();
+    let _one_at_a_time = match rt.mem_budget() {
+        Some(_) => Some(rt.enter_critical()?),
+        None => None,
+    };
     let mut buf: Vec<u8> = Vec::new();
     // (count, the word's first 8 bytes big-endian, zero-padded, offset of its record): most
     // comparisons are settled without reading the records.
@@ -314,11 +332,14 @@ fn sorted_part(comm: &Comm, counts: &Dataset<Vec<u8>, u64>) -> Result<SbVec<u8>,
             wa.cmp(wb)
         })
     });
-    let offsets = keys.iter().map(|k| k.2);
     let mut part = SbVec::with_capacity(comm.runtime(), buf.len())?;
     let mut block = Vec::with_capacity(64 << 10);
-    for o in offsets {
-        let o = o as usize;
+    // The records are gathered in a random order: each is fetched a few records ahead.
+    for (i, k) in keys.iter().enumerate() {
+        if let Some(ahead) = keys.get(i + GATHER_AHEAD) {
+            spillway_runtime::prefetch(buf.as_ptr().wrapping_add(ahead.2 as usize));
+        }
+        let o = k.2 as usize;
         let (_, _, end) = record(&buf, o).expect("a record");
         block.extend_from_slice(&buf[o..end]);
         if block.len() >= 64 << 10 {
