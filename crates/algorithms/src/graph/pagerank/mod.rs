@@ -15,8 +15,10 @@
 //! (a counting sort; the most-read contributions end up in a short prefix that stays in
 //! cache) and transposes its edges once into pull form, with compact indices: the edges into
 //! its own vertices as a CSC over local ids (a counting sort), and the edges into other
-//! ranks' vertices grouped by distinct target (an LSD radix sort, no comparison sort and no
-//! per-edge search), so that the distinct remote targets are sorted and grouped by owner. An
+//! ranks' vertices grouped by distinct target (placed in buckets by the target's top bits as
+//! they are produced, each bucket then radix-sorted: no comparison sort, no per-edge search
+//! and no second array as long as the edges), so that the distinct remote targets are sorted
+//! and grouped by owner. An
 //! iteration computes `x(u) / deg(u)` once per row, pulls one sum per distinct remote target
 //! (sequential writes, gathered reads of the rows' values) and sends each owner one message of
 //! sums, and pulls the local sums plus what arrived.
