@@ -14,10 +14,11 @@
 //!
 //! # Recovery
 //! The survivors report the last replicated iteration they completed (they differ by one
-//! replication at most) and go on from the lowest (the iterations after it are done again): they read the graph again from its source, split over the survivors, and
-//! move the values of that iteration to the new owners of the rows (the lost ranks' values
-//! from their buddies). The result equals an uninterrupted run's up to the order of the sums
-//! (a row's sums come from other ranks).
+//! replication at most) and go on from the lowest (the iterations after it are done again):
+//! they read the graph again from its source, split over the survivors, and move the values
+//! of that iteration to the new owners of the rows (the lost ranks' values from their
+//! buddies). The result equals an uninterrupted run's up to the order of the sums (a row's
+//! sums come from other ranks).
 
 use std::time::{Duration, Instant};
 

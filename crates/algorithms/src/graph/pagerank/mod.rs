@@ -18,10 +18,9 @@
 //! ranks' vertices grouped by distinct target (placed in buckets by the target's top bits as
 //! they are produced, each bucket then radix-sorted: no comparison sort, no per-edge search
 //! and no second array as long as the edges), so that the distinct remote targets are sorted
-//! and grouped by owner. An
-//! iteration computes `x(u) / deg(u)` once per row, pulls one sum per distinct remote target
-//! (sequential writes, gathered reads of the rows' values) and sends each owner one message of
-//! sums, and pulls the local sums plus what arrived.
+//! and grouped by owner. An iteration computes `x(u) / deg(u)` once per row, pulls one sum
+//! per distinct remote target (sequential writes, gathered reads of the rows' values) and
+//! sends each owner one message of sums, and pulls the local sums plus what arrived.
 //!
 //! An iteration is one stretch of computation between blocking calls: it takes the sums
 //! sent to it in the last iteration (the all-reduce that ended that iteration came after

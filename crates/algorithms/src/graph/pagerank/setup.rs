@@ -32,7 +32,7 @@ pub(super) struct Pull {
 
 /// Remote edges are placed in buckets of targets by this many top bits of the target before
 /// each bucket is sorted (see [`local_lists`]).
-pub(super) const TARGET_BUCKET_BITS: u32 = 11;
+const TARGET_BUCKET_BITS: u32 = 11;
 
 /// Out-degree classes: class 0 holds the rows without out-edges, class `c >= 1` the rows
 /// with `2^(c-1) <= deg < 2^c`.
@@ -211,10 +211,10 @@ impl Cursor for u64 {
 
 /// The local in-lists (`local_off`, which holds a zero per position plus one, and the
 /// returned sources, by position) and the remote edges as (target, source position) grouped
-/// by target, each target's sources in edge order; `inv_deg` by position on the way. The edges are counted and placed by row, with one
-/// random access per edge, and the counts moved to positions once per row (indexing by
-/// position would look every target's position up per edge). `C` must hold the rank's edge
-/// count.
+/// by target, each target's sources in edge order; `inv_deg` by position on the way. The
+/// edges are counted and placed by row, with one random access per edge, and the counts moved
+/// to positions once per row (indexing by position would look every target's position up
+/// per edge). `C` must hold the rank's edge count.
 ///
 /// The remote edges are grouped without a second buffer as long as they are: the first pass
 /// counts them per bucket of targets (the top [`TARGET_BUCKET_BITS`] bits), the second places
