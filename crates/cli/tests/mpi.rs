@@ -247,6 +247,42 @@ fn survivors_of_a_lost_process_end_with_an_error_naming_it() {
 }
 
 #[test]
+fn a_loss_while_a_process_is_in_the_end_agreement_ends_every_survivor() {
+    // Node 0's ranks end at once, so its process enters the end agreement; then the last
+    // process dies while the others' ranks wait for a message from it. They find the loss
+    // and shrink their collectives: node 0 must join the shrink from the end agreement, and
+    // every survivor must end, with the error that names the lost node, not hang.
+    if !spillway::mpi::built_with_ulfm() {
+        eprintln!("SKIPPED: needs an MPI with ULFM");
+        return;
+    }
+    let extra = &["--prtemca", "state_base_error_non_zero_exit", "0"];
+    for (np, ranks) in [(3, 6), (4, 8), (5, 5), (4, 8), (3, 6)] {
+        let ran = mpirun(
+            np,
+            60,
+            extra,
+            CHECK,
+            &["lost-after-end", &ranks.to_string()],
+        );
+        assert_ne!(ran.code, Some(124), "np {np}: a survivor hung\n{ran}");
+        let last = np - 1;
+        for p in 0..last {
+            let line = ran
+                .stderr
+                .lines()
+                .find(|l| l.starts_with(&format!("process {p} ended: ")))
+                .unwrap_or_else(|| panic!("np {np}: process {p} did not end\n{ran}"));
+            assert!(
+                line.contains(&format!("node {last} (MPI process {last}"))
+                    && line.contains("was lost"),
+                "np {np}: process {p} ended without naming the lost node\n{ran}"
+            );
+        }
+    }
+}
+
+#[test]
 fn pagerank_over_mpi_gives_the_local_backends_ranks() {
     let dir = tempdir();
     let graph = dir.path().join("graph.txt");

@@ -18,9 +18,14 @@
 //!   the survivors must end within the peer timeout (3 s here) naming it (exit code 5). Run
 //!   it with `mpirun --mca orte_abort_on_non_zero_status 0` (Open MPI 4) or
 //!   `mpirun --with-ft ulfm` (Open MPI 5), else `mpirun` kills them first.
+//! * `lost-after-end` (ULFM): the ranks of node 0 end at once, the process of the last node
+//!   aborts 300 ms later while the other ranks still run, so node 0 is in the end agreement
+//!   while the others, waiting for a message from it, find the loss and shrink their
+//!   collectives. Every surviving process must end (no hang) and say how: `process N ended:
+//!   ...` on stderr (exit code 6).
 //!
 //! Exit codes: 0 success, 1 check failed, 2 usage, 3 deadlock reported, 4 rank failure
-//! reported, 5 lost process reported.
+//! reported, 5 lost process reported, 6 ended after a loss at the end.
 
 use std::process::ExitCode;
 
@@ -320,13 +325,44 @@ fn case_lost(ranks: u32) -> ExitCode {
     }
 }
 
+fn case_lost_after_end(ranks: u32) -> ExitCode {
+    let config = config(ranks).peer_timeout(std::time::Duration::from_secs(20));
+    let node = std::sync::OnceLock::new();
+    let outcome = spillway::run(&config, |rank| -> Result<(), BoxError> {
+        let _ = node.set(rank.node());
+        let world = Comm::world(rank);
+        world.barrier()?;
+        if rank.node() == 0 {
+            return Ok(());
+        }
+        if rank.node() + 1 == rank.nodes() {
+            if rank.local_rank() == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                std::process::abort();
+            }
+            std::thread::sleep(std::time::Duration::from_secs(30));
+            return Ok(());
+        }
+        // The other ranks wait for a message from the lost process: the loss ends the wait.
+        let from = rank.layout().first_rank(rank.nodes() - 1);
+        world.recv::<u8>(from as usize, 7)?;
+        Ok(())
+    });
+    let node = node.get().map_or("?".to_string(), u32::to_string);
+    match outcome {
+        Ok(_) => say(format!("process {node} ended: ok")),
+        Err(e) => say(format!("process {node} ended: {e}")),
+    }
+    ExitCode::from(6)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ranks = match args.get(1).map(|r| r.parse::<u32>()) {
         None => 6,
         Some(Ok(r)) if r > 0 => r,
         _ => {
-            say("usage: spillway-mpi-check <comm|deadlock|deadlock-collective|fail|hook|lost> [ranks]");
+            say("usage: spillway-mpi-check <comm|deadlock|deadlock-collective|fail|hook|lost|lost-after-end> [ranks]");
             return ExitCode::from(2);
         }
     };
@@ -337,8 +373,9 @@ fn main() -> ExitCode {
         Some("fail") => return case_fail(ranks),
         Some("hook") => case_hook(ranks),
         Some("lost") => return case_lost(ranks),
+        Some("lost-after-end") => return case_lost_after_end(ranks),
         _ => {
-            say("usage: spillway-mpi-check <comm|deadlock|deadlock-collective|fail|hook|lost> [ranks]");
+            say("usage: spillway-mpi-check <comm|deadlock|deadlock-collective|fail|hook|lost|lost-after-end> [ranks]");
             return ExitCode::from(2);
         }
     };

@@ -117,13 +117,17 @@ pub struct Comms {
     comm: SimpleCommunicator,
     data: SimpleCommunicator,
     coll: SimpleCommunicator,
+    end: SimpleCommunicator,
 }
 
 impl Comms {
     /// Duplicates of `comm` (a collective): one for message headers and control messages,
     /// one for message data (so that probing for headers never sees data whose receive is
-    /// not posted yet), one for the end of the job (and, with ULFM, agreeing on lost
-    /// processes). Failing calls return their error code on all three.
+    /// not posted yet), one for the collectives of the engine (with ULFM, shrunk to agree on
+    /// lost processes) and one for the agreement that ends the job. The last two are apart
+    /// because a shrink agrees on the communicator it shrinks: an end agreement pending on
+    /// the same one would be taken for a step of the shrink. Failing calls return their error
+    /// code on all four.
     ///
     /// # Errors
     /// A message when a duplication failed (e.g. a process lost while the job starts).
@@ -132,6 +136,7 @@ impl Comms {
             comm: super::duplicate(comm)?,
             data: super::duplicate(comm)?,
             coll: super::duplicate(comm)?,
+            end: super::duplicate(comm)?,
         })
     }
 
@@ -162,7 +167,12 @@ pub fn run_progress(
     peer_timeout: Duration,
     shared: bool,
 ) -> Survivors {
-    let Comms { comm, data, coll } = comms;
+    let Comms {
+        comm,
+        data,
+        coll,
+        end,
+    } = comms;
     let net = Net::new(comm.as_raw(), data.as_raw(), comm.rank(), comm.size());
     let engine = Arc::new(Engine {
         state: Mutex::new(Progress::new(
@@ -170,6 +180,7 @@ pub fn run_progress(
             Arc::clone(&outbox),
             net,
             coll.as_raw(),
+            end.as_raw(),
             layout,
             peer_timeout,
         )),
@@ -199,6 +210,7 @@ pub fn run_progress(
         // Operations that failed may still refer to them; MPI is not finalised either.
         std::mem::forget(data);
         std::mem::forget(comm);
+        std::mem::forget(end);
     }
     Survivors {
         comm: ManuallyDrop::new(survivors),

@@ -44,8 +44,9 @@
 //!   counting waves).
 //! * **End** ([`progress`]). When its ranks have finished and its sends completed, a process
 //!   enters a non-blocking barrier (with ULFM, an agreement that completes whatever fails
-//!   meanwhile) and keeps serving messages until everybody has; then the processes agree on
-//!   whether the job failed. After a lost process MPI is not finalised (`MPI_Finalize` would
+//!   meanwhile) on a communicator of its own, and keeps serving messages, and joining the
+//!   shrinks that processes still running start, until everybody has; then the processes
+//!   agree on whether the job failed. After a lost process MPI is not finalised (`MPI_Finalize` would
 //!   wait for it; see [`ensure_initialized`]).
 
 pub use ::mpi as rsmpi;

@@ -52,25 +52,46 @@ pub(crate) fn built_with() -> Option<&'static str> {
 /// process revoked the communicator because one did): `MPIX_ERR_PROC_FAILED`,
 /// `MPIX_ERR_PROC_FAILED_PENDING` or `MPIX_ERR_REVOKED`. Always false without ULFM.
 pub(crate) fn is_process_failure(code: c_int) -> bool {
+    failure_class(code).is_some()
+}
+
+/// Whether the error `code` of an MPI call means that the communicator was revoked
+/// (`MPIX_ERR_REVOKED`: another process started to shrink it). Always false without ULFM.
+pub(crate) fn is_revoked(code: c_int) -> bool {
+    matches!(failure_class(code), Some(FailureClass::Revoked))
+}
+
+/// ULFM's error classes.
+#[cfg_attr(not(spillway_ulfm), allow(dead_code))]
+enum FailureClass {
+    /// `MPIX_ERR_PROC_FAILED` or `MPIX_ERR_PROC_FAILED_PENDING`.
+    Failed,
+    /// `MPIX_ERR_REVOKED`.
+    Revoked,
+}
+
+/// The ULFM error class of the error `code` (0: success), if it has one.
+fn failure_class(code: c_int) -> Option<FailureClass> {
     #[cfg(spillway_ulfm)]
     {
         if code == 0 {
-            return false;
+            return None;
         }
         let mut class: c_int = 0;
         // SAFETY: MPI_Error_class may be called with any error code; it writes `class`.
         unsafe { ffi::MPI_Error_class(code, &mut class) };
-        [
-            sys::ERR_PROC_FAILED,
-            sys::ERR_PROC_FAILED_PENDING,
-            sys::ERR_REVOKED,
-        ]
-        .contains(&class)
+        if class == sys::ERR_REVOKED {
+            Some(FailureClass::Revoked)
+        } else if class == sys::ERR_PROC_FAILED || class == sys::ERR_PROC_FAILED_PENDING {
+            Some(FailureClass::Failed)
+        } else {
+            None
+        }
     }
     #[cfg(not(spillway_ulfm))]
     {
         let _ = code;
-        false
+        None
     }
 }
 

@@ -5,26 +5,18 @@ use super::*;
 
 impl Progress {
     /// Whether the collective communicator was revoked (another process found a failed
-    /// one): then this process joins the shrink. Returns whether it did.
+    /// one): then this process joins the shrink. While the job runs here, a failed process
+    /// the probe reports starts a shrink too. Returns whether this process shrank.
     pub(in crate::mpi) fn watch_collectives(&mut self) -> Result<bool, String> {
-        let mut flag: c_int = 0;
-        let mut status = super::super::empty_status();
-        // SAFETY: valid communicator; nothing is ever sent on it point to point, so the probe
-        // only reports errors (a revoked communicator, a failed process).
-        let code = unsafe {
-            ffi::MPI_Iprobe(
-                ffi::RSMPI_ANY_SOURCE,
-                ffi::RSMPI_ANY_TAG,
-                self.coll.comm,
-                &mut flag,
-                &mut status,
-            )
-        };
+        let code = self.probe_collectives();
         if code == 0 {
             return Ok(false);
         }
         if !ulfm::is_process_failure(code) {
             return Err(mpi_error("MPI_Iprobe (collectives)", code));
+        }
+        if matches!(self.end, End::Agree(..)) {
+            return Ok(self.join_shrink_if_revoked(code));
         }
         self.net
             .note_peer_failed("MPI_Iprobe on the collective communicator");
@@ -36,8 +28,12 @@ impl Progress {
     /// the survivors revoke it, shrink it (which makes them agree on who failed) and go on
     /// without the lost processes; the job is told ([`Host::lost`]).
     ///
-    /// Only while the job runs here: once this process entered the end agreement, the
-    /// agreement itself settles what happened (see [`finish_round`](Self::finish_round)).
+    /// Only while the job runs here: once this process entered the end agreement, it starts
+    /// no shrink (other survivors may have completed the agreement and left), it only joins
+    /// one that another process started (see [`join_shrink_if_revoked`]); the agreement
+    /// itself settles what else happened (see [`finish_round`](Self::finish_round)).
+    ///
+    /// [`join_shrink_if_revoked`]: Self::join_shrink_if_revoked
     ///
     /// Reports that bring nothing new (late errors of operations with processes already
     /// lost) acknowledge the failures at most every [`ACK_EVERY`] (each acknowledgement
@@ -48,8 +44,17 @@ impl Progress {
     /// Returns whether the collectives were shrunk.
     pub(in crate::mpi) fn on_peer_failed(&mut self) -> bool {
         self.net.take_peer_failed();
-        if !matches!(self.end, End::Running) {
-            return false;
+        match self.end {
+            End::Running => {}
+            End::Agree(..) => {
+                let code = self.probe_collectives();
+                return self.join_shrink_if_revoked(code);
+            }
+            End::Done { .. } => {
+                self.abandon_sends_to_failed();
+                return false;
+            }
+            End::Barrier(_) => return false,
         }
         let now = Instant::now();
         let ack_due = self
@@ -107,12 +112,73 @@ impl Progress {
         self.stale = StaleFailures::default();
     }
 
-    /// Whether the collective communicator was revoked by another process.
+    /// Whether the collective communicator was revoked by another process (or reports a
+    /// failed process).
     pub(in crate::mpi) fn collectives_revoked(&self) -> bool {
+        ulfm::is_process_failure(self.probe_collectives())
+    }
+
+    /// While this process is in the end agreement: if another process revoked the collective
+    /// communicator (it found a failed process while its ranks still ran, or after the end
+    /// agreement failed), this process joins the shrink, which the others cannot complete
+    /// without it; the agreement stays pending meanwhile (it is on a communicator of its
+    /// own). `code` is what a probe of the collective communicator returned. Returns whether
+    /// this process shrank.
+    fn join_shrink_if_revoked(&mut self, code: c_int) -> bool {
+        if !ulfm::is_revoked(code) {
+            return false;
+        }
+        self.shrink_collectives();
+        true
+    }
+
+    /// The end agreement reported a failed process (the same error in every survivor): the
+    /// failures are acknowledged on its communicator, so that the next agreement can
+    /// complete. A survivor that knows of a failed process still counted in the job starts
+    /// a shrink of the collectives (the others join it: see [`join_shrink_if_revoked`]).
+    /// Everybody then agrees again.
+    ///
+    /// [`join_shrink_if_revoked`]: Self::join_shrink_if_revoked
+    pub(in crate::mpi) fn after_failed_agreement(&mut self) {
+        self.end = End::Running;
+        let failed = match ulfm::acknowledge(self.end_comm) {
+            Ok(failed) => failed,
+            Err(e) => {
+                self.transport_failure(e);
+                return;
+            }
+        };
+        if failed.iter().any(|&p| self.peers.alive(p)) {
+            self.shrink_collectives();
+        }
+    }
+
+    /// After the end was agreed: sends to processes that failed since will never complete,
+    /// and would keep this process from leaving; they are cancelled. MPI is then not
+    /// finalised (it would wait for the failed processes).
+    fn abandon_sends_to_failed(&mut self) {
+        let failed = match ulfm::acknowledge(self.net.comm) {
+            Ok(failed) => failed,
+            Err(e) => {
+                self.transport_failure(e);
+                return;
+            }
+        };
+        if failed.is_empty() {
+            return;
+        }
+        super::super::PEER_LOST.store(true, std::sync::atomic::Ordering::Release);
+        self.sends.abandon(&self.net, |p| failed.contains(&p));
+        self.net.take_peer_failed();
+    }
+
+    /// The error code of a probe of the collective communicator (0: nothing to report).
+    fn probe_collectives(&self) -> c_int {
         let mut flag: c_int = 0;
         let mut status = super::super::empty_status();
-        // SAFETY: as in `watch_collectives`.
-        let code = unsafe {
+        // SAFETY: valid communicator; nothing is ever sent on it point to point, so the probe
+        // only reports errors (a revoked communicator, a failed process).
+        unsafe {
             ffi::MPI_Iprobe(
                 ffi::RSMPI_ANY_SOURCE,
                 ffi::RSMPI_ANY_TAG,
@@ -120,13 +186,13 @@ impl Progress {
                 &mut flag,
                 &mut status,
             )
-        };
-        ulfm::is_process_failure(code)
+        }
     }
 
     /// Revokes and shrinks the collective communicator with the other survivors, and goes on
     /// without the processes that left it: their traffic is dropped, the ring and the
-    /// termination waves skip them, and the job learns of them.
+    /// termination waves skip them, and the job learns of them. The end of the job is left
+    /// as it was (an agreement pending stays so).
     pub(in crate::mpi) fn shrink_collectives(&mut self) {
         ulfm::revoke(self.coll.comm);
         let shrunk = match ulfm::shrink(self.coll.comm) {
@@ -146,7 +212,6 @@ impl Progress {
             comm: shrunk,
             shrunk: true,
         };
-        self.end = End::Running;
         let lost: Vec<c_int> = (0..self.net.size)
             .filter(|p| !survivors.contains(p))
             .collect();

@@ -26,9 +26,9 @@ use crate::{AlignedBuf, Layout};
 
 mod losses;
 
-/// The communicator of the engine's collectives (the end of the job): it loses the failed
-/// processes (`MPIX_Comm_shrink`) while point-to-point traffic stays on the original
-/// communicators, so that nothing in flight between survivors is lost.
+/// The communicator of the engine's collectives (whether the job failed, the survivors'
+/// counters): it loses the failed processes (`MPIX_Comm_shrink`) while point-to-point traffic
+/// stays on the original communicators, so that nothing in flight between survivors is lost.
 pub(super) struct Coll {
     pub(super) comm: ffi::MPI_Comm,
     /// Whether `comm` was made by a shrink (the engine then frees it).
@@ -57,6 +57,9 @@ pub(super) struct Progress {
     pub(super) outbox: Arc<Outbox>,
     pub(super) net: Net,
     pub(super) coll: Coll,
+    /// The communicator of the agreement (or barrier) that ends the job: never shrunk; after
+    /// an agreement that reported failed processes they are acknowledged on it.
+    end_comm: ffi::MPI_Comm,
     layout: Layout,
     pub(super) sends: Sends,
     pub(super) receives: Receives,
@@ -116,6 +119,7 @@ impl Progress {
         outbox: Arc<Outbox>,
         net: Net,
         coll: ffi::MPI_Comm,
+        end_comm: ffi::MPI_Comm,
         layout: &Layout,
         peer_timeout: Duration,
     ) -> Progress {
@@ -129,6 +133,7 @@ impl Progress {
                 comm: coll,
                 shrunk: false,
             },
+            end_comm,
             layout: layout.clone(),
             sends: Sends::default(),
             direct: Direct::default(),
@@ -202,8 +207,8 @@ impl Progress {
                 }
                 if code != 0 {
                     // A process failed before it agreed (every survivor sees this error):
-                    // all of them shrink and agree again.
-                    self.shrink_collectives();
+                    // all of them acknowledge it and agree again.
+                    self.after_failed_agreement();
                 } else if done != 0 {
                     self.end = End::Done {
                         agreed: Some(*flag != 0),
@@ -224,10 +229,10 @@ impl Progress {
             let mut flag = Box::new(c_int::from(!self.host.failed()));
             // SAFETY: valid communicator; `flag` (boxed, so it does not move) and `request`
             // outlive the operation, which is tested until complete.
-            let code = unsafe { ulfm::iagree(self.coll.comm, &mut *flag, &mut request) };
+            let code = unsafe { ulfm::iagree(self.end_comm, &mut *flag, &mut request) };
             if code != 0 {
                 if ulfm::is_process_failure(code) {
-                    self.shrink_collectives();
+                    self.after_failed_agreement();
                 } else {
                     self.transport_failure(mpi_error("MPIX_Comm_iagree", code));
                 }
@@ -237,7 +242,7 @@ impl Progress {
         } else {
             // SAFETY: valid communicator; `request` outlives the call and is tested until
             // complete.
-            let code = unsafe { ffi::MPI_Ibarrier(self.coll.comm, &mut request) };
+            let code = unsafe { ffi::MPI_Ibarrier(self.end_comm, &mut request) };
             if code != 0 {
                 self.transport_failure(mpi_error("MPI_Ibarrier", code));
                 return;
@@ -299,7 +304,7 @@ impl Progress {
             }
             busy = true;
         }
-        if ulfm::AVAILABLE && matches!(self.end, End::Running) {
+        if ulfm::AVAILABLE && matches!(self.end, End::Running | End::Agree(..)) {
             busy |= self.watch_collectives()?;
         }
         busy |= self.fast_step()?;
