@@ -132,13 +132,13 @@ pub fn fft(
     let mut out: Memory<Complex64> = if storage {
         Memory::Storage(spillway_runtime::SbVec::zeroed(bsp.comm().runtime(), m)?)
     } else {
-        Memory::Heap(bytemuck::allocation::zeroed_vec(m))
+        Memory::Heap(fresh(m))
     };
     // Local FFT out of place (rustfft needs little or no scratch then). The twiddles are
     // applied by the receivers, fused with the length-p DFTs (every rank then multiplies
     // (p-1)/p of its values, instead of rank s>0 all of its values and rank 0 none).
     {
-        let mut buf = bytemuck::allocation::zeroed_vec(local_fft.get_outofplace_scratch_len());
+        let mut buf = fresh(local_fft.get_outofplace_scratch_len());
         local_fft.process_outofplace_with_scratch(
             local.as_mut_slice(),
             out.as_mut_slice(),
@@ -192,6 +192,15 @@ fn for_twiddles(
     }
 }
 
+/// `len` zeroed values, backed by huge pages where the kernel can: the buffers of a large
+/// transform are fresh memory, which 4 KiB pages would fault in one by one while the
+/// transform writes them (a third of its time at 2^23 points).
+fn fresh(len: usize) -> Vec<Complex64> {
+    let v: Vec<Complex64> = bytemuck::allocation::zeroed_vec(len);
+    spillway_runtime::advise_huge(v.as_ptr().cast(), len * std::mem::size_of::<Complex64>());
+    v
+}
+
 /// The plan of a forward FFT of length `len`, from a process-wide planner: plans are made
 /// once per length (as FFTW's wisdom), and ranks that are threads of one process share them.
 fn plan(len: usize) -> Arc<dyn Fft<f64>> {
@@ -240,14 +249,14 @@ fn combine(rows: &mut [Complex64], out: &mut [Complex64], n: usize, p: usize, of
         }
         return;
     }
-    let mut cols: Vec<Complex64> = bytemuck::allocation::zeroed_vec(p * b);
+    let mut cols: Vec<Complex64> = fresh(p * b);
     for (sp, row) in rows.chunks_exact(b).enumerate() {
         for (i, v) in row.iter().enumerate() {
             cols[i * p + sp] = *v;
         }
     }
     let rank_fft = plan(p);
-    let mut buf = bytemuck::allocation::zeroed_vec(rank_fft.get_inplace_scratch_len());
+    let mut buf = fresh(rank_fft.get_inplace_scratch_len());
     rank_fft.process_with_scratch(&mut cols, &mut buf);
     for (i, col) in cols.chunks_exact(p).enumerate() {
         for (k2, v) in col.iter().enumerate() {
@@ -257,7 +266,7 @@ fn combine(rows: &mut [Complex64], out: &mut [Complex64], n: usize, p: usize, of
 }
 
 fn run(plan: &Arc<dyn Fft<f64>>, data: &mut Memory<Complex64>) {
-    let mut buf = bytemuck::allocation::zeroed_vec(plan.get_inplace_scratch_len());
+    let mut buf = fresh(plan.get_inplace_scratch_len());
     match data {
         Memory::Heap(v) => plan.process_with_scratch(v, &mut buf),
         Memory::Storage(v) => plan.process_with_scratch(v.as_mut_slice(), &mut buf),
