@@ -57,7 +57,8 @@ fn sse2_space_mask(block: &[u8; BLOCK]) -> u64 {
     m
 }
 
-/// Calls `f` with the byte range of every word of `text`, in order.
+/// Calls `f` with the byte range of every word of `text`, in order. `f` is called from one
+/// place only, so that the compiler puts its body into the block loop.
 #[inline(always)]
 pub fn for_each_word_range(text: &[u8], mut f: impl FnMut(usize, usize)) {
     let n = text.len();
@@ -65,12 +66,15 @@ pub fn for_each_word_range(text: &[u8], mut f: impl FnMut(usize, usize)) {
     let mut open: Option<usize> = None;
     let mut base = 0;
     let mut pad = [b' '; BLOCK];
-    while base < n {
+    // A word still open at the end of the text is closed by a block of spaces past it.
+    while base < n || open.is_some() {
         let block: &[u8; BLOCK] = match text.get(base..base + BLOCK) {
             Some(b) => b.try_into().expect("64 bytes"),
             None => {
-                // The last, partial block, padded with spaces.
-                pad[..n - base].copy_from_slice(&text[base..]);
+                // The last, partial block (or none), padded with spaces.
+                let rest = &text[base.min(n)..];
+                pad = [b' '; BLOCK];
+                pad[..rest.len()].copy_from_slice(rest);
                 &pad
             }
         };
@@ -80,22 +84,24 @@ pub fn for_each_word_range(text: &[u8], mut f: impl FnMut(usize, usize)) {
         let before = (word << 1) | u64::from(open.is_some());
         let mut starts = word & !before;
         let mut ends = !word & before;
-        if let Some(s) = open {
-            if ends == 0 {
-                // The whole block continues the open word.
-                base += BLOCK;
-                continue;
-            }
-            let e = ends.trailing_zeros() as usize;
-            f(s, base + e);
-            ends &= ends - 1;
-            open = None;
+        if open.is_some() && ends == 0 {
+            // The whole block continues the open word.
+            base += BLOCK;
+            continue;
         }
-        // Starts and ends alternate from here: each start is followed by its end, in this
-        // block or a later one.
-        while starts != 0 {
-            let s = base + starts.trailing_zeros() as usize;
-            starts &= starts - 1;
+        // Starts and ends alternate from here (the open word's start first): each start is
+        // followed by its end, in this block or a later one.
+        let mut first = open.take();
+        loop {
+            let s = match first.take() {
+                Some(s) => s,
+                None if starts == 0 => break,
+                None => {
+                    let s = base + starts.trailing_zeros() as usize;
+                    starts &= starts - 1;
+                    s
+                }
+            };
             if ends == 0 {
                 open = Some(s);
                 break;
@@ -105,9 +111,6 @@ pub fn for_each_word_range(text: &[u8], mut f: impl FnMut(usize, usize)) {
             f(s, e);
         }
         base += BLOCK;
-    }
-    if let Some(s) = open {
-        f(s, n);
     }
 }
 
