@@ -65,7 +65,7 @@ pub fn for_each_word_range(text: &[u8], mut f: impl FnMut(usize, usize)) {
     // The start of the word under way (one that began in an earlier block), if any.
     let mut open: Option<usize> = None;
     let mut base = 0;
-    let mut pad = [b' '; BLOCK];
+    let mut pad: [u8; BLOCK];
     // A word still open at the end of the text is closed by a block of spaces past it.
     while base < n || open.is_some() {
         let block: &[u8; BLOCK] = match text.get(base..base + BLOCK) {
