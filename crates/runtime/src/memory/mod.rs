@@ -6,9 +6,11 @@
 //! in the spill directory (see [`spill`]: nothing outlives the process). Residency is managed
 //! without signal handlers:
 //!
-//! * **unload**: `sync_file_range` starts writing modified pages to the file (asynchronously:
-//!   the write-back overlaps with other ranks' work; the file's blocks are allocated up front so
-//!   it cannot run out of space), `madvise(MADV_DONTNEED)` drops the pages from the process.
+//! * **unload**: `madvise(MADV_DONTNEED)` drops the pages from the process (their modifications
+//!   stay in the page cache), then `sync_file_range` starts writing the modified pages to the
+//!   file (asynchronously: the write-back overlaps with other ranks' work; the file's blocks are
+//!   allocated up front so it cannot run out of space). In that order the write-back finds no
+//!   mapped page to write-protect, each with a TLB shootdown.
 //!   The region's pages then leave the page cache too (`posix_fadvise(POSIX_FADV_DONTNEED)`):
 //!   clean ones at once, those being written back two blocking calls later on the node. Left
 //!   to the kernel, the page cache beyond the budget is reclaimed least recently used first,
