@@ -561,12 +561,7 @@ fn jobs_survive_a_process_killed_from_outside() {
         let when = |late: f64| at.map_or(When::Writing(&got), |at| When::Into(at * late));
         let (mut ran, mut killed) =
             run_killing_waves(&l, np, &args, &[&[victim]], when(1.0), seconds);
-        let recovered = |ran: &Ran| {
-            serde_json::from_str::<serde_json::Value>(ran.stdout.trim()).is_ok_and(|r| {
-                let r = if ft { &r["fault_tolerance"] } else { &r };
-                r["recoveries"].as_array().is_some_and(|a| !a.is_empty())
-            })
-        };
+        let recovered = |ran: &Ran| recoveries_of(ran, ft).is_some_and(|(n, _)| n > 0);
         if killed && ran.code == Some(0) && at.is_some() && !recovered(&ran) {
             // The kill landed after the survivors' last collective (the failure-free run was
             // timed on a busier machine): the output must then be the whole answer. Again,
@@ -585,20 +580,7 @@ fn jobs_survive_a_process_killed_from_outside() {
         );
         assert_eq!(ran.code, Some(0), "{ran}");
         // The report names the recovery and the victim's ranks (two per process).
-        let report: serde_json::Value = serde_json::from_str(ran.stdout.trim())
-            .unwrap_or_else(|e| panic!("one JSON report expected ({e})\n{ran}"));
-        let recoveries = if ft {
-            &report["fault_tolerance"]["recoveries"]
-        } else {
-            &report["recoveries"]
-        };
-        let lost: Vec<u64> = recoveries
-            .as_array()
-            .unwrap_or_else(|| panic!("recoveries in the report\n{ran}"))
-            .iter()
-            .flat_map(|r| r["lost_ranks"].as_array().cloned().unwrap_or_default())
-            .filter_map(|v| v.as_u64())
-            .collect();
+        let (_, lost) = recoveries_in(&ran, ft);
         let victim_ranks = [2 * u64::from(victim), 2 * u64::from(victim) + 1];
         assert!(
             victim_ranks.iter().all(|r| lost.contains(r)),
@@ -695,6 +677,11 @@ fn losses_that_cannot_be_recovered_end_the_job_with_an_error_within_seconds() {
 /// The recoveries of a report (a direct engine's, or the fault-tolerant MapReduce's) and
 /// every rank they name as lost.
 fn recoveries_in(ran: &Ran, ft: bool) -> (usize, Vec<u64>) {
+    recoveries_of(ran, ft).unwrap_or_else(|| panic!("recoveries in the report\n{ran}"))
+}
+
+/// [`recoveries_in`], or `None` if the report has no recoveries (a run that lost nothing).
+fn recoveries_of(ran: &Ran, ft: bool) -> Option<(usize, Vec<u64>)> {
     let report: serde_json::Value = serde_json::from_str(ran.stdout.trim())
         .unwrap_or_else(|e| panic!("one JSON report expected ({e})\n{ran}"));
     let recoveries = if ft {
@@ -702,15 +689,13 @@ fn recoveries_in(ran: &Ran, ft: bool) -> (usize, Vec<u64>) {
     } else {
         &report["recoveries"]
     };
-    let list = recoveries
-        .as_array()
-        .unwrap_or_else(|| panic!("recoveries in the report\n{ran}"));
+    let list = recoveries.as_array()?;
     let lost = list
         .iter()
         .flat_map(|r| r["lost_ranks"].as_array().cloned().unwrap_or_default())
         .filter_map(|v| v.as_u64())
         .collect();
-    (list.len(), lost)
+    Some((list.len(), lost))
 }
 
 /// The ranks of MPI processes `victims` (two ranks per process).
