@@ -66,13 +66,10 @@ impl Progress {
             self.stale.last_ack = Some(now);
             let mut known: Vec<c_int> = Vec::new();
             for comm in [self.net.comm, self.net.data] {
-                match ulfm::acknowledge(comm) {
-                    Ok(failed) => known.extend(failed),
-                    Err(e) => {
-                        self.transport_failure(e);
-                        return false;
-                    }
-                }
+                let Some(failed) = self.acknowledged(comm) else {
+                    return false;
+                };
+                known.extend(failed);
             }
             new = known.iter().any(|&p| self.peers.alive(p));
         }
@@ -141,12 +138,8 @@ impl Progress {
     /// [`join_shrink_if_revoked`]: Self::join_shrink_if_revoked
     pub(in crate::mpi) fn after_failed_agreement(&mut self) {
         self.end = End::Running;
-        let failed = match ulfm::acknowledge(self.end_comm) {
-            Ok(failed) => failed,
-            Err(e) => {
-                self.transport_failure(e);
-                return;
-            }
+        let Some(failed) = self.acknowledged(self.end_comm) else {
+            return;
         };
         if failed.iter().any(|&p| self.peers.alive(p)) {
             self.shrink_collectives();
@@ -157,12 +150,8 @@ impl Progress {
     /// and would keep this process from leaving; they are cancelled. MPI is then not
     /// finalised (it would wait for the failed processes).
     fn abandon_sends_to_failed(&mut self) {
-        let failed = match ulfm::acknowledge(self.net.comm) {
-            Ok(failed) => failed,
-            Err(e) => {
-                self.transport_failure(e);
-                return;
-            }
+        let Some(failed) = self.acknowledged(self.net.comm) else {
+            return;
         };
         if failed.is_empty() {
             return;
@@ -170,6 +159,18 @@ impl Progress {
         super::super::PEER_LOST.store(true, std::sync::atomic::Ordering::Release);
         self.sends.abandon(&self.net, |p| failed.contains(&p));
         self.net.take_peer_failed();
+    }
+
+    /// Acknowledges the failures known on `comm` ([`ulfm::acknowledge`]) and returns the
+    /// failed processes; `None` after a transport failure (recorded) if that fails.
+    fn acknowledged(&mut self, comm: ffi::MPI_Comm) -> Option<Vec<c_int>> {
+        match ulfm::acknowledge(comm) {
+            Ok(failed) => Some(failed),
+            Err(e) => {
+                self.transport_failure(e);
+                None
+            }
+        }
     }
 
     /// The error code of a probe of the collective communicator (0: nothing to report).
