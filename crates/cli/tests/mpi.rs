@@ -283,6 +283,85 @@ fn a_loss_while_a_process_is_in_the_end_agreement_ends_every_survivor() {
 }
 
 #[test]
+fn a_loss_while_the_job_starts_ends_every_survivor_the_same_way() {
+    // The last process dies a few microseconds after it starts a second job: with the
+    // shortest delays while the others still duplicate communicators or measure the link,
+    // with longer ones in the job itself. Either every survivor ends with the start-up's
+    // error or none does (then the running job names the lost node): no survivor may end
+    // at the start while another runs on and waits for it in a shrink.
+    if !spillway::mpi::built_with_ulfm() {
+        eprintln!("SKIPPED: needs an MPI with ULFM");
+        return;
+    }
+    let extra = &["--prtemca", "state_base_error_non_zero_exit", "0"];
+    let cases = [
+        (4, 8, 0),
+        (4, 8, 60),
+        (4, 8, 120),
+        (5, 10, 150),
+        (6, 12, 180),
+        (4, 8, 250),
+        (6, 12, 100),
+        (5, 10, 400),
+    ];
+    let mut at_start = 0;
+    let mut crashed = 0;
+    for (np, ranks, delay_us) in cases {
+        let ran = mpirun(
+            np,
+            60,
+            extra,
+            CHECK,
+            &["lost-at-start", &ranks.to_string(), &delay_us.to_string()],
+        );
+        assert_ne!(
+            ran.code,
+            Some(124),
+            "np {np}, {delay_us} us: a survivor hung\n{ran}"
+        );
+        let last = np - 1;
+        let lines: Vec<Option<&str>> = (0..last)
+            .map(|p| {
+                let head = format!("process {p} ended: ");
+                ran.stderr.lines().find(|l| l.starts_with(&head))
+            })
+            .collect();
+        if lines.iter().all(Option::is_none) {
+            // Open MPI 5.0's ULFM can crash every survivor (SIGSEGV in
+            // `ompi_comm_revoke_local`, called from `MPI_Comm_dup`'s activation) when a
+            // process fails while a communicator is being made: nothing of ours runs then.
+            crashed += 1;
+            continue;
+        }
+        let mut started = Vec::new();
+        for (p, line) in lines.iter().enumerate() {
+            let line = line.unwrap_or_else(|| {
+                panic!("np {np}, {delay_us} us: process {p} did not end\n{ran}")
+            });
+            let failed_at_start = line.contains("while the job started");
+            assert!(
+                failed_at_start || line.contains(&format!("node {last} (MPI process {last}")),
+                "np {np}, {delay_us} us: process {p} ended without naming the loss\n{ran}"
+            );
+            started.push(failed_at_start);
+        }
+        assert!(
+            started.iter().all(|&s| s) || started.iter().all(|&s| !s),
+            "np {np}, {delay_us} us: some survivors ended at the start, others ran\n{ran}"
+        );
+        at_start += usize::from(started[0]);
+    }
+    assert!(
+        crashed * 2 < cases.len(),
+        "MPI crashed in {crashed} of {} runs",
+        cases.len()
+    );
+    // The shortest delays die in the start-up calls at least once (else the test does not
+    // test the start).
+    assert!(at_start > 0, "no loss landed in the job's start");
+}
+
+#[test]
 fn pagerank_over_mpi_gives_the_local_backends_ranks() {
     let dir = tempdir();
     let graph = dir.path().join("graph.txt");

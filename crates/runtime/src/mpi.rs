@@ -108,8 +108,8 @@ where
     }
     let config = config.clone().nodes(size);
     let layout = config.layout()?;
-    let lost_at_start = |e: String| JobError::Transport(e);
-    let comms = engine::Comms::new(comm).map_err(lost_at_start)?;
+    let measure = size > 1 && config.link_model.is_none();
+    let (comms, measured) = engine::Comms::start(comm, measure).map_err(JobError::Transport)?;
     if size == 1 {
         let part = Part {
             local_nodes: 0..1,
@@ -118,9 +118,10 @@ where
         };
         return execute(&config, layout, part, f, |_| {});
     }
-    let link_model = match config.link_model {
-        Some(m) => m,
-        None => engine::measure_link(comms.comm()).map_err(lost_at_start)?,
+    let Some(link_model) = config.link_model.or(measured) else {
+        return Err(JobError::Transport(
+            "the link between processes was not measured".into(),
+        ));
     };
     let remote = Arc::new(Outbox::default());
     if shared {

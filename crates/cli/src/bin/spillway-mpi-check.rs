@@ -23,6 +23,11 @@
 //!   while the others, waiting for a message from it, find the loss and shrink their
 //!   collectives. Every surviving process must end (no hang) and say how: `process N ended:
 //!   ...` on stderr (exit code 6).
+//! * `lost-at-start` (ULFM; `[ranks] [delay in us]`): after a first job, the process of the
+//!   last node aborts `delay` microseconds after it starts a second one, so that with small delays it
+//!   dies while the others are still in the job's start-up calls (duplicating communicators,
+//!   measuring the link). Every surviving process must end and say how, as
+//!   `lost-after-end` (exit code 6); all of them with "while the job started", or none.
 //!
 //! Exit codes: 0 success, 1 check failed, 2 usage, 3 deadlock reported, 4 rank failure
 //! reported, 5 lost process reported, 6 ended after a loss at the end.
@@ -356,13 +361,46 @@ fn case_lost_after_end(ranks: u32) -> ExitCode {
     ExitCode::from(6)
 }
 
+fn case_lost_at_start(ranks: u32, delay: std::time::Duration) -> ExitCode {
+    let config = config(ranks).peer_timeout(std::time::Duration::from_secs(20));
+    // A first job initialises MPI and shows that every process runs.
+    if let Err(e) = spillway::run(&config, |rank| Comm::world(rank).barrier()) {
+        say(format!("the first job failed: {e}"));
+        return ExitCode::from(1);
+    }
+    let world = rsmpi::topology::SimpleCommunicator::world();
+    let (me, last) = (world.rank(), world.size() - 1);
+    if me == last {
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            std::process::abort();
+        });
+    }
+    let outcome = spillway::run(&config, |rank| -> Result<(), BoxError> {
+        let world = Comm::world(rank);
+        for _ in 0..200 {
+            world.allreduce(&[1u64], Sum)?;
+        }
+        Ok(())
+    });
+    match outcome {
+        Ok(_) => say(format!("process {me} ended: ok")),
+        Err(e) => say(format!("process {me} ended: {e}")),
+    }
+    if me == last {
+        // The job ended before the abort: wait for it.
+        std::thread::sleep(std::time::Duration::from_secs(30));
+    }
+    ExitCode::from(6)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ranks = match args.get(1).map(|r| r.parse::<u32>()) {
         None => 6,
         Some(Ok(r)) if r > 0 => r,
         _ => {
-            say("usage: spillway-mpi-check <comm|deadlock|deadlock-collective|fail|hook|lost|lost-after-end> [ranks]");
+            say("usage: spillway-mpi-check <comm|deadlock|deadlock-collective|fail|hook|lost|lost-after-end|lost-at-start> [ranks]");
             return ExitCode::from(2);
         }
     };
@@ -374,8 +412,15 @@ fn main() -> ExitCode {
         Some("hook") => case_hook(ranks),
         Some("lost") => return case_lost(ranks),
         Some("lost-after-end") => return case_lost_after_end(ranks),
+        Some("lost-at-start") => {
+            let Some(Ok(us)) = args.get(2).map(|d| d.parse::<u64>()) else {
+                say("usage: spillway-mpi-check lost-at-start <ranks> <delay in us>");
+                return ExitCode::from(2);
+            };
+            return case_lost_at_start(ranks, std::time::Duration::from_micros(us));
+        }
         _ => {
-            say("usage: spillway-mpi-check <comm|deadlock|deadlock-collective|fail|hook|lost|lost-after-end> [ranks]");
+            say("usage: spillway-mpi-check <comm|deadlock|deadlock-collective|fail|hook|lost|lost-after-end|lost-at-start> [ranks]");
             return ExitCode::from(2);
         }
     };

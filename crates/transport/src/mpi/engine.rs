@@ -15,7 +15,7 @@ use super::progress::{Pause, Progress};
 use crate::exchange::Exchange;
 use crate::host::Host;
 use crate::outbox::{Drive, Outbox};
-use crate::Layout;
+use crate::{Layout, LinkModel};
 
 pub(super) struct Engine {
     state: Mutex<Progress>,
@@ -112,7 +112,7 @@ impl std::fmt::Debug for Survivors {
     }
 }
 
-/// The communicators of the engine, made before the job starts ([`Comms::new`]).
+/// The communicators of the engine, made before the job starts ([`Comms::start`]).
 pub struct Comms {
     comm: SimpleCommunicator,
     data: SimpleCommunicator,
@@ -121,23 +121,56 @@ pub struct Comms {
 }
 
 impl Comms {
-    /// Duplicates of `comm` (a collective): one for message headers and control messages,
-    /// one for message data (so that probing for headers never sees data whose receive is
-    /// not posted yet), one for the collectives of the engine (with ULFM, shrunk to agree on
-    /// lost processes) and one for the agreement that ends the job. The last two are apart
-    /// because a shrink agrees on the communicator it shrinks: an end agreement pending on
-    /// the same one would be taken for a step of the shrink. Failing calls return their error
-    /// code on all four.
+    /// Starts a job on the processes of `comm` (a collective): makes the engine's
+    /// communicators, duplicates of `comm` (one for message headers and control messages,
+    /// one for message data, so that probing for headers never sees data whose receive is not
+    /// posted yet, one for the collectives of the engine, with ULFM shrunk to agree on lost
+    /// processes, and one for the agreement that ends the job; the last two are apart because
+    /// a shrink agrees on the communicator it shrinks, and an end agreement pending on the
+    /// same one would be taken for a step of the shrink), and measures the link between
+    /// processes ([`measure_link`](super::measure_link)) when `measure` is set. Failing calls
+    /// return their error code on all four.
+    ///
+    /// With lost processes survived (ULFM on), the processes then agree on whether every one
+    /// of them got this far ([`agree_on_start`](super::agree_on_start)): a process lost during
+    /// the start ends the job in every survivor, none of which has run a rank, instead of
+    /// ending some (whose start-up call failed) while the others, already running, wait for
+    /// them in a shrink.
     ///
     /// # Errors
-    /// A message when a duplication failed (e.g. a process lost while the job starts).
-    pub fn new<C: Communicator>(comm: &C) -> Result<Comms, String> {
-        Ok(Comms {
-            comm: super::duplicate(comm)?,
-            data: super::duplicate(comm)?,
-            coll: super::duplicate(comm)?,
-            end: super::duplicate(comm)?,
-        })
+    /// A message when a step failed here or in another process (e.g. a process lost while
+    /// the job starts).
+    pub fn start<C: Communicator>(
+        comm: &C,
+        measure: bool,
+    ) -> Result<(Comms, Option<LinkModel>), String> {
+        let mut made = Vec::with_capacity(4);
+        let mut outcome = Ok(None);
+        for _ in 0..4 {
+            match super::duplicate(comm) {
+                Ok(c) => made.push(c),
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+        }
+        if outcome.is_ok() && measure {
+            outcome = super::measure_link(&made[0]).map(Some);
+        }
+        let link = super::agree_on_start(comm, &made, outcome)?;
+        let [comm, data, coll, end]: [SimpleCommunicator; 4] = made
+            .try_into()
+            .map_err(|_| "the engine's communicators were not all made".to_string())?;
+        Ok((
+            Comms {
+                comm,
+                data,
+                coll,
+                end,
+            },
+            link,
+        ))
     }
 
     /// The communicator of message headers (process `i` is node `i`).

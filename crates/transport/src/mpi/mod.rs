@@ -42,6 +42,9 @@
 //! * **Deadlocks** ([`termination`]). A blocked rank may still be woken by a message from
 //!   another process, so the progress threads decide together with a token ring (Mattern's
 //!   counting waves).
+//! * **Start** ([`Comms::start`]). The processes duplicate the communicators the engine uses
+//!   and measure the link; with ULFM they then agree that every one of them got through, so a
+//!   process lost meanwhile ends the job on every survivor before any rank runs.
 //! * **End** ([`progress`]). When its ranks have finished and its sends completed, a process
 //!   enters a non-blocking barrier (with ULFM, an agreement that completes whatever fails
 //!   meanwhile) on a communicator of its own, and keeps serving messages, and joining the
@@ -400,20 +403,67 @@ pub fn duplicate<C: Communicator>(comm: &C) -> Result<SimpleCommunicator, String
     Ok(dup)
 }
 
+/// The end of a job's start (with lost processes survived: [`survives_lost_processes`]):
+/// every process of `comm` agrees on whether all of them got through their start-up calls
+/// (`outcome`; `made` holds the communicators made so far). A process whose start-up call
+/// failed first revokes `comm` and `made`, so that the others still waiting in a start-up
+/// call on them return; then all agree (`MPIX_Comm_agree` on `comm`, whose result and error
+/// are the same in every survivor). So either every survivor starts the job or none does, and
+/// a process lost after the agreement is lost from a running job, which survives it.
+/// Without ULFM the outcome is returned as it is (a lost process ends the job anyway).
+fn agree_on_start<T>(
+    comm: &impl Communicator,
+    made: &[SimpleCommunicator],
+    outcome: Result<T, String>,
+) -> Result<T, String> {
+    if !survives_lost_processes() {
+        return outcome;
+    }
+    if outcome.is_err() {
+        for c in made {
+            ulfm::revoke(c.as_raw());
+        }
+        ulfm::revoke(comm.as_raw());
+    }
+    let mut all_started: c_int = c_int::from(outcome.is_ok());
+    let code = ulfm::agree(comm.as_raw(), &mut all_started);
+    match outcome {
+        Err(e) => Err(e),
+        Ok(_) if code != 0 => Err(startup_error("MPIX_Comm_agree", code)),
+        Ok(_) if all_started == 0 => {
+            PEER_LOST.store(true, Ordering::Release);
+            Err(
+                "another process failed while the job started (its error output names the \
+                 call and the cause): the job ends on every process before any rank runs \
+                 (with the spillway CLI, a job saved with --checkpoint-dir resumes with \
+                 --resume)"
+                    .into(),
+            )
+        }
+        Ok(t) => Ok(t),
+    }
+}
+
 /// A failed call while a job starts: a process lost then ends the job (the engine that
 /// survives lost processes runs only once the job has started).
 fn startup_check(call: &str, code: c_int) -> Result<(), String> {
     if code == 0 {
-        return Ok(());
+        Ok(())
+    } else {
+        Err(startup_error(call, code))
     }
+}
+
+/// The error of a failed call (`code`) while a job starts.
+fn startup_error(call: &str, code: c_int) -> String {
     if ulfm::is_process_failure(code) {
         PEER_LOST.store(true, Ordering::Release);
-        return Err(format!(
+        return format!(
             "a process was lost while the job started ({call}): the job ends (with the \
              spillway CLI, a job saved with --checkpoint-dir resumes with --resume)"
-        ));
+        );
     }
-    Err(mpi_error(call, code))
+    mpi_error(call, code)
 }
 
 /// Sums `mine` over the processes of `comm` into `out` (same length); false if the call

@@ -191,6 +191,21 @@ pub(crate) unsafe fn iagree(
     }
 }
 
+/// A blocking agreement among the survivors of `comm` on `flag` (see [`iagree`]): `*flag`
+/// holds the logical and of every survivor's flag afterwards. Returns the error code (0 on
+/// success; without ULFM always an error).
+pub(crate) fn agree(comm: ffi::MPI_Comm, flag: &mut c_int) -> c_int {
+    // SAFETY: reads an immutable handle constant exported by the MPI library.
+    let mut request = unsafe { ffi::RSMPI_REQUEST_NULL };
+    // SAFETY: `flag` and `request` outlive the request, which is completed below.
+    let code = unsafe { iagree(comm, flag, &mut request) };
+    if code != 0 {
+        return code;
+    }
+    // SAFETY: `request` was started above; waiting completes and frees it.
+    unsafe { ffi::MPI_Wait(&mut request, ffi::RSMPI_STATUS_IGNORE) }
+}
+
 /// The ranks in `reference` of the members of `group`.
 pub(crate) fn ranks_in(group: ffi::MPI_Group, reference: ffi::MPI_Comm) -> Vec<c_int> {
     let mut size: c_int = 0;
