@@ -31,7 +31,8 @@ impl Machine {
 pub enum Pattern {
     /// Every rank sends `h / p` bytes to every rank.
     TotalExchange,
-    /// Every rank sends `h` bytes in chunks of random size to random ranks at random offsets.
+    /// Every rank sends `h` bytes and receives `h` bytes, in pieces of random size to and
+    /// from random ranks at random offsets (a full h-relation).
     Random,
 }
 

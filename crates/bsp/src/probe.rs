@@ -91,7 +91,11 @@ pub fn measure(bsp: &mut Bsp<'_>, options: &ProbeOptions) -> Result<ProbeReport>
         .enumerate()
         .for_each(|(i, b)| *b = i as u8);
     bsp.sync()?;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(options.seed ^ bsp.pid() as u64);
+    // The random pattern's cuts and destinations (the same on every rank) and offsets (this
+    // rank's own).
+    let mut shared = Xoshiro256PlusPlus::seed_from_u64(options.seed);
+    let mut own = Xoshiro256PlusPlus::seed_from_u64(options.seed ^ (bsp.pid() as u64 + 1) << 32);
+    let mut perm: Vec<usize> = (0..p).collect();
     let mut sizes = Vec::new();
     let mut h = options.min_bytes.max(p);
     while h <= max {
@@ -128,17 +132,26 @@ pub fn measure(bsp: &mut Bsp<'_>, options: &ProbeOptions) -> Result<ProbeReport>
                         }
                     }
                     Pattern::Random => {
-                        // `chunks` cut points split h into chunks for random ranks.
+                        // A full h-relation in random pieces: the cut points and, per
+                        // piece, a permutation of the ranks come from `shared`, the same on
+                        // every rank, so every rank sends h bytes and receives h bytes (the
+                        // piece of each cut from exactly one rank), of random sizes, from
+                        // random ranks, at random offsets (from `own`).
                         let mut cuts: Vec<usize> = (0..chunks - 1)
-                            .map(|_| (rng.next_u64() % h as u64) as usize)
+                            .map(|_| (shared.next_u64() % h as u64) as usize)
                             .collect();
                         cuts.push(0);
                         cuts.push(h);
                         cuts.sort_unstable();
+                        let me = bsp.pid();
                         for w in cuts.windows(2) {
                             let len = w[1] - w[0];
-                            let q = (rng.next_u64() % p as u64) as usize;
-                            let off = (rng.next_u64() % (h - len + 1) as u64) as usize;
+                            for i in (1..p).rev() {
+                                let j = (shared.next_u64() % (i as u64 + 1)) as usize;
+                                perm.swap(i, j);
+                            }
+                            let q = perm[me];
+                            let off = (own.next_u64() % (h - len + 1) as u64) as usize;
                             bsp.put(src, w[0], q, dst, off, len)?;
                             received[q] += len as u64;
                         }
