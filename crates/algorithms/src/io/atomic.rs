@@ -79,10 +79,12 @@ enum Target {
 ///
 /// # Semantics
 /// For a regular file or a path that does not exist yet, data goes to a hidden temporary file
-/// `.NAME.tmp-PID-N` in the same directory; [`AtomicFile::commit`] flushes it, syncs it to
+/// `.NAME.tmp-HOST-PID-N` in the same directory; [`AtomicFile::commit`] flushes it, syncs it to
 /// disk and renames it over the final path. Dropping an `AtomicFile` without committing it (or
 /// after a failed commit) removes the temporary file, so a failed run leaves no partial output
-/// behind. A symbolic link is followed and its target written (the link stays). Anything else
+/// behind. A process killed while it wrote cannot remove its own: a commit removes the
+/// temporary files of the same output left by processes of this host that no longer run
+/// (on Linux, where `/proc` tells; files of other hosts are left alone). A symbolic link is followed and its target written (the link stays). Anything else
 /// that can be written — a character device such as `/dev/null`, a FIFO — is written directly
 /// and never replaced.
 #[derive(Debug)]
@@ -127,7 +129,7 @@ impl AtomicFile {
         let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
         let mut temp_name = OsString::from(".");
         temp_name.push(&name);
-        temp_name.push(format!(".tmp-{}-{n}", std::process::id()));
+        temp_name.push(format!(".tmp-{}-{}-{n}", host_tag(), std::process::id()));
         let temp = parent_dir(&path).join(temp_name);
         let file = OpenOptions::new()
             .write(true)
@@ -161,6 +163,7 @@ impl AtomicFile {
         std::fs::rename(&*temp, &self.path)?;
         *committed = true;
         temporaries().retain(|t| t != temp);
+        remove_orphans(&self.path);
         // Best effort: the data is already in place under its final name.
         if let Ok(dir) = File::open(parent_dir(&self.path)) {
             let _ = dir.sync_all();
@@ -198,6 +201,64 @@ impl Drop for AtomicFile {
     }
 }
 
+/// This host's name as temporary file names hold it: letters, digits, `-` and `.`, anything
+/// else as `_` ("host" when it cannot be read).
+fn host_tag() -> &'static str {
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_default();
+        let tag: String = name
+            .trim()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        if tag.is_empty() {
+            "host".into()
+        } else {
+            tag
+        }
+    })
+}
+
+/// Removes the temporary files of `path` (`.NAME.tmp-HOST-PID-N`) that processes of this host
+/// left behind when they were killed while writing: those whose process no longer runs. Best
+/// effort; only where `/proc` tells which processes run.
+fn remove_orphans(path: &Path) {
+    if !cfg!(target_os = "linux") || !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Some(name) = path.file_name() else {
+        return;
+    };
+    let prefix = format!(".{}.tmp-{}-", name.to_string_lossy(), host_tag());
+    let Ok(entries) = std::fs::read_dir(parent_dir(path)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(rest) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some((pid, n)) = rest.split_once('-') else {
+            continue;
+        };
+        let (Ok(pid), Ok(_)) = (pid.parse::<u32>(), n.parse::<u64>()) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,7 +282,7 @@ mod tests {
         assert!(!path.exists());
         let names = dir_entries(dir.path());
         assert_eq!(names.len(), 1);
-        let prefix = format!(".out.txt.tmp-{}-", std::process::id());
+        let prefix = format!(".out.txt.tmp-{}-{}-", host_tag(), std::process::id());
         assert!(names[0].starts_with(&prefix), "{names:?}");
         f.commit().expect("commit");
         assert_eq!(std::fs::read(&path).expect("read"), b"hello\n");
@@ -249,6 +310,40 @@ mod tests {
         b.commit().expect("commit b");
         assert_eq!(std::fs::read(&path).expect("read"), b"b");
         assert_eq!(dir_entries(dir.path()), vec!["out.txt".to_string()]);
+    }
+
+    /// A temporary file of the same output left by a process of this host that no longer
+    /// runs goes at the next commit; one of a running process, another host's and another
+    /// output's stay.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_commit_removes_what_dead_writers_left() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("out.txt");
+        // A process that ran and ended: its pid no longer runs.
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let dead = child.id();
+        child.wait().expect("wait");
+        let host = host_tag();
+        let live = std::process::id();
+        let left = [
+            format!(".out.txt.tmp-{host}-{dead}-0"),
+            format!(".out.txt.tmp-{host}-{live}-999"),
+            format!(".out.txt.tmp-other-host-{dead}-0"),
+            format!(".other.txt.tmp-{host}-{dead}-0"),
+        ];
+        for f in &left {
+            std::fs::write(dir.path().join(f), b"partial").expect("write");
+        }
+        let mut f = AtomicFile::create(&path).expect("create");
+        f.writer().write_all(b"done\n").expect("write");
+        f.commit().expect("commit");
+        let mut want: Vec<String> = left[1..].to_vec();
+        want.push("out.txt".into());
+        want.sort();
+        assert_eq!(dir_entries(dir.path()), want);
     }
 
     #[test]
