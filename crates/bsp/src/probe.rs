@@ -94,7 +94,7 @@ pub fn measure(bsp: &mut Bsp<'_>, options: &ProbeOptions) -> Result<ProbeReport>
     // The random pattern's cuts and destinations (the same on every rank) and offsets (this
     // rank's own).
     let mut shared = Xoshiro256PlusPlus::seed_from_u64(options.seed);
-    let mut own = Xoshiro256PlusPlus::seed_from_u64(options.seed ^ (bsp.pid() as u64 + 1) << 32);
+    let mut own = Xoshiro256PlusPlus::seed_from_u64(options.seed ^ ((bsp.pid() as u64 + 1) << 32));
     let mut perm: Vec<usize> = (0..p).collect();
     let mut sizes = Vec::new();
     let mut h = options.min_bytes.max(p);

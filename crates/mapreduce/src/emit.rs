@@ -326,10 +326,9 @@ const IN_FLIGHT: usize = 16;
 
 /// An open-addressing (linear probing) hash table from encoded keys to combined values,
 /// indexed by the partitioning hash, which every key needs anyway to be sent (its low bits:
-/// see [`home`]). A slot holds
-/// the full hash, the key (inline when short) and the value, so an insert of a short key
-/// touches one slot (usually one cache line) and nothing else, and the slot's line is
-/// prefetched [`IN_FLIGHT`] inserts ahead. The table is at most 3/4 full.
+/// see [`home`]). A slot holds the full hash, the key (inline when short) and the value, so an
+/// insert of a short key touches one slot (usually one cache line) and nothing else, and the
+/// slot's line is prefetched [`IN_FLIGHT`] inserts ahead. The table is at most 3/4 full.
 struct Table<V> {
     slots: Vec<Slot<V>>,
     len: usize,
@@ -623,8 +622,7 @@ mod tests {
         for id in 0..1_600_000u64 {
             let key = id.to_le_bytes();
             let confined = partition_hash(&key) >> 60 == 5;
-            let take = if confined { true } else { id % 16 == 0 };
-            if !take {
+            if !confined && id % 16 != 0 {
                 continue;
             }
             if confined {
