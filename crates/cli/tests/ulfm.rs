@@ -144,8 +144,8 @@ fn ranks_run(pid: u32) -> bool {
 
 /// Runs the job, and once its ranks run SIGKILLs the processes of MPI ranks `victims` from
 /// outside, `at` (a fraction) into `reference` seconds (the failure-free run's time in its
-/// ranks: loading and computing). Returns the run (its seconds counted from the kill) and whether the kill happened
-/// before the job ended.
+/// ranks: loading and computing). Returns the run (its seconds counted from the kill) and
+/// whether the kill happened before the job ended.
 fn run_killing(
     launcher: &str,
     np: u32,
@@ -243,9 +243,8 @@ fn run_killing_waves(
                 break 'waves;
             }
             let due = if i == 0 {
-                // Every process past the job's start: a loss while some are still in the
-                // start-up collectives and others already run ends the job, or hangs
-                // (known weakness, docs/cli.md), which these tests do not look at.
+                // Every process past the job's start: a loss during the start ends the job
+                // on every survivor (tested in tests/mpi.rs), not what these tests look at.
                 (0..np).all(|p| process_of(root, p).is_some_and(ranks_run))
             } else {
                 stderr.lock().unwrap().matches(WENT_ON).count() >= i

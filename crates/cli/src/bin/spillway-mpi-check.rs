@@ -24,9 +24,9 @@
 //!   collectives. Every surviving process must end (no hang) and say how: `process N ended:
 //!   ...` on stderr (exit code 6).
 //! * `lost-at-start` (ULFM; `[ranks] [delay in us]`): after a first job, the process of the
-//!   last node aborts `delay` microseconds after it starts a second one, so that with small delays it
-//!   dies while the others are still in the job's start-up calls (duplicating communicators,
-//!   measuring the link). Every surviving process must end and say how, as
+//!   last node aborts `delay` microseconds after it starts a second one, so that with small
+//!   delays it dies while the others are still in the job's start-up calls (duplicating
+//!   communicators, measuring the link). Every surviving process must end and say how, as
 //!   `lost-after-end` (exit code 6); all of them with "while the job started", or none.
 //!
 //! Exit codes: 0 success, 1 check failed, 2 usage, 3 deadlock reported, 4 rank failure
