@@ -369,6 +369,10 @@ fn case_lost_at_start(ranks: u32, delay: std::time::Duration) -> ExitCode {
         return ExitCode::from(1);
     }
     let world = rsmpi::topology::SimpleCommunicator::world();
+    if world.size() < 2 {
+        say("lost-at-start: needs 2 MPI processes or more (mpirun -np N, N >= 2): the last one dies");
+        return ExitCode::from(2);
+    }
     let (me, last) = (world.rank(), world.size() - 1);
     if me == last {
         std::thread::spawn(move || {
