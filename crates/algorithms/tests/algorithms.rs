@@ -120,6 +120,73 @@ fn pagerank_matches_a_sequential_loop_at_every_layout() {
 }
 
 #[test]
+fn pagerank_resumes_its_checkpoints_bitwise_and_refuses_the_older_format() {
+    use spillway_algorithms::graph::pagerank::pagerank_checkpointed;
+    use spillway_checkpoint::{header, save, Checkpointer};
+    let spec = RmatSpec::parse("rmat:9:8:3").unwrap();
+    let fp = "pagerank test rmat:9:8:3";
+    let dir = tempfile::tempdir().unwrap();
+    let old_dir = tempfile::tempdir().unwrap();
+    let opts = |iterations| PageRankOptions {
+        iterations,
+        ..Default::default()
+    };
+    // (ranks of this rank as bits, iterations done, iterations this run performed) of one run.
+    let go = |dir: Option<&Path>, every: u64, resume: bool, iterations: usize| {
+        run(&Config::new(3).nodes(1), |rank| -> Result<_, AlgoError> {
+            let world = Comm::world(rank);
+            let g = load_graph(&world, &GraphSource::Rmat(spec))?;
+            let mut ck = dir.map(|d| Checkpointer::new(d, fp, every, resume));
+            let mut performed = 0;
+            let r = pagerank_checkpointed(
+                &world,
+                &g,
+                &opts(iterations),
+                &mut |_| performed += 1,
+                ck.as_mut(),
+            )?;
+            let bits: Vec<u64> = r.ranks.as_slice().iter().map(|v| v.to_bits()).collect();
+            Ok((bits, r.iterations, performed))
+        })
+    };
+    let whole = go(None, 1, false, 9).unwrap();
+    // Checkpoints after 3 and 6 of 7 iterations, then a resumed run to 9 from the one of 6.
+    go(Some(dir.path()), 3, false, 7).unwrap();
+    let resumed = go(Some(dir.path()), 3, true, 9).unwrap();
+    for ((bits, done, performed), (want, ..)) in resumed.iter().zip(&whole) {
+        assert_eq!(
+            (*done, *performed),
+            (9, 3),
+            "not resumed from the 6th iteration"
+        );
+        assert!(
+            bits == want,
+            "a resumed run differs from an uninterrupted one"
+        );
+    }
+    // A checkpoint in the format before the row order (4 header words, the values in the
+    // set-up's order) is refused, not read in the wrong order.
+    let err = run(&Config::new(3).nodes(1), |rank| -> Result<_, AlgoError> {
+        let world = Comm::world(rank);
+        let g = load_graph(&world, &GraphSource::Rmat(spec))?;
+        let rows = g.local_rows();
+        let head = header(&[3, 0.01f64.to_bits(), 0.5f64.to_bits(), rows as u64]);
+        let values: Vec<u8> = (0..rows)
+            .flat_map(|_| (1.0f64 / 512.0).to_le_bytes())
+            .collect();
+        save(&world, old_dir.path(), 3, fp, &[&head, &values])?;
+        let mut ck = Checkpointer::new(old_dir.path(), fp, 3, true);
+        pagerank_checkpointed(&world, &g, &opts(9), &mut |_| {}, Some(&mut ck))?;
+        Ok(())
+    })
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("format of an older spillway"),
+        "unexpected error: {err}"
+    );
+}
+
+#[test]
 fn pagerank_stops_at_the_tolerance() {
     let spec = RmatSpec::parse("rmat:7:4:5").unwrap();
     let out = run(&Config::new(3), |rank| -> Result<_, AlgoError> {

@@ -13,12 +13,14 @@
 //! # Algorithm
 //! Each rank owns a block of rows (sources). Set-up relabels its rows by out-degree class
 //! (a counting sort; the most-read contributions end up in a short prefix that stays in
-//! cache) and transposes its edges once into pull form, with compact indices: the edges into
-//! its own vertices as a CSC over local ids (a counting sort), and the edges into other
-//! ranks' vertices grouped by distinct target (placed in buckets by the target's top bits as
-//! they are produced, each bucket then radix-sorted: no comparison sort, no per-edge search
-//! and no second array as long as the edges), so that the distinct remote targets are sorted
-//! and grouped by owner. An iteration computes `x(u) / deg(u)` once per row, pulls one sum
+//! cache), within a class by the length of their local in-list, and transposes its edges once
+//! into pull form, with compact indices: the edges into its own vertices as a CSC over local
+//! ids (a counting sort), and the edges into other ranks' vertices grouped by distinct target
+//! (placed in buckets by the target's top bits as they are produced, each bucket then
+//! radix-sorted: no comparison sort, no per-edge search and no second array as long as the
+//! edges), so that the distinct remote targets are grouped by owner, and by in-list length
+//! within an owner (lists of equal length in a row keep the gathers' branches predicted: a
+//! third off an iteration at 2 ranks). An iteration computes `x(u) / deg(u)` once per row, pulls one sum
 //! per distinct remote target (sequential writes, gathered reads of the rows' values) and
 //! sends each owner one message of sums, and pulls the local sums plus what arrived.
 //!
@@ -42,8 +44,9 @@
 //!
 //! # Checkpoints
 //! [`pagerank_checkpointed`] saves the iteration state after every K iterations: each rank's
-//! part of the rank vector (8 r bytes, in the set-up's row order, which depends only on the
-//! graph and the rank count), the iteration count, the dangling mass and the last L1 change.
+//! part of the rank vector (8 r bytes, by row), the iteration count, the dangling mass and the
+//! last L1 change, and a format word (parts of the older format, by the set-up's order of
+//! their day, are refused).
 //! A resumed run repeats the set-up and continues from there; its result is bitwise that of an
 //! uninterrupted run.
 
@@ -186,8 +189,13 @@ pub fn pagerank(
 }
 
 /// Words before the rank vector in a checkpoint part: iterations done, dangling mass, L1
-/// change, rows.
-const STATE_WORDS: usize = 4;
+/// change, rows, [`FORMAT`].
+const STATE_WORDS: usize = 5;
+
+/// The last header word of a checkpoint part: its values are in row order. Parts written
+/// before it held them in the set-up's order of the day (4 header words), which a later
+/// set-up may order otherwise: such a part is refused, never read in the wrong order.
+const FORMAT: u64 = 0x5052_0002;
 
 /// [`pagerank`] with checkpoints: with `checkpoint`, starts from the state it restores (if
 /// any) and saves the state whenever one is due (see the module notes). `progress` is called
@@ -267,6 +275,13 @@ pub(crate) fn run_pagerank(
             };
             let (word, values) = split_header(&part, STATE_WORDS)
                 .ok_or_else(|| bad(format!("checkpoint {seq} is too short")))?;
+            if word[4] != FORMAT {
+                return Err(bad(format!(
+                    "checkpoint {seq} was written in the format of an older spillway (the \
+                     rank vector in an order this version does not use): resume it with the \
+                     version that wrote it, or start again without resuming"
+                )));
+            }
             if word[3] != rows as u64 || values.len() != rows * 8 || word[0] != seq {
                 return Err(bad(format!(
                     "checkpoint {seq} holds {} rows for rank {}, which has {rows}",
@@ -277,8 +292,9 @@ pub(crate) fn run_pagerank(
             done = seq as usize;
             restored_dangling = Some(f64::from_bits(word[1]));
             delta = f64::from_bits(word[2]);
-            for (v, b) in x.as_mut_slice().iter_mut().zip(values.chunks_exact(8)) {
-                *v = f64::from_le_bytes(b.try_into().expect("8 bytes"));
+            for (v, &row) in x.as_mut_slice().iter_mut().zip(pull.row_of.as_slice()) {
+                let at = 8 * row as usize;
+                *v = f64::from_le_bytes(values[at..at + 8].try_into().expect("8 bytes"));
             }
         }
     }
@@ -370,7 +386,7 @@ pub(crate) fn run_pagerank(
         }
         // Round `it` was sent before the all-reduce that ended the last iteration: these
         // receives wait only in the first iteration.
-        for (b, &(sender, count, _, _)) in pull.incoming.blocks.iter().enumerate() {
+        for (b, &(sender, count, _)) in pull.incoming.blocks.iter().enumerate() {
             let (buf, _) = values.recv_shared(sender, tag(it))?;
             let sums: &[f64] = bytemuck::try_cast_slice(buf.as_bytes())
                 .ok()
@@ -439,8 +455,14 @@ pub(crate) fn run_pagerank(
                     dangling.to_bits(),
                     delta.to_bits(),
                     rows as u64,
+                    FORMAT,
                 ]);
-                ck.save(comm, done as u64, &[&header, as_le_bytes(x.as_slice())])?;
+                let by_row = by_row(rt, x.as_slice(), pull.row_of.as_slice())?;
+                ck.save(
+                    comm,
+                    done as u64,
+                    &[&header, as_le_bytes(by_row.as_slice())],
+                )?;
             }
         }
         if stopped(delta) {
@@ -453,14 +475,7 @@ pub(crate) fn run_pagerank(
             break;
         }
     }
-    // Back from positions to rows.
-    let mut ranks: SbVec<f64> = SbVec::zeroed(rt, rows)?;
-    {
-        let out = ranks.as_mut_slice();
-        for (&u, &v) in pull.row_of.as_slice().iter().zip(x.as_slice()) {
-            out[u as usize] = v;
-        }
-    }
+    let ranks = by_row(rt, x.as_slice(), pull.row_of.as_slice())?;
     Ok(PageRankResult {
         lo: graph.lo,
         ranks,
@@ -469,6 +484,16 @@ pub(crate) fn run_pagerank(
         iteration_times: times,
         iteration_bytes,
     })
+}
+
+/// `x` (by position) back in row order: `row_of` is the row of each position.
+fn by_row(rt: &spillway_runtime::Rank, x: &[f64], row_of: &[u32]) -> Result<SbVec<f64>, AlgoError> {
+    let mut out: SbVec<f64> = SbVec::zeroed(rt, x.len())?;
+    let o = out.as_mut_slice();
+    for (&u, &v) in row_of.iter().zip(x) {
+        o[u as usize] = v;
+    }
+    Ok(out)
 }
 
 /// The bytes of `values` in little-endian order (the checkpoint format).

@@ -9,14 +9,17 @@ use spillway_runtime::SbVec;
 use crate::error::AlgoError;
 
 /// Where the values that arrive each iteration go: for each sending rank, in the order of
-/// arrival (rank order), the rows it sends to, ascending. A sender's rows are a bitmap over
-/// this rank's rows when that is smaller than a list of 4-byte positions (more than one row
-/// in 32 receives from it), else the list; the bitmaps need the position of every row.
-/// Out of core this is read every iteration: as lists, one 4-byte entry per value received,
-/// it was a sixth of PageRank's reads at 32 ranks.
+/// arrival (rank order), the rows it sends to, in a few ascending runs (the sender groups its
+/// targets by in-list length, see [`set_up`](super::setup::set_up)). A run's rows are a
+/// bitmap over this rank's rows when that is smaller than a list of 4-byte positions (more
+/// than one row in 32 receives from it), else the list; the bitmaps need the position of
+/// every row. Out of core this is read every iteration: as lists, one 4-byte entry per value
+/// received, it was a sixth of PageRank's reads at 32 ranks.
 pub(super) struct Incoming {
-    /// Per sender: (sender, values, bitmap or list, start in `bits` or `list`).
-    pub(super) blocks: Vec<(usize, usize, bool, usize)>,
+    /// Per sender: (sender, values, its runs in `runs`).
+    pub(super) blocks: Vec<(usize, usize, std::ops::Range<usize>)>,
+    /// Per run: (values, bitmap or list, start in `bits` or `list`).
+    runs: Vec<(usize, bool, usize)>,
     bits: SbVec<u64>,
     list: SbVec<u32>,
     /// Position of every row when some sender has a bitmap (else empty).
@@ -26,7 +29,7 @@ pub(super) struct Incoming {
 
 impl Incoming {
     /// From the rows each sender announced (`rows_in`, concatenated in the order of `from`:
-    /// (sender, count)), ascending per sender, and the position of each row.
+    /// (sender, count)), each below `rows`, and the position of each row.
     pub(super) fn new(
         rt: &spillway_runtime::Rank,
         rows: usize,
@@ -35,30 +38,44 @@ impl Incoming {
         pos: SbVec<u32>,
     ) -> Result<Incoming, AlgoError> {
         let words = rows.div_ceil(64);
+        assert!(
+            rows_in.iter().all(|&r| (r as usize) < rows),
+            "incoming row out of range"
+        );
         let mut blocks = Vec::with_capacity(from.len());
-        let (mut nbits, mut nlist) = (0, 0);
+        let mut runs = Vec::new();
+        let (mut nbits, mut nlist, mut at) = (0, 0, 0);
         for &(sender, count) in from {
-            let bitmap = words * 8 < count * 4;
-            blocks.push((sender, count, bitmap, if bitmap { nbits } else { nlist }));
-            if bitmap {
-                nbits += words;
-            } else {
-                nlist += count;
+            let first = runs.len();
+            let mine = &rows_in[at..at + count];
+            at += count;
+            // Maximal ascending runs.
+            let mut a = 0;
+            while a < mine.len() {
+                let mut b = a + 1;
+                while b < mine.len() && mine[b - 1] < mine[b] {
+                    b += 1;
+                }
+                let len = b - a;
+                let bitmap = words * 8 < len * 4;
+                runs.push((len, bitmap, if bitmap { nbits } else { nlist }));
+                if bitmap {
+                    nbits += words;
+                } else {
+                    nlist += len;
+                }
+                a = b;
             }
+            blocks.push((sender, count, first..runs.len()));
         }
         let mut bits: SbVec<u64> = SbVec::zeroed(rt, nbits)?;
         let mut list: SbVec<u32> = SbVec::zeroed(rt, nlist)?;
         {
             let (b, l, p) = (bits.as_mut_slice(), list.as_mut_slice(), pos.as_slice());
             let mut at = 0;
-            for &(_, count, bitmap, start) in &blocks {
+            for &(count, bitmap, start) in &runs {
                 let mine = &rows_in[at..at + count];
                 at += count;
-                assert!(
-                    mine.windows(2).all(|w| w[0] < w[1])
-                        && mine.last().is_none_or(|&r| (r as usize) < rows),
-                    "incoming rows out of order or range"
-                );
                 if bitmap {
                     for &r in mine {
                         b[start + r as usize / 64] |= 1 << (r % 64);
@@ -77,6 +94,7 @@ impl Incoming {
         };
         Ok(Incoming {
             blocks,
+            runs,
             bits,
             list,
             pos,
@@ -87,7 +105,8 @@ impl Incoming {
     /// Bytes of the bitmaps, lists and positions, and of the values received.
     pub(super) fn bytes(&self) -> u64 {
         let values: usize = self.blocks.iter().map(|b| b.1).sum();
-        (8 * self.bits.len() + 4 * self.list.len() + 4 * self.pos.len() + 8 * values) as u64
+        let runs = self.runs.len() * std::mem::size_of::<(usize, bool, usize)>();
+        (8 * self.bits.len() + 4 * self.list.len() + 4 * self.pos.len() + 8 * values + runs) as u64
     }
 
     /// `nx[position of r] += value` for every value received, in arrival order: `received`
@@ -100,7 +119,7 @@ impl Incoming {
         let total: usize = self.blocks.iter().map(|b| b.1).sum();
         assert!(received.len() == total);
         let mut k = 0;
-        for (b, &(_, count, _, _)) in self.blocks.iter().enumerate() {
+        for (b, &(_, count, _)) in self.blocks.iter().enumerate() {
             self.add_from(b, &received[k..k + count], nx);
             k += count;
         }
@@ -112,8 +131,17 @@ impl Incoming {
     /// # Panics
     /// Unless `values` holds as many values as the sender announced and `nx` one per row.
     pub(super) fn add_from(&self, b: usize, values: &[f64], nx: &mut [f64]) {
-        let (_, count, bitmap, start) = self.blocks[b];
+        let (_, count, ref runs) = self.blocks[b];
         assert!(values.len() == count && nx.len() == self.rows);
+        let mut at = 0;
+        for &(len, bitmap, start) in &self.runs[runs.clone()] {
+            self.add_run(bitmap, start, &values[at..at + len], nx);
+            at += len;
+        }
+    }
+
+    /// `nx[position of r] += value` for the values of one run.
+    fn add_run(&self, bitmap: bool, start: usize, values: &[f64], nx: &mut [f64]) {
         if bitmap {
             let (bits, pos) = (self.bits.as_slice(), self.pos.as_slice());
             let words = self.rows.div_ceil(64);
@@ -128,7 +156,7 @@ impl Incoming {
             }
         } else {
             let list = self.list.as_slice();
-            for (&p, &val) in list[start..start + count].iter().zip(values) {
+            for (&p, &val) in list[start..start + values.len()].iter().zip(values) {
                 nx[p as usize] += val;
             }
         }
@@ -385,15 +413,26 @@ mod tests {
 
     #[test]
     fn incoming_values_land_at_their_rows_as_bitmaps_and_as_lists() {
-        // 1000 rows; three senders: dense (bitmap), sparse (list), dense again; an arbitrary
-        // permutation of positions.
+        // 1000 rows; four senders: dense (bitmap), sparse (list), dense again, and one whose
+        // rows come in three ascending runs (dense, sparse, dense; as a sender that groups its
+        // lists by length sends them); an arbitrary permutation of positions.
         let rows = 1000usize;
         let pos_of = |r: usize| ((r * 389 + 17) % rows) as u32;
         let dense_a: Vec<u32> = (0..rows as u32).filter(|r| r % 3 == 0).collect();
         let sparse: Vec<u32> = vec![5, 64, 127, 128, 999];
         let dense_b: Vec<u32> = (0..rows as u32).filter(|r| r % 7 != 1).collect();
-        let from = [(4, dense_a.len()), (9, sparse.len()), (11, dense_b.len())];
-        let rows_in: Vec<u32> = [&dense_a[..], &sparse, &dense_b].concat();
+        let runs: Vec<u32> = (0..rows as u32)
+            .filter(|r| r % 2 == 0)
+            .chain([3, 501, 997])
+            .chain((0..rows as u32).filter(|r| r % 4 == 1))
+            .collect();
+        let from = [
+            (4, dense_a.len()),
+            (9, sparse.len()),
+            (11, dense_b.len()),
+            (12, runs.len()),
+        ];
+        let rows_in: Vec<u32> = [&dense_a[..], &sparse, &dense_b, &runs].concat();
         let received: Vec<f64> = (0..rows_in.len()).map(|k| 1.0 + k as f64 * 0.5).collect();
         let mut want = vec![0.25f64; rows];
         for (&r, &v) in rows_in.iter().zip(&received) {
@@ -405,14 +444,19 @@ mod tests {
                 *p = pos_of(r);
             }
             let incoming = Incoming::new(rt, rows, &rows_in, &from, pos)?;
-            let kinds: Vec<bool> = incoming.blocks.iter().map(|b| b.2).collect();
+            let kinds: Vec<Vec<bool>> = incoming
+                .blocks
+                .iter()
+                .map(|b| incoming.runs[b.2.clone()].iter().map(|r| r.1).collect())
+                .collect();
             let mut nx = vec![0.25f64; rows];
             incoming.add(&received, &mut nx);
             Ok::<_, AlgoError>((kinds, nx))
         })
         .unwrap();
         let (kinds, nx) = &out[0];
-        assert_eq!(kinds, &[true, false, true], "bitmap, list, bitmap");
+        let want_kinds = [vec![true], vec![false], vec![true], vec![true, false, true]];
+        assert_eq!(kinds, &want_kinds, "bitmap, list, bitmap, three runs");
         assert_eq!(nx, &want);
     }
 }
