@@ -8,7 +8,9 @@
 //! `--with-ft ulfm` and may oversubscribe the cores: scripts/test.sh makes such a wrapper).
 //! Without it, or without ULFM in this build, the tests say so and pass, unless
 //! `SPILLWAY_REQUIRE_ULFM=1` (set by CI) makes that a failure. Every `mpirun` runs under
-//! `timeout`, so a hang fails the test instead of stalling it.
+//! `timeout`, so a hang fails the test instead of stalling it. Open MPI 5.0.11's `mpirun`
+//! itself sometimes goes on after every process of a job that lost some has exited (see
+//! [`wait_launcher`]): it is then killed and the job judged by what its processes printed.
 #![cfg(feature = "mpi")]
 
 use std::collections::HashMap;
@@ -41,28 +43,91 @@ struct Ran {
     code: Option<i32>,
     stdout: String,
     stderr: String,
-    /// Seconds from the kill (or the start) to the end.
+    /// Seconds from the kill (or the start) to the end (of the job's last process, when the
+    /// launcher hung).
     seconds: f64,
+    /// The launcher went on after every process of the job had exited and was killed (see
+    /// [`wait_launcher`]): `code` is then the kill's.
+    launcher_hung: bool,
+}
+
+impl Ran {
+    /// Whether the job ended with exit `code` (0 or 1): the launcher's status, or, when the
+    /// launcher hung after its processes had all exited, what they printed (exit 1: an error
+    /// message; exit 0: none; the callers check the output of a successful job).
+    fn ended_with(&self, code: i32) -> bool {
+        if !self.launcher_hung {
+            return self.code == Some(code);
+        }
+        self.stderr.contains("spillway: error") == (code != 0)
+    }
+}
+
+/// How long the launcher may go on after the last process of its job exited.
+const LAUNCHER_GRACE: Duration = Duration::from_secs(15);
+
+/// Whether `pid` is a live spillway process (a zombie has no executable).
+fn is_job_process(pid: u32) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .is_ok_and(|exe| exe.canonicalize().ok() == Path::new(SPILLWAY).canonicalize().ok())
+}
+
+/// Waits for the launcher `child`: its exit status, or `None` after killing it when it went
+/// on for [`LAUNCHER_GRACE`] after the last process of its job had exited (Open MPI 5.0.11's
+/// `mpirun --with-ft ulfm` did in 2 of about 60 runs of a job that lost two processes the
+/// replicas did not cover: every survivor had printed its error and exited, whether they
+/// ended with `MPI_Abort` or without `MPI_Finalize`), with the time that process was last
+/// seen.
+fn wait_launcher(child: &mut Child) -> (Option<std::process::ExitStatus>, Instant) {
+    let root = child.id();
+    let mut seen: Option<Instant> = None;
+    loop {
+        if let Some(status) = child.try_wait().expect("poll mpirun") {
+            return (Some(status), Instant::now());
+        }
+        let tree = descendants(root);
+        if tree.iter().any(|&p| is_job_process(p)) {
+            seen = Some(Instant::now());
+        } else if let Some(last) = seen.filter(|t| t.elapsed() > LAUNCHER_GRACE) {
+            for p in tree.into_iter().chain([root]) {
+                // SAFETY: sends SIGKILL to a process this test started (its launcher or a
+                // descendant), found by its pid.
+                unsafe { libc::kill(p as i32, libc::SIGKILL) };
+            }
+            child.wait().expect("wait for mpirun");
+            return (None, last);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 impl std::fmt::Display for Ran {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "$ {}\nexit: {:?} after {:.1} s\n--- stdout\n{}\n--- stderr\n{}",
-            self.line, self.code, self.seconds, self.stdout, self.stderr
+            "$ {}\nexit: {:?}{} after {:.1} s\n--- stdout\n{}\n--- stderr\n{}",
+            self.line,
+            self.code,
+            if self.launcher_hung {
+                " (the launcher went on after its processes had exited: killed)"
+            } else {
+                ""
+            },
+            self.seconds,
+            self.stdout,
+            self.stderr
         )
     }
 }
 
-/// Starts `timeout 300 LAUNCHER -np NP spillway ARGS`.
+/// Starts `timeout -k 10 300 LAUNCHER -np NP spillway ARGS`.
 fn start(launcher: &str, np: u32, args: &[String]) -> (Child, String) {
     let line = format!(
-        "timeout 300 {launcher} -np {np} {SPILLWAY} {}",
+        "timeout -k 10 300 {launcher} -np {np} {SPILLWAY} {}",
         args.join(" ")
     );
     let child = Command::new("timeout")
-        .arg("300")
+        .args(["-k", "10", "300"])
         .arg(launcher)
         .args(["-np", &np.to_string(), SPILLWAY])
         .args(args)
@@ -73,14 +138,24 @@ fn start(launcher: &str, np: u32, args: &[String]) -> (Child, String) {
     (child, line)
 }
 
-fn finish(child: Child, line: String, since: Instant) -> Ran {
-    let out = child.wait_with_output().expect("wait for mpirun");
+fn finish(mut child: Child, line: String, since: Instant) -> Ran {
+    let read = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = pipe.read_to_end(&mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = read(Box::new(child.stderr.take().expect("piped stderr")));
+    let (status, end) = wait_launcher(&mut child);
     Ran {
         line,
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        seconds: since.elapsed().as_secs_f64(),
+        code: status.and_then(|s| s.code()),
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+        seconds: (end - since).as_secs_f64(),
+        launcher_hung: status.is_none(),
     }
 }
 
@@ -284,16 +359,17 @@ fn run_killing_waves(
         }
         landed += 1;
     }
-    let status = child.wait().expect("wait for mpirun");
+    let (status, end) = wait_launcher(&mut child);
     err_reader.join().expect("stderr reader");
     let stdout = out_reader.join().expect("stdout reader");
     let stderr = stderr.lock().unwrap().clone();
     let ran = Ran {
         line,
-        code: status.code(),
+        code: status.and_then(|s| s.code()),
         stdout,
         stderr,
-        seconds: since.elapsed().as_secs_f64(),
+        seconds: end.saturating_duration_since(since).as_secs_f64(),
+        launcher_hung: status.is_none(),
     };
     (ran, landed == waves.len())
 }
@@ -481,7 +557,7 @@ impl Jobs {
             &["--json"]
         };
         let ran = run(launcher, np, &self.args(what, 2 * np, &out, extra));
-        assert_eq!(ran.code, Some(0), "{ran}");
+        assert!(ran.ended_with(0), "{ran}");
         let report: serde_json::Value = serde_json::from_str(ran.stdout.trim())
             .unwrap_or_else(|e| panic!("one JSON report expected ({e})\n{ran}"));
         let seconds = |key: &str| {
@@ -519,7 +595,7 @@ fn mapreduce_jobs_recover_from_a_process_killed_at_each_step_of_an_operation() {
         }
         extra.push("--json");
         let ran = run(&l, np, &jobs.args(what, 2 * np, &got, &extra));
-        assert_eq!(ran.code, Some(0), "{ran}");
+        assert!(ran.ended_with(0), "{ran}");
         // One report, from the process of the first surviving rank, with one recovery.
         let report: serde_json::Value = serde_json::from_str(ran.stdout.trim())
             .unwrap_or_else(|e| panic!("one JSON report expected ({e})\n{ran}"));
@@ -566,7 +642,7 @@ fn jobs_survive_a_process_killed_from_outside() {
         let (mut ran, mut killed) =
             run_killing_waves(&l, np, &args, &[&[victim]], when(1.0), seconds);
         let recovered = |ran: &Ran| recoveries_of(ran, ft).is_some_and(|(n, _)| n > 0);
-        if killed && ran.code == Some(0) && at.is_some() && !recovered(&ran) {
+        if killed && ran.ended_with(0) && at.is_some() && !recovered(&ran) {
             // The kill landed after the survivors' last collective (the failure-free run was
             // timed on a busier machine): the output must then be the whole answer. Again,
             // earlier.
@@ -582,7 +658,7 @@ fn jobs_survive_a_process_killed_from_outside() {
             killed,
             "the job ended before the kill, twice: make it longer\n{ran}"
         );
-        assert_eq!(ran.code, Some(0), "{ran}");
+        assert!(ran.ended_with(0), "{ran}");
         // The report names the recovery and the victim's ranks (two per process).
         let (_, lost) = recoveries_in(&ran, ft);
         let victim_ranks = [2 * u64::from(victim), 2 * u64::from(victim) + 1];
@@ -631,7 +707,7 @@ fn losses_that_cannot_be_recovered_end_the_job_with_an_error_within_seconds() {
     ];
     for &(what, extra, says) in cases {
         let ran = run(&l, 4, &jobs.args(what, 8, &out, extra));
-        assert_eq!(ran.code, Some(1), "{ran}");
+        assert!(ran.ended_with(1), "{ran}");
         assert!(
             says.iter().any(|s| ran.stderr.contains(s)) && ran.stderr.contains("--resume"),
             "{ran}"
@@ -655,7 +731,7 @@ fn losses_that_cannot_be_recovered_end_the_job_with_an_error_within_seconds() {
         let extra: &[&str] = if ft { &["--fault-tolerance"] } else { &[] };
         let args = jobs.args(what, 2 * np, &out, extra);
         let (mut ran, mut killed) = run_killing(&l, np, &args, victims, at, seconds);
-        if killed && ran.code == Some(0) && at > 0.0 {
+        if killed && ran.ended_with(0) && at > 0.0 {
             // The kill landed once the work was done (in MPI_Finalize, on a machine faster
             // than when the reference was timed): the output must then be the whole answer.
             // Again, killing as soon as the ranks run.
@@ -664,7 +740,7 @@ fn losses_that_cannot_be_recovered_end_the_job_with_an_error_within_seconds() {
             (ran, killed) = run_killing(&l, np, &args, victims, 0.0, seconds);
         }
         assert!(killed, "{ran}");
-        assert_eq!(ran.code, Some(1), "{ran}");
+        assert!(ran.ended_with(1), "{ran}");
         assert!(
             ran.stderr.contains("lost") && ran.stderr.contains("--resume"),
             "{ran}"
@@ -746,7 +822,7 @@ fn jobs_survive_two_processes_killed_that_the_replicas_cover() {
             killed,
             "the job ended before every kill, twice: make it longer\n{ran}"
         );
-        assert_eq!(ran.code, Some(0), "{ran}");
+        assert!(ran.ended_with(0), "{ran}");
         let (recoveries, lost) = recoveries_in(&ran, false);
         let want_ranks = ranks_of(&victims);
         assert!(
@@ -780,7 +856,7 @@ fn jobs_survive_two_processes_killed_that_the_replicas_cover() {
         "--json",
     ];
     let ran = run(&l, np, &jobs.args(what, 2 * np, &got, &extra));
-    assert_eq!(ran.code, Some(0), "{ran}");
+    assert!(ran.ended_with(0), "{ran}");
     let (recoveries, lost) = recoveries_in(&ran, true);
     assert_eq!(recoveries, 2, "{ran}");
     let want_ranks = ranks_of(&[1, 3]);
