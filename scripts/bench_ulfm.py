@@ -190,7 +190,13 @@ def main():
             # as a difference.
             what = "identical" if ok else "DIFFERS"
             note = "" if did else " (the job ended before the kill: no recovery tested)"
-            print(f"{job:12s} {name:7s} killed={did} exit={code} {s:7.2f} s output {what}{note}", flush=True)
+            try:
+                rep_json = json.loads(so.strip().splitlines()[-1])
+                recs = (rep_json.get("fault_tolerance") or {}).get("recoveries") or rep_json.get("recoveries") or []
+                how = "; ".join(r.get("detected", f"from iteration {r.get('from_iteration')}") for r in recs) or "none"
+            except (ValueError, IndexError):
+                how = "no report"
+            print(f"{job:12s} {name:7s} killed={did} exit={code} {s:7.2f} s output {what}{note}; recoveries: {how}", flush=True)
         hit = [k for k in killed if k[3]]
         ks = statistics.median([k[1] for k in hit]) if hit else float("nan")
         added = ks - ff

@@ -24,10 +24,12 @@ fn run_cmd(program: &str, args: &[String]) -> Ran {
     Cmd::new(program).args(args).run()
 }
 
-/// `timeout SECONDS mpirun [extra] -np N program args...`
+/// `timeout -k 10 SECONDS mpirun [extra] -np N program args...` (the launcher is killed 10 s
+/// after the time is up: Open MPI 5's ignores the first signal when it hangs, see
+/// tests/ulfm.rs).
 fn mpirun(np: u32, seconds: u32, extra: &[&str], program: &str, args: &[&str]) -> Ran {
     let launcher = std::env::var("SPILLWAY_MPIRUN").unwrap_or_else(|_| "mpirun".into());
-    let mut all: Vec<String> = vec![seconds.to_string(), launcher];
+    let mut all: Vec<String> = vec!["-k".into(), "10".into(), seconds.to_string(), launcher];
     all.extend(extra.iter().map(|s| s.to_string()));
     all.extend(["-np".to_string(), np.to_string(), program.to_string()]);
     all.extend(args.iter().map(|s| s.to_string()));

@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::Serialize;
-use spillway::algorithms::text::wordcount::{merge_counts, word_count, WordCountOptions};
+use spillway::algorithms::text::wordcount::{
+    merge_counts, word_count_surviving, Restart, WordCountOptions,
+};
 use spillway::mapreduce::NodeAggregation;
 use spillway::{ByteSize, Collectives, Comm, Max};
 
@@ -84,34 +86,58 @@ impl Command for WordCount {
         self.ft.spmd(job, 1, "wordcount", |rank, _| {
             let world = Comm::world(rank);
             let t = Instant::now();
-            let Some(wc) = unless_lost(word_count(&world, &files, &options))? else {
-                return Ok(None);
-            };
-            let comm = &wc.comm;
-            let compute = comm.allreduce(&[t.elapsed().as_secs_f64()], Max)?[0];
-            let compute = Duration::from_secs_f64(compute);
-            let distinct = wc.counts.count(comm)?;
-            if let Some(path) = out {
-                job.write_root(comm, path, |w| merge_counts(comm, &wc.counts, path, w))?;
-            }
-            let facts = WordCountFacts {
-                input_bytes: bytes,
-                words: wc.stats.records_emitted,
-                distinct_words: distinct,
-                input_bytes_per_second: bytes as f64 / compute.as_secs_f64().max(1e-12),
-            };
-            Ok(Some(RankOut::of(
-                comm,
-                facts,
-                Timing::mapreduce(
-                    1,
-                    vec![compute],
-                    Duration::ZERO,
-                    compute,
-                    std::slice::from_ref(&wc.stats),
-                    wc.ft,
-                ),
-            )))
+            // A loss after the operation (while the result is counted and written) makes the
+            // survivors count again and call this again: the times and the report are of the
+            // last count, the restarts join the recoveries.
+            unless_lost(word_count_surviving(
+                &world,
+                &files,
+                &options,
+                &mut |wc, restarts| {
+                    let comm = &wc.comm;
+                    let compute = comm.allreduce(&[t.elapsed().as_secs_f64()], Max)?[0];
+                    let compute = Duration::from_secs_f64(compute);
+                    let distinct = wc.counts.count(comm)?;
+                    if let Some(path) = out {
+                        job.write_root(comm, path, |w| merge_counts(comm, &wc.counts, path, w))?;
+                    }
+                    let facts = WordCountFacts {
+                        input_bytes: bytes,
+                        words: wc.stats.records_emitted,
+                        distinct_words: distinct,
+                        input_bytes_per_second: bytes as f64 / compute.as_secs_f64().max(1e-12),
+                    };
+                    let mut ft = wc.ft.clone();
+                    if let Some(ft) = &mut ft {
+                        ft.recoveries.extend(restarts.iter().map(restart_stats));
+                    }
+                    Ok(RankOut::of(
+                        comm,
+                        facts,
+                        Timing::mapreduce(
+                            1,
+                            vec![compute],
+                            Duration::ZERO,
+                            compute,
+                            std::slice::from_ref(&wc.stats),
+                            ft,
+                        ),
+                    ))
+                },
+            ))
         })
+    }
+}
+
+/// A count again after a loss that came after the operation, as one of the recoveries of the
+/// report (detected "after the operation"; its whole time is the count again).
+fn restart_stats(r: &Restart) -> spillway::mapreduce::RecoveryStats {
+    spillway::mapreduce::RecoveryStats {
+        op: 1,
+        detected: "after the operation: counted again",
+        lost_ranks: r.lost_ranks.clone(),
+        ranks_after: r.ranks_after as u64,
+        total: Duration::from_secs_f64(r.seconds),
+        ..Default::default()
     }
 }
