@@ -128,7 +128,8 @@ impl Cmd {
         self
     }
 
-    /// Standard output into a pipe that nobody reads (closed at once).
+    /// Standard output into a pipe that nobody reads (its read end closed before the command
+    /// starts, so that even a first write fails).
     pub fn stdout_closed(mut self) -> Cmd {
         self.stdout = Output::Closed;
         self
@@ -165,7 +166,14 @@ impl Cmd {
             Input::File(p) => Stdio::from(std::fs::File::open(p)?),
         });
         cmd.stdout(match &self.stdout {
-            Output::Pipe | Output::Closed => Stdio::piped(),
+            Output::Pipe => Stdio::piped(),
+            Output::Closed => {
+                // Closing the read end after the spawn raced with a fast command, whose whole
+                // output could fit the pipe before the read end went.
+                let (reader, writer) = std::io::pipe()?;
+                drop(reader);
+                Stdio::from(writer)
+            }
             Output::File(p) => Stdio::from(std::fs::OpenOptions::new().write(true).open(p)?),
         });
         let mut child = cmd.spawn()?;
@@ -174,9 +182,6 @@ impl Cmd {
             thread::spawn(move || {
                 let _ = w.write_all(&bytes);
             });
-        }
-        if let Output::Closed = self.stdout {
-            drop(child.stdout.take());
         }
         Ok(child)
     }
