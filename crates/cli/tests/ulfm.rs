@@ -66,10 +66,21 @@ impl Ran {
 /// How long the launcher may go on after the last process of its job exited.
 const LAUNCHER_GRACE: Duration = Duration::from_secs(15);
 
-/// Whether `pid` is a live spillway process (a zombie has no executable).
+/// Whether `pid` is a live spillway process (a zombie has no executable; the link names the
+/// resolved path).
 fn is_job_process(pid: u32) -> bool {
-    std::fs::read_link(format!("/proc/{pid}/exe"))
-        .is_ok_and(|exe| exe.canonicalize().ok() == Path::new(SPILLWAY).canonicalize().ok())
+    static BINARY: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let binary = BINARY.get_or_init(|| Path::new(SPILLWAY).canonicalize().ok());
+    std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| Some(exe) == *binary)
+}
+
+/// SIGKILLs `pids`.
+fn kill_all(pids: impl IntoIterator<Item = u32>) {
+    for p in pids {
+        // SAFETY: sends SIGKILL to a process this test started (its launcher or a descendant),
+        // found by its pid.
+        unsafe { libc::kill(p as i32, libc::SIGKILL) };
+    }
 }
 
 /// Waits for the launcher `child`: its exit status, or `None` after killing it when it went
@@ -89,11 +100,7 @@ fn wait_launcher(child: &mut Child) -> (Option<std::process::ExitStatus>, Instan
         if tree.iter().any(|&p| is_job_process(p)) {
             seen = Some(Instant::now());
         } else if let Some(last) = seen.filter(|t| t.elapsed() > LAUNCHER_GRACE) {
-            for p in tree.into_iter().chain([root]) {
-                // SAFETY: sends SIGKILL to a process this test started (its launcher or a
-                // descendant), found by its pid.
-                unsafe { libc::kill(p as i32, libc::SIGKILL) };
-            }
+            kill_all(tree.into_iter().chain([root]));
             child.wait().expect("wait for mpirun");
             return (None, last);
         }
@@ -301,13 +308,6 @@ fn run_killing_waves(
             s
         })
     };
-    let kill = |pids: &[u32]| {
-        for p in pids {
-            // SAFETY: sends SIGKILL to a process this test started (a descendant of its
-            // mpirun), found by its pid.
-            unsafe { libc::kill(*p as i32, libc::SIGKILL) };
-        }
-    };
     let mut since = Instant::now();
     let mut landed = 0;
     'waves: for (i, victims) in waves.iter().enumerate() {
@@ -353,7 +353,7 @@ fn run_killing_waves(
         if i == 0 {
             since = Instant::now();
         }
-        kill(&pids);
+        kill_all(pids.iter().copied());
         if pids.len() != victims.len() || child.try_wait().ok().flatten().is_some() {
             break;
         }

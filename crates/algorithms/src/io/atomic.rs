@@ -84,9 +84,9 @@ enum Target {
 /// after a failed commit) removes the temporary file, so a failed run leaves no partial output
 /// behind. A process killed while it wrote cannot remove its own: a commit removes the
 /// temporary files of the same output left by processes of this host that no longer run
-/// (on Linux, where `/proc` tells; files of other hosts are left alone). A symbolic link is followed and its target written (the link stays). Anything else
-/// that can be written — a character device such as `/dev/null`, a FIFO — is written directly
-/// and never replaced.
+/// (on Linux, where `/proc` tells; files of other hosts are left alone). A symbolic link is
+/// followed and its target written (the link stays). Anything else that can be written — a
+/// character device such as `/dev/null`, a FIFO — is written directly and never replaced.
 #[derive(Debug)]
 pub struct AtomicFile {
     /// Final path (symbolic links followed).
