@@ -1,6 +1,7 @@
 //! Checkpoints of the iterative commands (PageRank, K-means, connected components): the
 //! checkpointer of a rank, resuming, and the report's checkpoint facts.
 
+use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,8 @@ use spillway::algorithms::AlgoError;
 use spillway::checkpoint::Checkpointer;
 use spillway::{Collectives, Comm, Max, Sum};
 
-use crate::driver::CheckpointArgs;
+use crate::driver::{CheckpointArgs, LossNotice, Recovery, Timing};
+use crate::iostat::{lead_probe, IoProbe};
 
 impl CheckpointArgs {
     /// The rank-local checkpointer for a job with this fingerprint, if checkpoints are on.
@@ -27,37 +29,82 @@ impl CheckpointArgs {
 
 /// The steps of a direct engine after each load of its input (the first one and each after a
 /// recovery from lost processes): a barrier and the restore of a checkpoint; the time to the
-/// first is the job's load time, the rest its compute time.
+/// first is the job's load time, the rest its compute time. It also tells the user that the
+/// survivors of lost processes went on (see [`LossNotice`]). Shared by the closures of a run
+/// (the load's and the progress's), hence `&self` throughout.
 pub(crate) struct Loading {
     t0: Instant,
-    load: Option<Duration>,
+    load: Cell<Option<Duration>>,
+    notice: LossNotice,
+    /// The I/O probe of the rank that reports (see [`lead_probe`]).
+    probe: RefCell<Option<IoProbe>>,
 }
 
 impl Loading {
-    /// Starts the clock as the input starts loading.
-    pub(crate) fn start() -> Loading {
+    /// Starts the clock (and the I/O probe of `world`'s first rank) as the input starts
+    /// loading.
+    pub(crate) fn start(rank: &spillway::Rank, world: &Comm) -> Loading {
         Loading {
             t0: Instant::now(),
-            load: None,
+            load: Cell::new(None),
+            notice: LossNotice::default(),
+            probe: RefCell::new(lead_probe(rank, world)),
         }
     }
 
-    /// After a load: the barrier and the restore (collectives); records the first's time.
+    /// After a load over `world`: the barrier and the restore (collectives); records the
+    /// first's time.
     pub(crate) fn ready(
-        &mut self,
+        &self,
         world: &Comm,
         ck: Option<&mut Checkpointer>,
     ) -> Result<(), AlgoError> {
+        self.notice.loaded(world);
         world.barrier()?;
         restore(world, ck)?;
-        self.load.get_or_insert_with(|| self.t0.elapsed());
+        if self.load.get().is_none() {
+            self.load.set(Some(self.t0.elapsed()));
+        }
         Ok(())
+    }
+
+    /// Iteration `iteration` ended on `rank`: samples the I/O probe and says a recovery from
+    /// lost processes before it, once.
+    pub(crate) fn iterated(&self, rank: &spillway::Rank, iteration: usize) {
+        if let Some(probe) = self.probe.borrow_mut().as_mut() {
+            probe.sample();
+        }
+        self.notice.iterated(rank, iteration);
     }
 
     /// The load time and the time since (compute), once the job is done.
     pub(crate) fn times(&self) -> (Duration, Duration) {
-        let load = self.load.unwrap_or_default();
+        let load = self.load.get().unwrap_or_default();
         (load, self.t0.elapsed().saturating_sub(load))
+    }
+
+    /// The report's timing of a run that performed `iterations` iterations taking
+    /// `iteration_times`, recovering from `recoveries`.
+    pub(crate) fn timing(
+        self,
+        iterations: usize,
+        iteration_times: Vec<Duration>,
+        recoveries: Vec<Recovery>,
+    ) -> Timing {
+        let (load, compute) = self.times();
+        Timing {
+            iterations,
+            iteration_times,
+            load,
+            compute,
+            io: self
+                .probe
+                .into_inner()
+                .map(|p| p.per_iteration())
+                .unwrap_or_default(),
+            recoveries,
+            ..Timing::default()
+        }
     }
 }
 

@@ -17,10 +17,9 @@ use spillway::{Collectives, Comm, Sum};
 use super::write_clustering;
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, CheckpointFacts, Loading};
 use crate::driver::{
-    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, LossNotice, RankOut,
-    Recovery, RuntimeArgs, Timing,
+    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, RankOut, Recovery,
+    RuntimeArgs,
 };
-use crate::iostat::lead_probe;
 use crate::options::{blobs_spec, GenSpec};
 
 /// The points when neither `--input` nor `--generate` is given.
@@ -202,10 +201,8 @@ impl Command for KMeans {
             let mut ck = self.checkpoint.checkpointer(&fingerprint);
             // What follows each load of the points (K-means reads them again after a loss):
             // the check of k, then the barrier and the restore.
-            let mut loading = Loading::start();
-            let notice = LossNotice::default();
+            let loading = Loading::start(rank, &world);
             let mut ready = |world: &Comm, points: &DistPoints, ck: Option<&mut Checkpointer>| {
-                notice.loaded(world);
                 if let PointSource::Csv(path) = &source {
                     if self.k > points.total {
                         return Err(AlgoError::Input(InputError::new(
@@ -220,12 +217,8 @@ impl Command for KMeans {
                 }
                 loading.ready(world, ck)
             };
-            let mut probe = lead_probe(rank, &world);
             let mut on_progress = |p: &Progress| {
-                if let Some(probe) = &mut probe {
-                    probe.sample();
-                }
-                notice.iterated(rank, p.iteration);
+                loading.iterated(rank, p.iteration);
                 bar.tick(&world, p.iteration, format!("{} points moved", p.delta));
             };
             let regroup = match self.collective {
@@ -293,7 +286,6 @@ impl Command for KMeans {
                 let (i, c, t) = (r.iterations, r.converged, r.iteration_times);
                 (i, c, t, Vec::new(), s.comm, s.points)
             };
-            let (load, compute) = loading.times();
             let checkpoint = checkpoint_facts(&world, ck.as_ref())?;
             Ok(Some(RankOut {
                 facts: KMeansFacts {
@@ -307,15 +299,7 @@ impl Command for KMeans {
                     reduce_seconds_per_iteration: phases.get(2).copied(),
                     checkpoint,
                 },
-                timing: Timing {
-                    iterations,
-                    iteration_times: times,
-                    load,
-                    compute,
-                    io: probe.map(|p| p.per_iteration()).unwrap_or_default(),
-                    recoveries,
-                    ..Timing::default()
-                },
+                timing: loading.timing(iterations, times, recoveries),
                 lead: world.rank() == 0,
             }))
         })

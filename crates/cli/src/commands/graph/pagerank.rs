@@ -16,10 +16,9 @@ use spillway::{ByteSize, Collectives, Comm, Max, Sum};
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, CheckpointFacts, Loading};
 use crate::commands::ft::FtArgs;
 use crate::driver::{
-    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, LossNotice, RankOut,
-    Recovery, RuntimeArgs, Timing,
+    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, RankOut, Recovery,
+    RuntimeArgs,
 };
-use crate::iostat::lead_probe;
 use crate::options::{is_matrix_market, non_negative, nonzero_size, rmat_spec};
 
 /// The R-MAT graph when neither `--input` nor `--generate` is given.
@@ -232,18 +231,11 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
     job.spmd(options.iterations, "pagerank", |rank, bar| {
         let world = Comm::world(rank);
         let mut ck = args.checkpoint.checkpointer(&fingerprint);
-        let mut loading = Loading::start();
-        let notice = LossNotice::default();
-        let mut ready = |world: &Comm, _: &DistGraph, ck: Option<&mut Checkpointer>| {
-            notice.loaded(world);
-            loading.ready(world, ck)
-        };
-        let mut probe = lead_probe(rank, &world);
+        let loading = Loading::start(rank, &world);
+        let mut ready =
+            |world: &Comm, _: &DistGraph, ck: Option<&mut Checkpointer>| loading.ready(world, ck);
         let mut on_progress = |p: &Progress| {
-            if let Some(probe) = &mut probe {
-                probe.sample();
-            }
-            notice.iterated(rank, p.iteration);
+            loading.iterated(rank, p.iteration);
             bar.tick(&world, p.iteration, format!("L1 change {:.3e}", p.delta));
         };
         let io_before = node_io(rank);
@@ -286,7 +278,7 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
         )?;
         let ([io, rank_sum, iteration_bytes], max_edges) = sums;
         let (io, iteration_bytes) = (io as u64, iteration_bytes as u64);
-        let (load, compute) = loading.times();
+        let (_, compute) = loading.times();
         let recoveries = Recovery::list(&survived.recoveries);
         let (result, graph, world) = (survived.result, survived.graph, survived.comm);
         let checkpoint = checkpoint_facts(&world, ck.as_ref())?;
@@ -307,15 +299,7 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
         };
         Ok(Some(RankOut {
             facts,
-            timing: Timing {
-                iterations: result.iterations,
-                iteration_times: result.iteration_times,
-                load,
-                compute,
-                io: probe.map(|p| p.per_iteration()).unwrap_or_default(),
-                recoveries,
-                ..Timing::default()
-            },
+            timing: loading.timing(result.iterations, result.iteration_times, recoveries),
             lead: world.rank() == 0,
         }))
     })
