@@ -278,14 +278,26 @@ fn line_of_edge(bytes: &[u8], k: usize) -> u64 {
 /// ranks); with this weight PageRank's iteration time at 2 ranks fell by about a fifth.
 pub const ROW_WEIGHT: u64 = 8;
 
-/// Chooses row boundaries balanced by edges plus [`ROW_WEIGHT`] per row and moves edges to
-/// their owners.
-fn distribute(
+/// Row boundaries of a graph over the members of a communicator (see [`balance`]).
+pub(crate) struct Balanced {
+    /// Every member's first row, then `n` (one copy per node).
+    pub(crate) bounds: std::sync::Arc<Vec<u64>>,
+    /// Edges of the whole graph.
+    pub(crate) total: u64,
+    /// Edges of this member's rows.
+    pub(crate) mine: u64,
+}
+
+/// Row boundaries of an `n`-vertex graph balanced by edges plus [`ROW_WEIGHT`] per row
+/// (collective): `count(h, width)` adds this member's edges to `h`, the edge count of each
+/// bucket of `width` rows by source. The boundaries depend only on the whole graph's counts,
+/// not on which member holds which edges.
+pub(crate) fn balance(
     comm: &Comm,
-    edges: SbVec<[u32; 2]>,
     n: u64,
     origin: Option<(&Path, Option<u64>, String)>,
-) -> Result<DistGraph, AlgoError> {
+    count: &mut dyn FnMut(&mut [u64], u64),
+) -> Result<Balanced, AlgoError> {
     let p = comm.size();
     // At most 2^18 buckets (2 MiB per node, 64 per rank even at 4096 ranks): the same with
     // and without a memory budget, so that the partition (and the results) do not depend on it.
@@ -293,11 +305,7 @@ fn distribute(
     let width = n.div_ceil(buckets);
     let buckets = n.div_ceil(width);
     // One histogram per node, whatever the number of ranks.
-    let hist = comm.aggregate(0u64, buckets as usize, Sum, &mut |h| {
-        for &[s, _] in edges.as_slice() {
-            h[(u64::from(s) / width) as usize] += 1;
-        }
-    })?;
+    let hist = comm.aggregate(0u64, buckets as usize, Sum, &mut |h| count(h, width))?;
     let total: u64 = hist.iter().sum();
     // A bucket's work: its edges plus ROW_WEIGHT per vertex (its rows, edges or not).
     let cost = |b: usize| hist[b] + ROW_WEIGHT * width.min(n - b as u64 * width);
@@ -325,6 +333,33 @@ fn distribute(
     // Every rank computed the same boundaries: the node keeps one copy (a fresh key per load).
     let key = comm.dup().context_id();
     let bounds = comm.runtime().node_table().cached(key, || bounds);
+    Ok(Balanced {
+        bounds,
+        total,
+        mine,
+    })
+}
+
+/// Chooses row boundaries balanced by edges plus [`ROW_WEIGHT`] per row and moves edges to
+/// their owners.
+fn distribute(
+    comm: &Comm,
+    edges: SbVec<[u32; 2]>,
+    n: u64,
+    origin: Option<(&Path, Option<u64>, String)>,
+) -> Result<DistGraph, AlgoError> {
+    let p = comm.size();
+    let Balanced {
+        bounds,
+        total,
+        mine,
+    } = balance(comm, n, origin, &mut |h, width| {
+        for &[s, _] in edges.as_slice() {
+            h[(u64::from(s) / width) as usize] += 1;
+        }
+    })?;
+    let me = comm.rank();
+    let (lo, hi) = (bounds[me], bounds[me + 1]);
     let owner = |v: u64| bounds.partition_point(|&x| x <= v) - 1;
     let round = (heap_allowance(comm) / 32).max(1024);
     let rounds = comm.allreduce(&[edges.len().div_ceil(round) as u64], Max)?[0] as usize;

@@ -10,6 +10,7 @@
 pub mod cc;
 pub mod cc_direct;
 pub mod colour;
+mod copies;
 mod load;
 pub mod pagerank;
 pub mod pagerank_mr;

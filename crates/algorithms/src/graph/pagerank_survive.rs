@@ -10,12 +10,15 @@
 //! costs (about what the PageRank sums themselves move on sparse graphs); where that is more
 //! than 2% of an iteration's time, the values are replicated every few iterations (at most 16
 //! apart, and always after the last), planned alike on every rank from the times summed in
-//! the all-reduce that ends an iteration.
+//! the all-reduce that ends an iteration. The graph is copied too, once after each load: every
+//! rank holds its wards' parts of it (see [`crate::graph::copies`]; the graph's memory twice).
 //!
 //! # Recovery
 //! The survivors report the last replicated iteration they completed (they differ by one
 //! replication at most) and go on from the lowest (the iterations after it are done again):
-//! they read the graph again from its source, split over the survivors, and move the values
+//! they rebuild the graph over the survivors from their parts and the lost ranks' copies (as
+//! a load would split it; read again from its source if a loss came before the copies were
+//! made or took a rank with the rank holding its copy), and move the values
 //! of that iteration to the new owners of the rows (the lost ranks' values from their
 //! buddies). The result equals an uninterrupted run's up to the order of the sums (a row's
 //! sums come from other ranks).
@@ -26,6 +29,7 @@ use spillway_checkpoint::Checkpointer;
 use spillway_comm::{Collectives, Comm};
 
 use crate::error::AlgoError;
+use crate::graph::copies::{rebuild, Copies, Part};
 use crate::graph::pagerank::{run_pagerank, Keep, PageRankOptions, PageRankResult, Resume};
 use crate::graph::{load_graph, DistGraph, GraphSource};
 use crate::survive::{buddy, regroup, unrecoverable};
@@ -36,13 +40,12 @@ use crate::Progress;
 pub struct Survived<'r> {
     /// The result, as an uninterrupted run gives it (the ranks of this rank's rows).
     pub result: PageRankResult,
-    /// The graph this rank holds at the end (it was read again after a loss, split over
-    /// the survivors).
+    /// The graph this rank holds at the end (after a loss, split over the survivors).
     pub graph: DistGraph,
     /// The ranks still in the job.
     pub comm: Comm<'r>,
     /// The recoveries: the iteration the survivors went on from, the ranks lost, and the
-    /// time taken (the exchange, reading the graph again, moving the values).
+    /// time taken (the exchange, rebuilding the graph, moving the values).
     pub recoveries: Vec<(usize, Vec<u32>, Duration)>,
 }
 
@@ -56,7 +59,7 @@ pub type Ready<'a> =
 /// What a caller of [`pagerank_surviving`] does with the result before the run counts as
 /// done: writing the output, the collectives of its report. It runs on the ranks still in
 /// the job and may communicate: a loss in it is recovered like one after the last iteration
-/// (the survivors read the graph again, take the values of the last iteration over from the
+/// (the survivors rebuild the graph, take the values of the last iteration over from the
 /// replicas and call it again on the new layout), so it must be safe to run again from its
 /// start (an output staged again replaces the first).
 pub type Finish<'a> = dyn FnMut(&Comm, &PageRankResult, &DistGraph) -> Result<(), AlgoError> + 'a;
@@ -85,7 +88,7 @@ pub fn pagerank_surviving<'r>(
 ) -> Result<Survived<'r>, AlgoError> {
     let survivable = comm.runtime().survives_lost_processes();
     let mut comm = comm.clone();
-    // What a recovery moves to the new owners once the graph is read again (kept until the
+    // What a recovery moves to the new owners once the graph is rebuilt (kept until the
     // next recovery: a loss before the survivors replicated their values again goes back to
     // it).
     let mut moving: Option<Moving<'r>> = None;
@@ -93,11 +96,25 @@ pub fn pagerank_surviving<'r>(
     // The recovery under way (iteration, ranks lost, start) until the values have moved.
     let mut recovering: Option<(usize, Vec<u32>, Instant)> = None;
     let mut times: Vec<Duration> = Vec::new();
+    // What the next load rebuilds the graph from after a loss (this rank's part and its
+    // lost wards'), if every survivor holds its share.
+    let mut rebuilding: Option<(DistGraph, Vec<Part>)> = None;
     loop {
         let mut keep: Option<Keep> = None;
-        let outcome = (|| -> Result<(PageRankResult, DistGraph), AlgoError> {
-            let graph = load_graph(&comm, source)?;
-            ready(&comm, &graph, checkpoint.as_deref_mut())?;
+        // The graph of this attempt (loaded on `comm`) and the copies of the wards' parts of
+        // it this rank holds, once made.
+        let mut held: Option<DistGraph> = None;
+        let mut copies: Option<Copies<'r>> = None;
+        let outcome = (|| -> Result<PageRankResult, AlgoError> {
+            let graph = match rebuilding.take() {
+                Some((own, parts)) => rebuild(&comm, own, parts)?,
+                None => load_graph(&comm, source)?,
+            };
+            let graph = held.insert(graph);
+            if survivable {
+                copies = Some(Copies::make(&comm, graph)?);
+            }
+            ready(&comm, graph, checkpoint.as_deref_mut())?;
             let resume = match &moving {
                 Some(m) => {
                     // This rank's values and those of the members lost since they were
@@ -114,7 +131,7 @@ pub fn pagerank_surviving<'r>(
                         .filter(|(member, ..)| *member == me || gone(*member))
                         .map(|(_, at, v)| (*at, &v[..]))
                         .collect();
-                    let x_rows = move_values(&comm, &pieces, &graph)?;
+                    let x_rows = move_values(&comm, &pieces, graph)?;
                     Some(Resume {
                         done: m.done,
                         dangling: m.dangling,
@@ -127,10 +144,10 @@ pub fn pagerank_surviving<'r>(
             if let Some((from, lost, t)) = recovering.take() {
                 recoveries.push((from, lost, t.elapsed()));
             }
-            keep = survivable.then(|| Keep::new(&comm, &graph));
+            keep = survivable.then(|| Keep::new(&comm, graph));
             let result = run_pagerank(
                 &comm,
-                &graph,
+                graph,
                 options,
                 progress,
                 checkpoint.as_deref_mut(),
@@ -138,11 +155,12 @@ pub fn pagerank_surviving<'r>(
                 keep.as_mut(),
             )?;
             // A loss here goes back to the last iteration, whose values `keep` replicated.
-            finish(&comm, &result, &graph)?;
-            Ok((result, graph))
+            finish(&comm, &result, graph)?;
+            Ok(result)
         })();
         match outcome {
-            Ok((mut result, graph)) => {
+            Ok(mut result) => {
+                let graph = held.take().expect("the graph of a run that ended");
                 times.append(&mut result.iteration_times);
                 result.iteration_times = times;
                 return Ok(Survived {
@@ -158,13 +176,29 @@ pub fn pagerank_surviving<'r>(
                 // it replicated its values again after a recovery, of that recovery; -1
                 // before it held any (a loss while the graph was read or the values were
                 // first replicated).
-                let held = match (&keep, &moving) {
+                let kept = match (&keep, &moving) {
                     (Some(k), _) if k.of(k.cur.iteration).is_some() => k.cur.iteration as f64,
                     (_, Some(m)) => m.done as f64,
                     _ => -1.0,
                 };
-                let (new, all, lost) = regroup(&comm, &[held])?;
-                let from = all.iter().fold(f64::INFINITY, |a, &b| a.min(b));
+                // Whether this rank can give its part of the graph and its wards' to a
+                // rebuild (it holds the graph and made the copies of this attempt).
+                let whole = f64::from(u8::from(held.is_some() && copies.is_some()));
+                let (new, all, lost) = regroup(&comm, &[kept, whole])?;
+                let from = all.iter().step_by(2).fold(f64::INFINITY, |a, &b| a.min(b));
+                // The graph is rebuilt from memory if every survivor holds its part and
+                // every lost rank's copy survived, else read again.
+                let all_whole = all.iter().skip(1).step_by(2).all(|&w| w == 1.0);
+                rebuilding = match (held.take(), copies.take()) {
+                    (Some(own), Some(mut c)) if all_whole => {
+                        c.lost_parts(&lost.ranks).map(|parts| (own, parts))
+                    }
+                    _ => None,
+                };
+                let gone_from = |base: &Comm, member: usize| {
+                    base.global_rank(member)
+                        .is_ok_and(|g| lost.ranks.binary_search(&g).is_ok())
+                };
                 if let Some(k) = &keep {
                     times.extend_from_slice(&k.times);
                 }
@@ -214,11 +248,7 @@ pub fn pagerank_surviving<'r>(
                     }
                 };
                 // Each member lost since the values were replicated needs its buddy there.
-                let gone = |member: usize| {
-                    m.base
-                        .global_rank(member)
-                        .is_ok_and(|g| lost.ranks.binary_search(&g).is_ok())
-                };
+                let gone = |member: usize| gone_from(&m.base, member);
                 for l in (0..m.base.size()).filter(|&l| gone(l)) {
                     match buddy(&m.base, l) {
                         Some(b) if !gone(b) => {}

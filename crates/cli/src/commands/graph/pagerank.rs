@@ -262,7 +262,7 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
             Ok(())
         };
         // Survives lost processes under MPI with ULFM: the survivors go on (with the graph
-        // read again over them), write the output and report. A loss while the output is
+        // rebuilt over them from its parts and their copies), write the output and report. A loss while the output is
         // written is recovered too: it is written again on the survivors (only a staged
         // file: what went to a pipe cannot be taken back).
         let survived = pagerank_surviving(
