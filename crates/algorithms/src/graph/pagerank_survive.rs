@@ -11,7 +11,7 @@
 //! than 2% of an iteration's time, the values are replicated every few iterations (at most 16
 //! apart, and always after the last), planned alike on every rank from the times summed in
 //! the all-reduce that ends an iteration. The graph is copied too, once after each load: every
-//! rank holds its wards' parts of it (see [`crate::graph::copies`]; the graph's memory twice).
+//! rank holds its wards' parts of it (see `graph/copies.rs`; the graph's memory twice).
 //!
 //! # Recovery
 //! The survivors report the last replicated iteration they completed (they differ by one
