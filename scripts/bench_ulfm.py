@@ -5,14 +5,21 @@ and the time of runs in which one rank's process is SIGKILLed from outside early
 middle and late (a fraction of the failure-free run after the job's ranks started), with the
 output checked against the failure-free run's (PageRank ranks within 1e-9 relative).
 
-Prints a table: job, failure-free seconds (ULFM on), killed seconds (median of the moments
-the kill landed in before the job ended; "kills" says in how many), added seconds per failure, that over one operation's (iteration's) mean time in
-the failure-free run, the overhead of running with ULFM on, the command and the date.
+Prints a table: job, failure-free seconds (ULFM on), killed seconds (median of the runs
+that recovered from their kill; "kills" says how many of the kills did: a kill that lands
+after the job's work, while it ends, has nothing to recover and is said, not counted),
+added seconds per failure, that over one operation's (iteration's) mean time in the
+failure-free run, the overhead of running with ULFM on, the command and the date. The job's times are its own
+`total_seconds` (from the ranks' start to the end of its output and report; the launcher's
+start and end, which move by 0.05-0.1 s from run to run here, are left out); "added (wall)"
+is the same difference in wall-clock time, launcher included. The overhead of ULFM on is
+in wall-clock time (the launcher's fault tolerance is part of it).
 
 Needs spillway built with the mpi feature against Open MPI 5 (see scripts/test.sh) and that
 Open MPI's mpirun. Run it with nothing else running on the machine.
 
-Usage: bench_ulfm.py --spillway BIN --mpirun MPIRUN [--np 4] [--reps 3] [--work DIR]
+Usage: bench_ulfm.py --spillway BIN --mpirun MPIRUN [--np 4] [--reps 3] [--kill-reps 1]
+                     [--work DIR] [--jobs wordcount,cc,pagerank-mr,pagerank,kmeans]
 """
 
 import argparse
@@ -119,6 +126,7 @@ def main():
     ap.add_argument("--mpirun", required=True, help="Open MPI 5's mpirun")
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--kill-reps", type=int, default=1, help="killed runs per moment")
     ap.add_argument("--work", default=None, help="directory for inputs and outputs")
     ap.add_argument("--jobs", default="wordcount,cc,pagerank-mr,pagerank,kmeans")
     a = ap.parse_args()
@@ -161,6 +169,7 @@ def main():
         def args(out):
             return [*base, out_flag.get(job, "--out"), out]
         times = {"plain": [], "ulfm": []}
+        job_times = []
         per_op = []
         for rep in range(a.reps):
             for mode, launcher in (("plain", plain), ("ulfm", ulfm)):
@@ -173,41 +182,58 @@ def main():
                 times[mode].append(s)
                 if mode == "ulfm":
                     rep_json = json.loads(so.strip().splitlines()[-1])
+                    job_times.append(rep_json["total_seconds"])
                     its = rep_json.get("iteration_seconds") or []
                     if its:
                         per_op.append(statistics.mean(its))
-        ff = statistics.median(times["ulfm"])
+        ff = statistics.median(job_times)
+        ff_wall = statistics.median(times["ulfm"])
         op = statistics.median(per_op) if per_op else float("nan")
         killed = []
         for name, fraction in MOMENTS:
-            out = os.path.join(work, f"{job}.{name}")
-            if os.path.exists(out):
-                os.remove(out)
-            s, code, so, se, did = run(ulfm, a.np, args(out), kill=(a.np - 1 if name != "middle" else 1, fraction), reference=ff)
-            ok = code == 0 and same(job, ref_out, out)
-            killed.append((name, s, ok, did, code))
-            # A run the kill came too late for is no test of recovery: it is said, not counted
-            # as a difference.
-            what = "identical" if ok else "DIFFERS"
-            note = "" if did else " (the job ended before the kill: no recovery tested)"
-            try:
-                rep_json = json.loads(so.strip().splitlines()[-1])
-                recs = (rep_json.get("fault_tolerance") or {}).get("recoveries") or rep_json.get("recoveries") or []
-                how = "; ".join(r.get("detected", f"from iteration {r.get('from_iteration')}") for r in recs) or "none"
-            except (ValueError, IndexError):
-                how = "no report"
-            print(f"{job:12s} {name:7s} killed={did} exit={code} {s:7.2f} s output {what}{note}; recoveries: {how}", flush=True)
-        hit = [k for k in killed if k[3]]
-        ks = statistics.median([k[1] for k in hit]) if hit else float("nan")
+            for _ in range(a.kill_reps):
+                out = os.path.join(work, f"{job}.{name}")
+                if os.path.exists(out):
+                    os.remove(out)
+                s, code, so, se, did = run(ulfm, a.np, args(out), kill=(a.np - 1 if name != "middle" else 1, fraction), reference=ff_wall)
+                ok = code == 0 and same(job, ref_out, out)
+                # A run the kill came too late for is no test of recovery: it is said, not
+                # counted as a difference.
+                what = "identical" if ok else "DIFFERS"
+                note = "" if did else " (the job ended before the kill: no recovery tested)"
+                total = None
+                recs = []
+                try:
+                    rep_json = json.loads(so.strip().splitlines()[-1])
+                    total = rep_json["total_seconds"]
+                    recs = (rep_json.get("fault_tolerance") or {}).get("recoveries") or rep_json.get("recoveries") or []
+                    how = "; ".join(r.get("detected", f"from iteration {r.get('from_iteration')}") for r in recs) or "none"
+                except (ValueError, IndexError, KeyError):
+                    how = "no report"
+                if did and code == 0 and not recs:
+                    # The job's work was done when the process died (it was ending): no
+                    # recovery to time.
+                    note = " (the kill landed after the job's work: nothing to recover)"
+                    total = None
+                killed.append((name, s, ok, did, code, total))
+                job_s = f"{total:7.2f}" if total is not None else "   none"
+                print(f"{job:12s} {name:7s} killed={did} exit={code} job {job_s} s wall {s:7.2f} s output {what}{note}; recoveries: {how}", flush=True)
+                if code != 0:
+                    # What the survivors said, for the record of a failed recovery.
+                    for line in se.strip().splitlines()[-6:]:
+                        print(f"    {line}", flush=True)
+        hit = [k for k in killed if k[3] and k[5] is not None]
+        ks = statistics.median([k[5] for k in hit]) if hit else float("nan")
+        ks_wall = statistics.median([k[1] for k in hit]) if hit else float("nan")
         added = ks - ff
-        overhead = ff / statistics.median(times["plain"]) - 1
+        overhead = ff_wall / statistics.median(times["plain"]) - 1
         kills = f"{len(hit)}/{len(killed)}"
-        rows.append((job, ff, ks, added, added / op, overhead, all(k[2] for k in killed), kills, " ".join([*ulfm, "-np", str(a.np), *args("OUT")])))
+        rows.append((job, ff, ks, added, added / op, ks_wall - ff_wall, overhead, all(k[2] for k in killed), kills, " ".join([*ulfm, "-np", str(a.np), *args("OUT")])))
     print()
-    print(f"# {date}, 2-core VM, mpirun -np {a.np}, {ranks} ranks; failure-free: median of {a.reps}; killed: median of the early/middle/late runs the kill landed in")
-    print(f"{'job':12s} {'failure-free s':>14s} {'killed s':>9s} {'added s':>8s} {'added/op':>9s} {'ULFM on':>8s} {'kills':>6s} {'outputs':>8s}")
-    for job, ff, ks, added, ratio, overhead, ok, kills, cmd in rows:
-        print(f"{job:12s} {ff:14.2f} {ks:9.2f} {added:8.2f} {ratio:9.2f} {100 * overhead:+7.1f}% {kills:>6s} {'same' if ok else 'DIFFER':>8s}")
+    print(f"# {date}, 2-core VM, mpirun -np {a.np}, {ranks} ranks; job times (total_seconds); failure-free: median of {a.reps}; killed: median of the runs the kill landed in ({a.kill_reps} per moment)")
+    print(f"{'job':12s} {'failure-free s':>14s} {'killed s':>9s} {'added s':>8s} {'added/op':>9s} {'added (wall) s':>15s} {'ULFM on':>8s} {'kills':>6s} {'outputs':>8s}")
+    for job, ff, ks, added, ratio, added_wall, overhead, ok, kills, cmd in rows:
+        print(f"{job:12s} {ff:14.2f} {ks:9.2f} {added:8.2f} {ratio:9.2f} {added_wall:15.2f} {100 * overhead:+7.1f}% {kills:>6s} {'same' if ok else 'DIFFER':>8s}")
     print()
     for job, *_, cmd in rows:
         print(f"{job}: {cmd}")

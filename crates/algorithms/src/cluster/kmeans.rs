@@ -635,8 +635,14 @@ pub fn kmeans_surviving<'r>(
                     resume.clone(),
                     keeping,
                 )
-                .and_then(|r| finish(&comm, &r, &points).map(|()| r))
-                {
+                .and_then(|r| {
+                    finish(&comm, &r, &points)?;
+                    // Over once every rank got here: a loss some rank saw in `finish`'s
+                    // last collective after others had completed it fails this barrier on
+                    // all of them, so all recover together.
+                    comm.barrier()?;
+                    Ok(r)
+                }) {
                     Ok(r) => Ok((r, points)),
                     // A loss in `finish` goes back to the state of the last iteration,
                     // which `keep` holds.

@@ -156,6 +156,10 @@ pub fn pagerank_surviving<'r>(
             )?;
             // A loss here goes back to the last iteration, whose values `keep` replicated.
             finish(&comm, &result, graph)?;
+            // The run is over once every rank got here: a loss that some rank saw in
+            // `finish`'s last collective after others had completed it fails this barrier
+            // on all of them, so all recover together instead of some having returned.
+            comm.barrier()?;
             Ok(result)
         })();
         match outcome {

@@ -195,7 +195,13 @@ pub fn word_count_surviving<'r, T>(
                     seconds: t.elapsed().as_secs_f64(),
                 });
             }
-            finish(&wc, &restarts)
+            let done = finish(&wc, &restarts)?;
+            // Over once every rank got here (the ranks the count ended on: the operation's
+            // own recovery may have left some behind): a loss some rank saw in `finish`'s
+            // last collective after others had completed it fails this barrier on all of
+            // them.
+            spillway_comm::Collectives::barrier(&wc.comm)?;
+            Ok(done)
         });
         match outcome {
             Err(e) if survivable && e.is_process_lost() => {
