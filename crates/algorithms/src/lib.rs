@@ -39,7 +39,7 @@ pub mod generate;
 pub mod graph;
 pub mod io;
 pub mod state;
-mod survive;
+pub mod survive;
 pub mod text;
 
 pub use error::AlgoError;

@@ -1,5 +1,8 @@
-//! What the direct engines share to survive processes lost for real (MPI with ULFM): the
-//! survivors' communicator, the replica buddy of a rank, and the exchange after a loss.
+//! Surviving processes lost for real (MPI with ULFM). Public: [`again_after_loss`], which
+//! runs a MapReduce job again from its input on the survivors when a process is lost after
+//! its last operation (the operations recover themselves, their results' parts are not
+//! replicated). Within the crate, what the direct engines share: the survivors'
+//! communicator, the replica buddy of a rank, and the exchange after a loss.
 //!
 //! An iteration of a direct engine ends in an all-reduce; a process lost in it leaves some
 //! survivors past the iteration and others not (its last messages were on their way through
@@ -7,9 +10,90 @@
 //! one at most (an all-reduce completes only once every rank has entered it), and every
 //! engine keeps what it needs of the two last iterations to go on from either.
 
+use std::time::Instant;
+
 use spillway_comm::{Collectives, Comm};
 
 use crate::error::AlgoError;
+
+/// A job run again after processes were lost once its last operation had ended (see
+/// [`again_after_loss`]).
+#[derive(Debug, Clone)]
+pub struct Restart {
+    /// The ranks lost (original numbering), all so far.
+    pub lost_ranks: Vec<u32>,
+    /// Ranks left.
+    pub ranks_after: usize,
+    /// From the survivors' regrouping to the end of the work again.
+    pub seconds: f64,
+}
+
+/// What [`again_after_loss`] does with a job's result `W`: its output and report, given the
+/// runs again so far.
+pub type AfterWork<'a, W, T> = dyn FnMut(&W, &[Restart]) -> Result<T, AlgoError> + 'a;
+
+/// Runs `work` (a fault-tolerant MapReduce job: its operations recover from lost processes
+/// themselves) and then `finish` on its result (the output and the report, with the
+/// restarts so far), and ends with a barrier of the ranks the work ended on (`end` of its
+/// result; `None` for a rank that left the job): the run is over once every rank got
+/// there. Under MPI with ULFM (`survivable`), a process lost after the work's last
+/// operation, while `finish` runs or in the barrier, makes the survivors regroup, say so on
+/// the first survivor's stderr (`what`: what they do again, e.g. "counting the words
+/// again"), and run `work` and `finish` again on themselves: the results' parts are not
+/// replicated once an operation has ended, so the work starts again from its input (the
+/// job's time again). `finish` runs on the ranks still in the job and may communicate; it
+/// must be safe to run again from its start (an output staged again replaces the first).
+/// The barrier makes a loss that one rank saw in `finish`'s last collective, after others
+/// had completed it, fail on all of them (instead of those having returned while the first
+/// waits for them).
+///
+/// # Errors
+/// As `work` and `finish`; a loss during the regrouping that leaves no survivor
+/// communicator ends the job.
+pub fn again_after_loss<'r, W, T>(
+    comm: &Comm<'r>,
+    survivable: bool,
+    what: &str,
+    work: &mut dyn FnMut(&Comm<'r>) -> Result<W, AlgoError>,
+    end: &dyn Fn(&W) -> Option<&Comm<'r>>,
+    finish: &mut AfterWork<'_, W, T>,
+) -> Result<T, AlgoError> {
+    let mut comm = comm.clone();
+    let mut restarts: Vec<Restart> = Vec::new();
+    let mut since: Option<(Instant, Vec<u32>)> = None;
+    loop {
+        let outcome = work(&comm).and_then(|w| {
+            if let Some((t, lost_ranks)) = since.take() {
+                restarts.push(Restart {
+                    lost_ranks,
+                    ranks_after: comm.size(),
+                    seconds: t.elapsed().as_secs_f64(),
+                });
+            }
+            let done = finish(&w, &restarts)?;
+            if let Some(end) = end(&w) {
+                end.barrier()?;
+            }
+            Ok(done)
+        });
+        match outcome {
+            Err(e) if survivable && e.is_process_lost() => {
+                let t = since.take().map_or_else(Instant::now, |(t, _)| t);
+                let (new, _, lost) = regroup(&comm, &[0.0])?;
+                if new.rank() == 0 {
+                    eprintln!(
+                        "spillway: {lost}; the {} surviving processes went on ({what}: the loss \
+                         came after the last operation)",
+                        new.runtime().nodes() as usize - lost.nodes.len()
+                    );
+                }
+                comm = new;
+                since = Some((t, lost.ranks.clone()));
+            }
+            other => return other,
+        }
+    }
+}
 
 impl AlgoError {
     /// Whether a process of the job was lost for real (MPI with ULFM): see

@@ -616,8 +616,8 @@ fn jobs_survive_a_process_killed_from_outside() {
     // recover without asking for it, the MapReduce ones with --fault-tolerance. At 0 the
     // kill lands while the ranks read the input, before the first iteration: the survivors
     // start over. While the outputs are written the victim is the last process, whose ranks
-    // write last: the survivors write them again (the word count, whose operation has ended
-    // by then, counts again).
+    // write last: the survivors write them again (the MapReduce jobs, whose last operation
+    // has ended by then, run again from the input).
     let cases: &[(&str, u32, u32, Option<f64>)] = &[
         ("pagerank", 4, 2, Some(0.5)),
         ("pagerank", 6, 0, Some(0.3)),
@@ -628,6 +628,8 @@ fn jobs_survive_a_process_killed_from_outside() {
         ("kmeans", 4, 2, Some(0.0)),
         ("kmeans", 4, 3, None),
         ("cc", 4, 3, Some(0.4)),
+        ("cc", 4, 3, None),
+        ("pagerank-mr", 4, 3, None),
         ("wordcount", 4, 3, None),
     ];
     for &(what, np, victim, at) in cases {

@@ -148,17 +148,7 @@ pub fn word_count<'r>(
     })
 }
 
-/// A word count counted again after processes were lost once its operation had ended (see
-/// [`word_count_surviving`]).
-#[derive(Debug, Clone)]
-pub struct Restart {
-    /// The ranks lost (original numbering), all so far.
-    pub lost_ranks: Vec<u32>,
-    /// Ranks left.
-    pub ranks_after: usize,
-    /// From the survivors' regrouping to the end of the count again.
-    pub seconds: f64,
-}
+pub use crate::survive::Restart;
 
 /// What a caller of [`word_count_surviving`] does with the counts (see there): it gets the
 /// restarts so far.
@@ -168,10 +158,9 @@ pub type Finish<'a, 'r, T> = dyn FnMut(&WordCount<'r>, &[Restart]) -> Result<T, 
 /// ULFM) after its operation, while `finish` counts and writes the result: the operation's
 /// own recovery covers losses during it, but once it has ended the result's parts are not
 /// replicated, so the survivors regroup and count again from the input (an operation's time)
-/// and call `finish` again, with the restarts so far. `finish` runs on the ranks still in the
-/// job and may communicate; it must be safe to run again from its start (an output staged
-/// again replaces the first). Without ULFM or without fault tolerance it is `word_count`
-/// then `finish`.
+/// and call `finish` again, with the restarts so far (see
+/// [`again_after_loss`](crate::survive::again_after_loss)). Without ULFM or without fault
+/// tolerance it is `word_count`, `finish` and a barrier.
 ///
 /// # Errors
 /// As [`word_count`] and `finish`; a loss during the regrouping that leaves no survivor
@@ -183,45 +172,14 @@ pub fn word_count_surviving<'r, T>(
     finish: &mut Finish<'_, 'r, T>,
 ) -> Result<T, AlgoError> {
     let survivable = comm.runtime().survives_lost_processes() && options.fault_tolerance.is_some();
-    let mut comm = comm.clone();
-    let mut restarts: Vec<Restart> = Vec::new();
-    let mut since: Option<(std::time::Instant, Vec<u32>)> = None;
-    loop {
-        let outcome = word_count(&comm, files, options).and_then(|wc| {
-            if let Some((t, lost_ranks)) = since.take() {
-                restarts.push(Restart {
-                    lost_ranks,
-                    ranks_after: comm.size(),
-                    seconds: t.elapsed().as_secs_f64(),
-                });
-            }
-            let done = finish(&wc, &restarts)?;
-            // Over once every rank got here (the ranks the count ended on: the operation's
-            // own recovery may have left some behind): a loss some rank saw in `finish`'s
-            // last collective after others had completed it fails this barrier on all of
-            // them.
-            spillway_comm::Collectives::barrier(&wc.comm)?;
-            Ok(done)
-        });
-        match outcome {
-            Err(e) if survivable && e.is_process_lost() => {
-                let t = since
-                    .take()
-                    .map_or_else(std::time::Instant::now, |(t, _)| t);
-                let (new, _, lost) = crate::survive::regroup(&comm, &[0.0])?;
-                if new.rank() == 0 {
-                    eprintln!(
-                        "spillway: {lost}; the {} surviving processes went on (counting the \
-                         words again: the loss came after the operation)",
-                        new.runtime().nodes() as usize - lost.nodes.len()
-                    );
-                }
-                comm = new;
-                since = Some((t, lost.ranks.clone()));
-            }
-            other => return other,
-        }
-    }
+    crate::survive::again_after_loss(
+        comm,
+        survivable,
+        "counting the words again",
+        &mut |comm| word_count(comm, files, options),
+        &|wc| Some(&wc.comm),
+        finish,
+    )
 }
 
 /// Writes `counts` to `path` at rank 0 as "word count" lines, by count descending, then by

@@ -4,9 +4,10 @@
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use spillway::algorithms::survive::{again_after_loss, Restart};
 use spillway::algorithms::AlgoError;
 use spillway::checkpoint::Checkpointer;
-use spillway::mapreduce::{FaultTolerance, Injection};
+use spillway::mapreduce::{FaultTolerance, FtStats, Injection, RecoveryStats};
 use spillway::{Collectives, Comm, Rank};
 
 use crate::commands::checkpoint::restore;
@@ -109,6 +110,101 @@ pub(crate) fn unless_lost<T>(r: Result<T, AlgoError>) -> Result<Option<T>, AlgoE
         Err(e) if e.is_lost() => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// What [`run_job`] hands the job's `finish`: the result, the part of the load kept
+/// aside, the load time (to the end of the restore), the compute time, the checkpointer
+/// (none after a run again) and the runs again after a loss that came after the last
+/// operation.
+pub(crate) struct Done<'a, R, K> {
+    pub(crate) result: &'a R,
+    pub(crate) kept: &'a K,
+    pub(crate) load: Duration,
+    pub(crate) compute: Duration,
+    pub(crate) ck: Option<&'a Checkpointer>,
+    pub(crate) restarts: &'a [Restart],
+}
+
+/// How [`run_job`] reads a job's input over a communicator: the input and what is kept aside.
+pub(crate) type LoadStep<'a, 'r, L, K> = dyn Fn(&Comm<'r>) -> Result<(L, K), AlgoError> + 'a;
+/// How [`run_job`] computes a job's result from its input, with the checkpointer.
+pub(crate) type ComputeStep<'a, 'r, L, R> =
+    dyn Fn(&Comm<'r>, L, Option<&mut Checkpointer>) -> Result<R, AlgoError> + 'a;
+/// What [`run_job`] does with the result: the output and the report.
+pub(crate) type FinishStep<'a, R, K, T> = dyn FnMut(Done<'_, R, K>) -> Result<T, AlgoError> + 'a;
+
+/// A rank's steps of an iterative MapReduce job (see [`load_and_compute`]) and then
+/// `finish` (the output and the report), ended by a barrier of the ranks the job ended on
+/// (`comm_of` its result); under MPI with ULFM and fault tolerance (`survivable`), a process
+/// lost after the job's last operation makes the survivors run the job again from its
+/// input (see [`again_after_loss`]), without checkpoints. `None` if the rank was lost.
+pub(crate) fn run_job<'r, L, K, R, T>(
+    world: &Comm<'r>,
+    survivable: bool,
+    ck: Option<Checkpointer>,
+    load: &LoadStep<'_, 'r, L, K>,
+    compute: &ComputeStep<'_, 'r, L, R>,
+    comm_of: fn(&R) -> &Comm<'r>,
+    finish: &mut FinishStep<'_, R, K, T>,
+) -> Result<Option<T>, AlgoError> {
+    // Used by the first run only (checkpoints stop after a loss: the survivors are another
+    // layout); the work and `finish` take turns with it.
+    let ck = std::cell::RefCell::new(ck);
+    let mut first = true;
+    again_after_loss(
+        world,
+        survivable,
+        "running the job again",
+        &mut |comm| {
+            let mut none = None;
+            let mut mine = ck.borrow_mut();
+            let ck = if std::mem::take(&mut first) {
+                &mut *mine
+            } else {
+                &mut none
+            };
+            load_and_compute(
+                comm,
+                ck,
+                || load(comm),
+                |input, ck| compute(comm, input, ck),
+            )
+        },
+        &|w| w.as_ref().map(|(result, ..)| comm_of(result)),
+        &mut |w, restarts| match w {
+            None => Ok(None),
+            Some((result, kept, load, compute)) => finish(Done {
+                result,
+                kept,
+                load: *load,
+                compute: *compute,
+                ck: ck.borrow().as_ref(),
+                restarts,
+            })
+            .map(Some),
+        },
+    )
+}
+
+/// The report's fault tolerance with the runs again after a loss (`restarts`) among its
+/// recoveries, said as `detected`.
+pub(crate) fn with_restarts(
+    ft: Option<&FtStats>,
+    restarts: &[Restart],
+    detected: &'static str,
+) -> Option<FtStats> {
+    let mut ft = ft.cloned();
+    if let Some(ft) = &mut ft {
+        ft.recoveries.extend(restarts.iter().map(|r| RecoveryStats {
+            op: 1,
+            detected,
+            lost_ranks: r.lost_ranks.clone(),
+            ranks_after: r.ranks_after as u64,
+            total: Duration::from_secs_f64(r.seconds),
+            ..Default::default()
+        }));
+    }
+    ft
 }
 
 /// A rank's steps of an iterative MapReduce job: `load` reads the input (its result's second

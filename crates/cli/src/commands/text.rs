@@ -5,13 +5,11 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::Serialize;
-use spillway::algorithms::text::wordcount::{
-    merge_counts, word_count_surviving, Restart, WordCountOptions,
-};
+use spillway::algorithms::text::wordcount::{merge_counts, word_count_surviving, WordCountOptions};
 use spillway::mapreduce::NodeAggregation;
 use spillway::{ByteSize, Collectives, Comm, Max};
 
-use crate::commands::ft::{unless_lost, FtArgs};
+use crate::commands::ft::{unless_lost, with_restarts, FtArgs};
 use crate::driver::{Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
 use crate::options::{named, nonzero_size};
 
@@ -107,10 +105,11 @@ impl Command for WordCount {
                         distinct_words: distinct,
                         input_bytes_per_second: bytes as f64 / compute.as_secs_f64().max(1e-12),
                     };
-                    let mut ft = wc.ft.clone();
-                    if let Some(ft) = &mut ft {
-                        ft.recoveries.extend(restarts.iter().map(restart_stats));
-                    }
+                    let ft = with_restarts(
+                        wc.ft.as_ref(),
+                        restarts,
+                        "after the operation: counted again",
+                    );
                     Ok(RankOut::of(
                         comm,
                         facts,
@@ -126,18 +125,5 @@ impl Command for WordCount {
                 },
             ))
         })
-    }
-}
-
-/// A count again after a loss that came after the operation, as one of the recoveries of the
-/// report (detected "after the operation"; its whole time is the count again).
-fn restart_stats(r: &Restart) -> spillway::mapreduce::RecoveryStats {
-    spillway::mapreduce::RecoveryStats {
-        op: 1,
-        detected: "after the operation: counted again",
-        lost_ranks: r.lost_ranks.clone(),
-        ranks_after: r.ranks_after as u64,
-        total: Duration::from_secs_f64(r.seconds),
-        ..Default::default()
     }
 }

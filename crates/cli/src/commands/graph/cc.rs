@@ -6,13 +6,13 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use spillway::algorithms::graph::cc::{connected_components, load_edges, Variant};
+use spillway::algorithms::graph::cc::{connected_components, load_edges, CcResult, Variant};
 use spillway::algorithms::graph::cc_direct::{components, load_edge_list};
-use spillway::checkpoint::Checkpointer;
+use spillway::algorithms::AlgoError;
 use spillway::{ByteSize, Collectives, Comm, Sum};
 
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, CheckpointFacts};
-use crate::commands::ft::{load_and_compute, FtArgs};
+use crate::commands::ft::{run_job, with_restarts, Done, FtArgs};
 use crate::driver::{
     CheckpointArgs, Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing,
 };
@@ -132,68 +132,84 @@ impl Command for Cc {
         );
         self.ft.spmd(job, 0, "cc", |rank, _| {
             let world = Comm::world(rank);
-            let mut ck = self.checkpoint.checkpointer(&fingerprint);
-            let load = || {
-                let (edges, loops) = load_edges(&world, &input)?;
-                let m = edges.count(&world)? + loops.count(&world)?;
-                Ok(((edges, loops), m))
-            };
-            let compute = |(edges, loops), ck: Option<&mut Checkpointer>| {
-                connected_components(&world, edges, loops, variant, memory, ft.clone(), ck)
-            };
-            let Some((result, m, load, compute)) =
-                load_and_compute(&world, &mut ck, load, compute)?
-            else {
-                return Ok(None);
-            };
-            let comm = &result.comm;
-            let checkpoint = checkpoint_facts(comm, ck.as_ref())?;
-            let mut labels = result.labels.to_local_vec();
-            labels.sort_unstable();
-            let vertices = result.labels.count(comm)?;
-            let roots = labels.iter().filter(|(v, l)| v == l).count() as u64;
-            let components = comm.allreduce(&[roots], Sum)?[0];
-            drop(result.labels);
-            if let Some(path) = &self.out {
-                job.write_ordered(comm, path, |w| {
-                    for (v, l) in &labels {
-                        writeln!(w, "{v} {l}")?;
-                    }
-                    Ok(())
-                })?;
-            }
-            let facts = CcFacts {
-                engine: "mapreduce",
-                edges: m,
-                vertices,
-                components,
-                star_operations: Some(result.star_operations),
-                local_seconds: None,
-                merge_seconds: None,
-                label_seconds: None,
-                checkpoint,
-            };
-            Ok(Some(RankOut::of(
-                comm,
-                facts,
-                Timing::mapreduce(
-                    result.star_operations,
-                    result
-                        .stats
-                        .iter()
-                        .map(|s| s.map + s.combine + s.shuffle + s.reduce)
-                        .collect(),
-                    load,
-                    compute,
-                    &result.stats,
-                    result.ft,
-                ),
-            )))
+            // A loss after the last star operation (while the labels are counted and
+            // written) makes the survivors run the job again from the input.
+            run_job(
+                &world,
+                rank.survives_lost_processes() && ft.is_some(),
+                self.checkpoint.checkpointer(&fingerprint),
+                &|comm| {
+                    let (edges, loops) = load_edges(comm, &input)?;
+                    let m = edges.count(comm)? + loops.count(comm)?;
+                    Ok(((edges, loops), m))
+                },
+                &|comm, (edges, loops), ck| {
+                    connected_components(comm, edges, loops, variant, memory, ft.clone(), ck)
+                },
+                |result| &result.comm,
+                &mut |done| self.finish_mapreduce(job, done),
+            )
         })
     }
 }
 
 impl Cc {
+    /// The output and the report of the MapReduce engine's labels.
+    fn finish_mapreduce<'r>(
+        &self,
+        job: &Job<'_>,
+        done: Done<'_, CcResult<'r>, u64>,
+    ) -> Result<RankOut<CcFacts>, AlgoError> {
+        let result = done.result;
+        let comm = &result.comm;
+        let checkpoint = checkpoint_facts(comm, done.ck)?;
+        let mut labels = result.labels.to_local_vec();
+        labels.sort_unstable();
+        let vertices = result.labels.count(comm)?;
+        let roots = labels.iter().filter(|(v, l)| v == l).count() as u64;
+        let components = comm.allreduce(&[roots], Sum)?[0];
+        if let Some(path) = &self.out {
+            job.write_ordered(comm, path, |w| {
+                for (v, l) in &labels {
+                    writeln!(w, "{v} {l}")?;
+                }
+                Ok(())
+            })?;
+        }
+        let facts = CcFacts {
+            engine: "mapreduce",
+            edges: *done.kept,
+            vertices,
+            components,
+            star_operations: Some(result.star_operations),
+            local_seconds: None,
+            merge_seconds: None,
+            label_seconds: None,
+            checkpoint,
+        };
+        let ft = with_restarts(
+            result.ft.as_ref(),
+            done.restarts,
+            "after the last operation: run again",
+        );
+        Ok(RankOut::of(
+            comm,
+            facts,
+            Timing::mapreduce(
+                result.star_operations,
+                result
+                    .stats
+                    .iter()
+                    .map(|s| s.map + s.combine + s.shuffle + s.reduce)
+                    .collect(),
+                done.load,
+                done.compute,
+                &result.stats,
+                ft,
+            ),
+        ))
+    }
+
     /// `run cc --engine direct`: a union-find per rank, the forests merged between ranks.
     fn run_direct(&self, job: &Job<'_>) -> Result<Option<CcFacts>, Failure> {
         let input = job.input(&self.input);

@@ -308,13 +308,15 @@ fn direct(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failu
 /// `run pagerank --engine mapreduce`: PageRank as iterative MapReduce (adjacency lists
 /// travel with their vertex), with fault tolerance and checkpoints.
 mod mapreduce {
-    use spillway::algorithms::graph::pagerank_mr::{load_edge_dataset, pagerank_mapreduce};
-    use spillway::checkpoint::Checkpointer;
+    use spillway::algorithms::graph::pagerank_mr::{
+        load_edge_dataset, pagerank_mapreduce, MrPageRank,
+    };
+    use spillway::algorithms::AlgoError;
     use spillway::Comm;
 
     use super::{PageRank, PageRankFacts};
     use crate::commands::checkpoint::checkpoint_facts;
-    use crate::commands::ft::load_and_compute;
+    use crate::commands::ft::{run_job, with_restarts, Done};
     use crate::driver::{Failure, Job, RankOut, Timing};
 
     /// Runs the MapReduce engine.
@@ -327,61 +329,78 @@ mod mapreduce {
         args.ft
             .spmd(job, options.iterations, "pagerank", |rank, _| {
                 let world = Comm::world(rank);
-                let mut ck = args.checkpoint.checkpointer(&fingerprint);
-                let load = || {
-                    let (edges, n) = load_edge_dataset(&world, &source)?;
-                    let m = edges.count(&world)?;
-                    Ok(((edges, n), (n, m)))
-                };
-                let compute = |(edges, n), ck: Option<&mut Checkpointer>| {
-                    let ft = ft.clone();
-                    pagerank_mapreduce(&world, edges, n, &options, memory, ft, &mut |_| {}, ck)
-                };
-                let Some((result, (n, m), load, compute)) =
-                    load_and_compute(&world, &mut ck, load, compute)?
-                else {
-                    return Ok(None);
-                };
-                let comm = &result.comm;
-                let checkpoint = checkpoint_facts(comm, ck.as_ref())?;
-                // The ranks in vertex order, written by the first rank.
-                let all = result.ranks.gather(comm, 0)?;
-                let rank_sum = all.as_ref().map_or(0.0, |a| a.iter().map(|(_, r)| r).sum());
-                if let Some(path) = &args.out {
-                    let mut all = all.unwrap_or_default();
-                    all.sort_unstable_by_key(|&(v, _)| v);
-                    job.write_ordered(comm, path, |w| {
-                        for (v, r) in &all {
-                            writeln!(w, "{v} {r}")?;
-                        }
-                        Ok(())
-                    })?;
-                }
-                let performed = result.iteration_times.len() as f64;
-                let facts = PageRankFacts {
-                    engine: "mapreduce",
-                    vertices: n,
-                    edges: m,
-                    max_edges_per_rank: None,
-                    iteration_bytes: None,
-                    final_l1_change: result.delta,
-                    spill_io_per_iteration_bytes: None,
-                    rank_sum,
-                    edges_per_second: m as f64 * performed / compute.as_secs_f64().max(1e-12),
-                    checkpoint,
-                };
-                Ok(Some(RankOut::of(
-                    comm,
-                    facts,
-                    Timing::mapreduce(
-                        result.iterations,
-                        result.iteration_times,
-                        load,
-                        compute,
-                        &result.stats,
-                        result.ft,
-                    ),
-                )))
+                // A loss after the last iteration (while the ranks are gathered and written)
+                // makes the survivors run the job again from the input.
+                run_job(
+                    &world,
+                    rank.survives_lost_processes() && ft.is_some(),
+                    args.checkpoint.checkpointer(&fingerprint),
+                    &|comm| {
+                        let (edges, n) = load_edge_dataset(comm, &source)?;
+                        let m = edges.count(comm)?;
+                        Ok(((edges, n), (n, m)))
+                    },
+                    &|comm, (edges, n), ck| {
+                        let ft = ft.clone();
+                        pagerank_mapreduce(comm, edges, n, &options, memory, ft, &mut |_| {}, ck)
+                    },
+                    |result| &result.comm,
+                    &mut |done| finish(args, job, done),
+                )
             })
+    }
+
+    /// The output and the report of the MapReduce engine's ranks.
+    fn finish(
+        args: &PageRank,
+        job: &Job<'_>,
+        done: Done<'_, MrPageRank<'_>, (u64, u64)>,
+    ) -> Result<RankOut<PageRankFacts>, AlgoError> {
+        let (result, &(n, m)) = (done.result, done.kept);
+        let comm = &result.comm;
+        let checkpoint = checkpoint_facts(comm, done.ck)?;
+        // The ranks in vertex order, written by the first rank.
+        let all = result.ranks.gather(comm, 0)?;
+        let rank_sum = all.as_ref().map_or(0.0, |a| a.iter().map(|(_, r)| r).sum());
+        if let Some(path) = &args.out {
+            let mut all = all.unwrap_or_default();
+            all.sort_unstable_by_key(|&(v, _)| v);
+            job.write_ordered(comm, path, |w| {
+                for (v, r) in &all {
+                    writeln!(w, "{v} {r}")?;
+                }
+                Ok(())
+            })?;
+        }
+        let performed = result.iteration_times.len() as f64;
+        let facts = PageRankFacts {
+            engine: "mapreduce",
+            vertices: n,
+            edges: m,
+            max_edges_per_rank: None,
+            iteration_bytes: None,
+            final_l1_change: result.delta,
+            spill_io_per_iteration_bytes: None,
+            rank_sum,
+            edges_per_second: m as f64 * performed / done.compute.as_secs_f64().max(1e-12),
+            checkpoint,
+        };
+        let ft = with_restarts(
+            result.ft.as_ref(),
+            done.restarts,
+            "after the last operation: run again",
+        );
+        Ok(RankOut::of(
+            comm,
+            facts,
+            Timing::mapreduce(
+                result.iterations,
+                result.iteration_times.clone(),
+                done.load,
+                done.compute,
+                &result.stats,
+                ft,
+            ),
+        ))
     }
 }
