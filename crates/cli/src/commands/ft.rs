@@ -187,16 +187,17 @@ pub(crate) fn run_job<'r, L, K, R, T>(
 }
 
 /// The report's fault tolerance with the runs again after a loss (`restarts`) among its
-/// recoveries, said as `detected`.
+/// recoveries: found after operation `after_op` (the job's last), said as `detected`.
 pub(crate) fn with_restarts(
     ft: Option<&FtStats>,
     restarts: &[Restart],
+    after_op: u64,
     detected: &'static str,
 ) -> Option<FtStats> {
     let mut ft = ft.cloned();
     if let Some(ft) = &mut ft {
         ft.recoveries.extend(restarts.iter().map(|r| RecoveryStats {
-            op: 1,
+            op: after_op,
             detected,
             lost_ranks: r.lost_ranks.clone(),
             ranks_after: r.ranks_after as u64,

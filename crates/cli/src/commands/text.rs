@@ -108,6 +108,7 @@ impl Command for WordCount {
                     let ft = with_restarts(
                         wc.ft.as_ref(),
                         restarts,
+                        1,
                         "after the operation: counted again",
                     );
                     Ok(RankOut::of(

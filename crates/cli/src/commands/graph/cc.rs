@@ -190,6 +190,7 @@ impl Cc {
         let ft = with_restarts(
             result.ft.as_ref(),
             done.restarts,
+            result.stats.len() as u64,
             "after the last operation: run again",
         );
         Ok(RankOut::of(

@@ -388,6 +388,7 @@ mod mapreduce {
         let ft = with_restarts(
             result.ft.as_ref(),
             done.restarts,
+            result.stats.len() as u64,
             "after the last operation: run again",
         );
         Ok(RankOut::of(
