@@ -7,11 +7,11 @@ use clap::Args;
 use spillway::algorithms::survive::{again_after_loss, Restart};
 use spillway::algorithms::AlgoError;
 use spillway::checkpoint::Checkpointer;
-use spillway::mapreduce::{FaultTolerance, FtStats, Injection, RecoveryStats};
+use spillway::mapreduce::{FaultTolerance, FtStats, Injection, OpStats, RecoveryStats};
 use spillway::{Collectives, Comm, Rank};
 
 use crate::commands::checkpoint::restore;
-use crate::driver::{Bar, Failure, Job, RankOut, RuntimeArgs};
+use crate::driver::{Bar, Failure, Job, RankOut, RuntimeArgs, Timing};
 
 /// Fault tolerance of the MapReduce commands.
 #[derive(Args, Debug, Default, Clone)]
@@ -123,6 +123,34 @@ pub(crate) struct Done<'a, R, K> {
     pub(crate) compute: Duration,
     pub(crate) ck: Option<&'a Checkpointer>,
     pub(crate) restarts: &'a [Restart],
+}
+
+impl<R, K> Done<'_, R, K> {
+    /// The report's timing of the job: `iterations` taking `iteration_times`, its
+    /// operations' `stats`, its fault tolerance `ft` with the runs again among the
+    /// recoveries (found after the last operation).
+    pub(crate) fn timing(
+        &self,
+        iterations: usize,
+        iteration_times: Vec<Duration>,
+        stats: &[OpStats],
+        ft: Option<&FtStats>,
+    ) -> Timing {
+        let ft = with_restarts(
+            ft,
+            self.restarts,
+            stats.len() as u64,
+            "after the last operation: run again",
+        );
+        Timing::mapreduce(
+            iterations,
+            iteration_times,
+            self.load,
+            self.compute,
+            stats,
+            ft,
+        )
+    }
 }
 
 /// How [`run_job`] reads a job's input over a communicator: the input and what is kept aside.

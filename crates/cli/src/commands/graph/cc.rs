@@ -12,7 +12,7 @@ use spillway::algorithms::AlgoError;
 use spillway::{ByteSize, Collectives, Comm, Sum};
 
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, CheckpointFacts};
-use crate::commands::ft::{run_job, with_restarts, Done, FtArgs};
+use crate::commands::ft::{run_job, Done, FtArgs};
 use crate::driver::{
     CheckpointArgs, Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing,
 };
@@ -187,28 +187,18 @@ impl Cc {
             label_seconds: None,
             checkpoint,
         };
-        let ft = with_restarts(
+        let times = result
+            .stats
+            .iter()
+            .map(|s| s.map + s.combine + s.shuffle + s.reduce)
+            .collect();
+        let timing = done.timing(
+            result.star_operations,
+            times,
+            &result.stats,
             result.ft.as_ref(),
-            done.restarts,
-            result.stats.len() as u64,
-            "after the last operation: run again",
         );
-        Ok(RankOut::of(
-            comm,
-            facts,
-            Timing::mapreduce(
-                result.star_operations,
-                result
-                    .stats
-                    .iter()
-                    .map(|s| s.map + s.combine + s.shuffle + s.reduce)
-                    .collect(),
-                done.load,
-                done.compute,
-                &result.stats,
-                ft,
-            ),
-        ))
+        Ok(RankOut::of(comm, facts, timing))
     }
 
     /// `run cc --engine direct`: a union-find per rank, the forests merged between ranks.

@@ -316,8 +316,8 @@ mod mapreduce {
 
     use super::{PageRank, PageRankFacts};
     use crate::commands::checkpoint::checkpoint_facts;
-    use crate::commands::ft::{run_job, with_restarts, Done};
-    use crate::driver::{Failure, Job, RankOut, Timing};
+    use crate::commands::ft::{run_job, Done};
+    use crate::driver::{Failure, Job, RankOut};
 
     /// Runs the MapReduce engine.
     pub(crate) fn run(args: &PageRank, job: &Job<'_>) -> Result<Option<PageRankFacts>, Failure> {
@@ -385,23 +385,12 @@ mod mapreduce {
             edges_per_second: m as f64 * performed / done.compute.as_secs_f64().max(1e-12),
             checkpoint,
         };
-        let ft = with_restarts(
+        let timing = done.timing(
+            result.iterations,
+            result.iteration_times.clone(),
+            &result.stats,
             result.ft.as_ref(),
-            done.restarts,
-            result.stats.len() as u64,
-            "after the last operation: run again",
         );
-        Ok(RankOut::of(
-            comm,
-            facts,
-            Timing::mapreduce(
-                result.iterations,
-                result.iteration_times.clone(),
-                done.load,
-                done.compute,
-                &result.stats,
-                ft,
-            ),
-        ))
+        Ok(RankOut::of(comm, facts, timing))
     }
 }
