@@ -41,8 +41,10 @@ pub type AfterWork<'a, W, T> = dyn FnMut(&W, &[Restart]) -> Result<T, AlgoError>
 /// the first survivor's stderr (`what`: what they do again, e.g. "counting the words
 /// again"), and run `work` and `finish` again on themselves: the results' parts are not
 /// replicated once an operation has ended, so the work starts again from its input (the
-/// job's time again). `finish` runs on the ranks still in the job and may communicate; it
-/// must be safe to run again from its start (an output staged again replaces the first).
+/// job's time again). A loss within `work` is not run again here: its operations recover
+/// from it or end with their error. `finish` runs on the ranks still in the job and may
+/// communicate; it must be safe to run again from its start (an output staged again
+/// replaces the first).
 /// The barrier makes a loss that one rank saw in `finish`'s last collective, after others
 /// had completed it, fail on all of them (instead of those having returned while the first
 /// waits for them).
@@ -62,7 +64,10 @@ pub fn again_after_loss<'r, W, T>(
     let mut restarts: Vec<Restart> = Vec::new();
     let mut since: Option<(Instant, Vec<u32>)> = None;
     loop {
-        let outcome = work(&comm).and_then(|w| {
+        // A loss in the work itself is the work's to recover (its operations) or report:
+        // only one after it (in `finish` or the barrier) is run again here.
+        let w = work(&comm)?;
+        let outcome = (|| -> Result<T, AlgoError> {
             if let Some((t, lost_ranks)) = since.take() {
                 restarts.push(Restart {
                     lost_ranks,
@@ -75,7 +80,7 @@ pub fn again_after_loss<'r, W, T>(
                 end.barrier()?;
             }
             Ok(done)
-        });
+        })();
         match outcome {
             Err(e) if survivable && e.is_process_lost() => {
                 let t = since.take().map_or_else(Instant::now, |(t, _)| t);
