@@ -103,16 +103,14 @@ fn initial(
             })?);
         }
     };
-    let end = points.first + points.len() as u64;
-    let mine: Vec<(usize, u64)> = wanted
+    let mine: Vec<(usize, usize)> = wanted
         .iter()
         .enumerate()
-        .filter(|(_, &i)| i >= points.first && i < end)
-        .map(|(pos, &i)| (pos, i))
+        .filter_map(|(pos, &i)| Some((pos, points.local_index(i)?)))
         .collect();
     Ok(comm.aggregate(0.0, k * dim, Sum, &mut |buf| {
         for &(pos, i) in &mine {
-            let x = points.point((i - points.first) as usize);
+            let x = points.point(i);
             buf[pos * dim..(pos + 1) * dim].copy_from_slice(x);
         }
     })?)

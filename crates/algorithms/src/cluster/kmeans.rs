@@ -167,11 +167,10 @@ pub fn initial_centroids(
     };
     // Each rank contributes (position in `wanted`, point) for the points it owns.
     let mut mine: Vec<f64> = Vec::new();
-    let end = points.first + points.len() as u64;
     for (pos, &idx) in wanted.iter().enumerate() {
-        if idx >= points.first && idx < end {
+        if let Some(i) = points.local_index(idx) {
             mine.push(pos as f64);
-            mine.extend_from_slice(points.point((idx - points.first) as usize));
+            mine.extend_from_slice(points.point(i));
         }
     }
     let (all, _) = comm.allgatherv(&mine)?;
@@ -527,8 +526,8 @@ fn run_kmeans(
 pub struct Survived<'r> {
     /// The result, as an uninterrupted run gives it (the assignment of this rank's points).
     pub result: KMeansResult,
-    /// The points this rank holds at the end (all of them were read again after a loss,
-    /// split over the survivors).
+    /// The points this rank holds at the end (after a loss, its block and its share of the
+    /// lost ranks' points, see [`DistPoints::more`]).
     pub points: DistPoints,
     /// The ranks still in the job.
     pub comm: Comm<'r>,
@@ -567,10 +566,12 @@ pub type Finish<'a> = dyn FnMut(&Comm, &KMeansResult, &DistPoints) -> Result<(),
 /// (while the points are read, in `ready`, while the initial centroids are chosen) starts the
 /// run over on the survivors (a loss while the points are read reads them all again). The
 /// result equals an uninterrupted run's up to the order of the sums (the partial sums come
-/// from other ranks). Nothing is replicated: the survivors keep their points, read only the
-/// lost ranks' part of `source` again (split over the survivors), and move the points to
-/// even blocks; a recovery costs reading that part, the move and one assignment pass (a
-/// second recovery reads all points again: the blocks are no longer parts of the input).
+/// from other ranks). Nothing is replicated: the survivors keep their points and read only
+/// the lost ranks' part of `source` again, split over them, each appending its share to its
+/// block (see [`DistPoints::more`]; nothing moves, the shares stay even); a recovery costs
+/// reading that part and one assignment pass (a second recovery reads all points again).
+/// The assignment is of the points in the order of each rank's `values`
+/// ([`in_point_order`](crate::cluster::points::in_point_order) puts it in point order).
 /// Checkpoints stop after a recovery (the survivors are another layout).
 ///
 /// # Errors

@@ -1,5 +1,6 @@
 //! Loading dense points, split over the ranks in contiguous blocks of rows.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -34,7 +35,8 @@ impl PointSource {
     }
 }
 
-/// This rank's block of a distributed point set.
+/// This rank's block of a distributed point set, and after a loss the parts of the lost
+/// ranks' blocks it took over (see [`reload_lost_points`]).
 #[derive(Debug)]
 pub struct DistPoints {
     /// Coordinates per point.
@@ -43,14 +45,44 @@ pub struct DistPoints {
     pub total: u64,
     /// Global index of this rank's first point.
     pub first: u64,
-    /// This rank's points, row-major, in storage-backed memory.
+    /// This rank's points, row-major, in storage-backed memory: its block (from `first`),
+    /// then the points of `more` in order.
     pub values: SbVec<f64>,
+    /// Points held after the block: (global index of the first, points) per part taken over
+    /// from lost ranks, in the order their values follow the block's. Empty on every rank
+    /// when the points are split in contiguous blocks in rank order (as [`load_points`]
+    /// splits them); after a loss, the same number of parts on every survivor, some
+    /// possibly empty.
+    pub more: Vec<(u64, u64)>,
 }
 
 impl DistPoints {
     /// Number of local points.
     pub fn len(&self) -> usize {
         self.values.len() / self.dim.max(1)
+    }
+
+    /// Points of this rank's block (from `first`), before those of `more`.
+    pub fn block_len(&self) -> u64 {
+        self.len() as u64 - self.more.iter().map(|m| m.1).sum::<u64>()
+    }
+
+    /// The runs of consecutive points this rank holds, in the order of `values`: (global
+    /// index of the first, points).
+    pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        std::iter::once((self.first, self.block_len())).chain(self.more.iter().copied())
+    }
+
+    /// Where point `global` is among this rank's points, if it holds it.
+    pub fn local_index(&self, global: u64) -> Option<usize> {
+        let mut at = 0u64;
+        for (first, n) in self.runs() {
+            if global >= first && global < first + n {
+                return Some((at + global - first) as usize);
+            }
+            at += n;
+        }
+        None
     }
 
     /// Whether this rank holds no points.
@@ -95,6 +127,7 @@ pub fn load_points(comm: &Comm, source: &PointSource) -> Result<DistPoints, Algo
                 total: spec.n,
                 first: range.start,
                 values,
+                more: Vec::new(),
             })
         }
     }
@@ -122,6 +155,7 @@ fn load_csv(comm: &Comm, path: &Path) -> Result<DistPoints, AlgoError> {
         total,
         first,
         values,
+        more: Vec::new(),
     })
 }
 
@@ -130,7 +164,8 @@ fn load_csv(comm: &Comm, path: &Path) -> Result<DistPoints, AlgoError> {
 /// over `comm`). The blocks the
 /// survivors hold stay in memory; only the lost ranks' parts of `source` are read again
 /// (the lines `load_points` gave them over `base`, each part split over the survivors), and
-/// everything moves so that the survivors hold even contiguous blocks in point order.
+/// each survivor keeps its block and appends its parts (see [`DistPoints::more`]): nothing
+/// moves, and the survivors' shares stay even. `held` is split as `load_points` splits.
 ///
 /// # Errors
 /// As [`load_points`]; [`AlgoError::Input`] if the lost parts no longer hold the points
@@ -144,6 +179,10 @@ pub(crate) fn reload_lost_points(
     let (p, me) = (comm.size(), comm.rank());
     let dim = held.dim;
     let total = held.total;
+    debug_assert!(
+        held.more.is_empty(),
+        "points split as load_points splits them"
+    );
     // (member of `base`, first point, points) of every survivor, in `base` order (the
     // survivors keep their order).
     let mine = [base.rank() as u64, held.first, held.len() as u64];
@@ -262,91 +301,89 @@ pub(crate) fn reload_lost_points(
         }
         starts.push(p0 + before);
     }
-    // The new blocks, even, and what goes where: (first point, points, values) blocks.
-    let bound = |r: usize| total * r as u64 / p as u64;
-    let bounds: Vec<u64> = (0..=p).map(bound).collect();
-    let owner = |x: u64| bounds.partition_point(|&b| b <= x) - 1;
-    // What stays on this rank is copied into its block at once; the rest goes in one
-    // all-to-all, each part sized before it is filled.
-    let (lo, hi) = (bound(me), bound(me + 1));
-    let mut values: SbVec<f64> = SbVec::zeroed(comm.runtime(), (hi - lo) as usize * dim)?;
-    let mut filled = 0u64;
-    let sources: Vec<(u64, &[f64])> = std::iter::once((held.first, held.values.as_slice()))
-        .chain(
-            pieces
-                .iter()
-                .zip(&starts)
-                .map(|((_, v), &first)| (first, &v[..])),
-        )
-        .collect();
-    // Calls `f(owner, first point, values)` for each run of `values` (from point `first`)
-    // with one owner.
-    let runs = |first: u64, v: &[f64], f: &mut dyn FnMut(usize, u64, &[f64])| {
-        let n = (v.len() / dim.max(1)) as u64;
-        let mut at = first;
-        while at < first + n {
-            let o = owner(at);
-            let stop = bound(o + 1).min(first + n);
-            f(
-                o,
-                at,
-                &v[(at - first) as usize * dim..(stop - first) as usize * dim],
-            );
-            at = stop;
-        }
-    };
-    let mut sizes = vec![0usize; p];
-    for &(first, v) in &sources {
-        runs(first, v, &mut |o, _, r| sizes[o] += 2 + r.len());
-    }
-    let mut parts: Vec<Vec<f64>> = sizes
-        .iter()
-        .enumerate()
-        .map(|(o, &n)| Vec::with_capacity(if o == me { 0 } else { n }))
-        .collect();
-    {
-        let out = values.as_mut_slice();
-        for &(first, v) in &sources {
-            runs(first, v, &mut |o, at, r| {
-                if o == me {
-                    let a = (at - lo) as usize * dim;
-                    out[a..a + r.len()].copy_from_slice(r);
-                    filled += (r.len() / dim.max(1)) as u64;
-                } else {
-                    parts[o].push(at as f64);
-                    parts[o].push((r.len() / dim.max(1)) as f64);
-                    parts[o].extend_from_slice(r);
-                }
-            });
-        }
-    }
-    drop(sources);
-    drop(held);
-    drop(pieces);
-    let got = comm.alltoallv_vecs(parts)?;
-    let out = values.as_mut_slice();
-    for part in got {
-        let mut i = 0;
-        while i + 2 <= part.len() {
-            let (first, n) = (part[i] as u64, part[i + 1] as usize);
-            let at = (first - lo) as usize * dim;
-            out[at..at + n * dim].copy_from_slice(&part[i + 2..i + 2 + n * dim]);
-            filled += n as u64;
-            i += 2 + n * dim;
-        }
-    }
-    if filled != hi - lo {
-        return Err(AlgoError::Unrecoverable(format!(
-            "after a loss {filled} of this rank's {} points were found",
-            hi - lo
-        )));
+    // Nothing moves: each survivor keeps its block and appends the parts it read. The
+    // survivors' shares stay even (equal blocks plus equal parts of each gap), and what a
+    // recovery costs is reading the lost points, not moving every point to new blocks.
+    let mut values = held.values;
+    let mut more = Vec::with_capacity(pieces.len());
+    for ((_, v), &first) in pieces.iter().zip(&starts) {
+        values.extend_from_slice(v)?;
+        more.push((first, (v.len() / dim.max(1)) as u64));
     }
     Ok(DistPoints {
         dim,
         total,
-        first: lo,
+        first: held.first,
         values,
+        more,
     })
+}
+
+/// The per-point values `mine` (one per point of `points`, in the order of its `values`) in
+/// point order: this rank's part of even contiguous blocks over `comm`, in rank order (what
+/// an output written in rank order needs). Points split as [`load_points`] splits them are
+/// already in that order: their values come back as they are, without communication (the
+/// same on every rank: `more` is empty on all or none). A collective otherwise.
+///
+/// # Errors
+/// [`AlgoError::BadParameter`] if `mine` does not hold one value per point; communication
+/// errors; [`AlgoError::Unrecoverable`] if the ranks' points do not cover the set.
+pub fn in_point_order<'a, T: bytemuck::Pod + Default>(
+    comm: &Comm,
+    points: &DistPoints,
+    mine: &'a [T],
+) -> Result<Cow<'a, [T]>, AlgoError> {
+    if mine.len() != points.len() {
+        return Err(AlgoError::BadParameter {
+            name: "values",
+            reason: format!("{} values for {} points", mine.len(), points.len()),
+        });
+    }
+    if points.more.is_empty() {
+        return Ok(Cow::Borrowed(mine));
+    }
+    let (p, me, total) = (comm.size(), comm.rank(), points.total);
+    let bound = |r: usize| total * r as u64 / p as u64;
+    let owner = |x: u64| (0..p).rfind(|&r| bound(r) <= x).unwrap_or(0);
+    // Blocks to each owner: (first point, points) as two u64, then the values.
+    let mut heads: Vec<Vec<u64>> = vec![Vec::new(); p];
+    let mut parts: Vec<Vec<T>> = vec![Vec::new(); p];
+    let mut at_local = 0usize;
+    for (first, n) in points.runs() {
+        let mut at = first;
+        while at < first + n {
+            let o = owner(at);
+            let stop = bound(o + 1).min(first + n);
+            let len = (stop - at) as usize;
+            let from = at_local + (at - first) as usize;
+            heads[o].extend_from_slice(&[at, len as u64]);
+            parts[o].extend_from_slice(&mine[from..from + len]);
+            at = stop;
+        }
+        at_local += n as usize;
+    }
+    let heads = comm.alltoallv_vecs(heads)?;
+    let parts = comm.alltoallv_vecs(parts)?;
+    let (lo, hi) = (bound(me), bound(me + 1));
+    let mut out = vec![T::default(); (hi - lo) as usize];
+    let mut filled = 0u64;
+    for (head, part) in heads.iter().zip(&parts) {
+        let mut taken = 0usize;
+        for block in head.chunks_exact(2) {
+            let (first, len) = (block[0], block[1] as usize);
+            let at = (first - lo) as usize;
+            out[at..at + len].copy_from_slice(&part[taken..taken + len]);
+            taken += len;
+            filled += len as u64;
+        }
+    }
+    if filled != hi - lo {
+        return Err(AlgoError::Unrecoverable(format!(
+            "{filled} of the {} values of points {lo}..{hi} were found after a loss",
+            hi - lo
+        )));
+    }
+    Ok(Cow::Owned(out))
 }
 
 #[cfg(test)]
@@ -359,9 +396,11 @@ mod tests {
         [i as f64, i as f64 * 0.5, -(i as f64) - 0.25]
     }
 
-    /// After a loss (a communicator without the lost ranks, as after a real one), the
-    /// survivors hold every point in order, in even blocks: the CSV's points as written here,
-    /// and the generated ones as the generator gives them in one piece.
+    /// After a loss (a communicator without the lost ranks, as after a real one), each
+    /// survivor keeps its block as loaded and holds an even share of the lost ranks' points,
+    /// every point once and as written (the CSV's points as written here, the generated ones
+    /// as the generator gives them in one piece); `in_point_order` puts per-point values in
+    /// point order, in even contiguous blocks in rank order.
     #[test]
     fn survivors_take_the_lost_ranks_points_over_in_order() {
         let dir = tempfile::tempdir().unwrap();
@@ -390,37 +429,84 @@ mod tests {
             (3, 3, &[1]),
         ];
         for (source, want, dim) in &sources {
+            let total = (want.len() / dim) as u64;
             for &(ranks, nodes, lost) in cases {
                 let config = Config::new(ranks).nodes(nodes);
                 let parts = run(&config, |rank| -> Result<_, AlgoError> {
                     let world = Comm::world(rank);
                     let held = load_points(&world, source)?;
+                    let block = (held.first, held.values.as_slice().to_vec());
                     let Some(survivors) = world.without(lost) else {
                         return Ok(None);
                     };
                     let got = reload_lost_points(&survivors, &world, held, source)?;
+                    // Each point's global index, put in point order.
+                    let index: Vec<u64> = got.runs().flat_map(|(f, n)| f..f + n).collect();
+                    // Every held point is found where it is, no other point at all.
+                    let mut found = 0;
+                    for g in 0..got.total {
+                        if let Some(i) = got.local_index(g) {
+                            assert_eq!(index[i], g);
+                            found += 1;
+                        }
+                    }
+                    assert_eq!(found, index.len());
+                    let ordered = in_point_order(&survivors, &got, &index)?.into_owned();
                     Ok(Some((
-                        survivors.rank(),
                         survivors.size(),
+                        block,
                         got.first,
                         got.total,
+                        got.more.clone(),
                         got.values.as_slice().to_vec(),
+                        ordered,
                     )))
                 })
                 .unwrap();
                 let parts: Vec<_> = parts.into_iter().flatten().collect();
-                let total = (want.len() / dim) as u64;
-                let mut all = Vec::new();
-                for (i, (r, p, first, t, values)) in parts.iter().enumerate() {
-                    assert_eq!((*r, *t), (i, total), "{source:?} {ranks}/{lost:?}");
-                    assert_eq!(*first, total * i as u64 / *p as u64);
-                    assert_eq!(
-                        (values.len() / dim) as u64,
-                        total * (i as u64 + 1) / *p as u64 - first
+                let case = format!("{source:?} {ranks}/{lost:?}");
+                let gaps = parts[0].4.len();
+                let mut seen = vec![false; total as usize];
+                let mut in_order = Vec::new();
+                for (i, (p, block, first, t, more, values, ordered)) in parts.iter().enumerate() {
+                    assert_eq!((*t, more.len()), (total, gaps), "{case}");
+                    // The block as loaded stays, first.
+                    assert_eq!(*first, block.0, "{case}");
+                    assert_eq!(values[..block.1.len()], block.1[..], "{case}");
+                    // Every point held is the point of its index, held once.
+                    let runs = std::iter::once((*first, (block.1.len() / dim) as u64))
+                        .chain(more.iter().copied());
+                    let mut at = 0usize;
+                    for (f, n) in runs {
+                        for g in f..f + n {
+                            assert!(!seen[g as usize], "{case}: point {g} held twice");
+                            seen[g as usize] = true;
+                            let (x, y) = (at * dim, g as usize * dim);
+                            assert_eq!(values[x..x + dim], want[y..y + dim], "{case}: point {g}");
+                            at += 1;
+                        }
+                    }
+                    assert_eq!(at * dim, values.len(), "{case}");
+                    // Even shares: a block of the load plus a share of each gap (the
+                    // CSV's split by bytes, its lines of 9 to 17 bytes).
+                    let even = total as f64 / *p as f64;
+                    let slack = match source {
+                        PointSource::Csv(_) => 0.25 * even,
+                        PointSource::Blobs(_) => 2.0 + gaps as f64,
+                    };
+                    assert!(
+                        (at as f64 - even).abs() <= slack,
+                        "{case}: rank {i} holds {at} points of {total}"
                     );
-                    all.extend_from_slice(values);
+                    assert_eq!(
+                        ordered.len() as u64,
+                        total * (i as u64 + 1) / *p as u64 - total * i as u64 / *p as u64,
+                        "{case}"
+                    );
+                    in_order.extend_from_slice(ordered);
                 }
-                assert!(all == *want, "{source:?} {ranks}/{lost:?}: points differ");
+                assert!(seen.iter().all(|&s| s), "{case}: points missing");
+                assert!(in_order == (0..total).collect::<Vec<_>>(), "{case}: order");
             }
         }
     }

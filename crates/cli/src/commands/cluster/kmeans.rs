@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use spillway::algorithms::cluster::harp::{kmeans_regroup, prefer_regroup};
 use spillway::algorithms::cluster::kmeans::{kmeans_surviving, Init, KMeansOptions, KMeansResult};
-use spillway::algorithms::cluster::points::{load_points, DistPoints, PointSource};
+use spillway::algorithms::cluster::points::{in_point_order, load_points, DistPoints, PointSource};
 use spillway::algorithms::generate::BlobsSpec;
 use spillway::algorithms::io::InputError;
 use spillway::algorithms::{AlgoError, Progress};
@@ -233,13 +233,19 @@ impl Command for KMeans {
                 Collective::Regroup => true,
             };
             // The outputs, then a barrier (all written before the job commits them).
+            // The assignment goes in point order (after a loss a survivor holds its block and
+            // a share of the lost ranks' points).
             let write_outputs =
                 |world: &Comm, centroids: &[f64], assignment: &[u32], points: &DistPoints| {
+                    let ordered = match &self.assign {
+                        Some(_) => in_point_order(world, points, assignment)?,
+                        None => assignment.into(),
+                    };
                     write_clustering(
                         job,
                         world,
                         (self.out.as_deref(), centroids, points.dim),
-                        (self.assign.as_deref(), assignment),
+                        (self.assign.as_deref(), &ordered),
                     )?;
                     world.barrier().map_err(AlgoError::from)
                 };
