@@ -30,7 +30,9 @@ use spillway_comm::{Collectives, Comm, Sum};
 use spillway_runtime::SbVec;
 
 use crate::cluster::assign::{nearest_exact, Centres};
-use crate::cluster::points::{load_points, reload_lost_points, DistPoints, PointSource};
+use crate::cluster::points::{
+    load_points, reload_lost_points, DistPoints, PointCopies, PointSource,
+};
 use crate::error::AlgoError;
 use crate::io::{csv_dimension, parse_csv_chunk, read_range, InputError};
 use crate::Progress;
@@ -521,6 +523,9 @@ fn run_kmeans(
     })
 }
 
+/// A survivor's pieces of the lost ranks' points (first point, values), from its copies.
+type Pieces = Vec<(u64, SbVec<f64>)>;
+
 /// What a run that survived lost processes returns (see [`kmeans_surviving`]).
 #[derive(Debug)]
 pub struct Survived<'r> {
@@ -566,10 +571,14 @@ pub type Finish<'a> = dyn FnMut(&Comm, &KMeansResult, &DistPoints) -> Result<(),
 /// (while the points are read, in `ready`, while the initial centroids are chosen) starts the
 /// run over on the survivors (a loss while the points are read reads them all again). The
 /// result equals an uninterrupted run's up to the order of the sums (the partial sums come
-/// from other ranks). Nothing is replicated: the survivors keep their points and read only
-/// the lost ranks' part of `source` again, split over them, each appending its share to its
-/// block (see [`DistPoints::more`]; nothing moves, the shares stay even); a recovery costs
-/// reading that part and one assignment pass (a second recovery reads all points again).
+/// from other ranks). The points are copied after each load: every rank's block in even
+/// pieces to the ranks of the other nodes (the points' memory twice). After the loss of one
+/// node's ranks each survivor appends its pieces of their blocks to its own (see
+/// [`DistPoints::more`]): nothing is read or moved, the shares stay even, and a recovery
+/// costs one assignment pass. When the copies do not cover the loss (ranks of two nodes lost
+/// at once, a loss before the copies were made), the survivors read the lost ranks' part of
+/// `source` again, split over them, and append their shares the same way. A second recovery
+/// reads all points again (and copies them again).
 /// The assignment is of the points in the order of each rank's `values`
 /// ([`in_point_order`](crate::cluster::points::in_point_order) puts it in point order).
 /// Checkpoints stop after a recovery (the survivors are another layout).
@@ -595,9 +604,10 @@ pub fn kmeans_surviving<'r>(
     // The recovery under way (iteration, ranks lost, start) until the points are read again.
     let mut recovering: Option<(usize, Vec<u32>, Instant)> = None;
     let mut times: Vec<Duration> = Vec::new();
-    // After a loss in an iteration: the points this rank held and the ranks they were
-    // split over (only the lost ranks' points are read again).
-    let mut held: Option<(DistPoints, Comm<'r>)> = None;
+    // After a loss in an iteration: the points this rank held, the ranks they were split
+    // over, and this rank's pieces of the lost ranks' points if every survivor holds its
+    // copies (else only the lost ranks' points are read again).
+    let mut held: Option<(DistPoints, Comm<'r>, Option<Pieces>)> = None;
     // Whether the points were split by reading (not moved after a loss): only then are the
     // lost ranks' points their parts of the input.
     let mut as_read;
@@ -605,8 +615,14 @@ pub fn kmeans_surviving<'r>(
         // What a loss before the next iteration reports: the state this load goes on from
         // (nothing done on the first).
         let mut keep = resume.clone().unwrap_or_default();
+        // The copies of other ranks' points this rank holds, once made (after a load).
+        let mut copies: Option<PointCopies<'r>> = None;
         let loaded = match held.take() {
-            Some((points, base)) => {
+            Some((points, _, Some(pieces))) => {
+                as_read = false;
+                points.take_over(pieces)
+            }
+            Some((points, base, None)) => {
                 as_read = false;
                 reload_lost_points(&comm, &base, points, source)
             }
@@ -616,6 +632,9 @@ pub fn kmeans_surviving<'r>(
             }
         }
         .and_then(|points| {
+            if survivable && as_read {
+                copies = Some(PointCopies::make(&comm, &points)?);
+            }
             ready(&comm, &points, checkpoint.as_deref_mut())?;
             Ok(points)
         });
@@ -664,25 +683,33 @@ pub fn kmeans_surviving<'r>(
             }
             Err((e, points)) if survivable && e.is_process_lost() => {
                 let t = Instant::now();
-                // The state and whether this rank kept its points.
+                // The state, whether this rank kept its points and whether it holds copies.
                 let mut report = keep.encode(kd);
                 report.push(f64::from(u8::from(points.is_some())));
+                report.push(f64::from(u8::from(copies.is_some())));
                 let (new, all, lost) = crate::survive::regroup(&comm, &report)?;
+                let reports = || all.chunks_exact(4 + 2 * kd);
                 // The survivor that got furthest (its centroids are what every rank would
                 // have next); before the first iteration, the start again.
-                let best = all
-                    .chunks_exact(3 + 2 * kd)
+                let best = reports()
                     .map(|r| State::decode(r, kd))
                     .max_by_key(|s| s.done)
                     .expect("a survivor");
                 times.append(&mut keep.times);
                 times.truncate(best.done);
                 // Unless every survivor kept its points as read, all read them again (the
-                // same on every survivor: all loaded them the same way).
-                let all_kept = all.chunks_exact(3 + 2 * kd).all(|r| r[2 + 2 * kd] != 0.0);
+                // same on every survivor: all loaded them the same way). If every survivor
+                // also holds its copies and they cover the lost ranks, the lost points are
+                // taken from them, else read again.
+                let all_kept = reports().all(|r| r[2 + 2 * kd] != 0.0);
+                let all_copied = reports().all(|r| r[3 + 2 * kd] != 0.0);
+                let pieces = copies
+                    .as_mut()
+                    .filter(|_| all_copied)
+                    .and_then(|c| c.lost_pieces(&lost.ranks));
                 held = points
                     .filter(|_| all_kept && as_read)
-                    .map(|p| (p, comm.clone()));
+                    .map(|p| (p, comm.clone(), pieces));
                 comm = new;
                 // A loss during a recovery adds its ranks to the same recovery.
                 let since = recovering.take().map_or(t, |(_, _, since)| since);

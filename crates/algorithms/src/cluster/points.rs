@@ -319,6 +319,125 @@ pub(crate) fn reload_lost_points(
     })
 }
 
+/// Copies of the ranks' blocks of points, each block spread in even pieces over the ranks of
+/// the other nodes (MPI processes), so that after the loss of one node's ranks the survivors
+/// take its points over from memory: each survivor holds one piece of every lost block, the
+/// shares stay even, and nothing is read or moved. The cost: the points' memory a second
+/// time (storage-backed, like the points) and one message per pair of ranks on different
+/// nodes after each load.
+pub(crate) struct PointCopies<'r> {
+    /// The communicator the points were loaded on.
+    base: Comm<'r>,
+    /// (member of `base` whose block, first point of the piece, its values).
+    held: Vec<(usize, u64, SbVec<f64>)>,
+}
+
+/// The members of `base` that hold pieces of member `r`'s block: those on other nodes, in
+/// order.
+fn holders(base: &Comm, r: usize) -> Vec<usize> {
+    let layout = base.runtime().layout();
+    let node = |m: usize| layout.node_of(base.global_rank(m).expect("a member"));
+    (0..base.size()).filter(|&m| node(m) != node(r)).collect()
+}
+
+/// Piece `i` of `of` pieces of a block of `len` points from `first`: (first point, points).
+fn piece(first: u64, len: u64, i: usize, of: usize) -> (u64, u64) {
+    let at = |j: usize| first + len * j as u64 / of as u64;
+    (at(i), at(i + 1) - at(i))
+}
+
+impl<'r> PointCopies<'r> {
+    /// Sends the pieces of this rank's block (of `points`, split as [`load_points`] splits
+    /// them over `comm`) to the ranks of the other nodes and receives its pieces of theirs
+    /// (collective over `comm`).
+    ///
+    /// # Errors
+    /// A communication error (a lost process among them), a piece of the wrong length, or no
+    /// memory for the copies.
+    pub(crate) fn make(comm: &Comm<'r>, points: &DistPoints) -> Result<PointCopies<'r>, AlgoError> {
+        debug_assert!(
+            points.more.is_empty(),
+            "points split as load_points splits them"
+        );
+        let copies = comm.dup();
+        let (me, dim) = (comm.rank(), points.dim);
+        let blocks: Vec<u64> = comm.allgather(&[points.first, points.len() as u64])?;
+        let block = |m: usize| (blocks[2 * m], blocks[2 * m + 1]);
+        let mine = holders(comm, me);
+        let values = points.values.as_slice();
+        for (i, &h) in mine.iter().enumerate() {
+            let (first, n) = piece(points.first, points.len() as u64, i, mine.len());
+            let a = (first - points.first) as usize * dim;
+            copies.send(h, 0, &values[a..a + n as usize * dim])?;
+        }
+        let mut held = Vec::new();
+        for r in (0..comm.size()).filter(|&r| r != me) {
+            let theirs = holders(comm, r);
+            let Some(i) = theirs.iter().position(|&h| h == me) else {
+                continue;
+            };
+            let (f, len) = block(r);
+            let (first, n) = piece(f, len, i, theirs.len());
+            let mut got: SbVec<f64> = SbVec::zeroed(comm.runtime(), n as usize * dim)?;
+            let status = copies.recv_into(r, 0, got.as_mut_slice())?;
+            if status.bytes != 8 * n as usize * dim {
+                return Err(AlgoError::Unrecoverable(format!(
+                    "the copy of a piece of rank {r}'s points arrived with {} bytes, not {}",
+                    status.bytes,
+                    8 * n as usize * dim
+                )));
+            }
+            held.push((r, first, got));
+        }
+        Ok(PointCopies {
+            base: comm.clone(),
+            held,
+        })
+    }
+
+    /// After the loss of the processes `lost` (global ranks, sorted): this rank's pieces of
+    /// the lost members' blocks, taken out, in member order (first point, values), or `None`
+    /// unless every survivor holds a piece of every lost block (the lost ranks were all on
+    /// one node, and no survivor shares it). The same answer on every survivor.
+    pub(crate) fn lost_pieces(&mut self, lost: &[u32]) -> Option<Vec<(u64, SbVec<f64>)>> {
+        let base = &self.base;
+        let gone = |m: usize| {
+            base.global_rank(m)
+                .is_ok_and(|g| lost.binary_search(&g).is_ok())
+        };
+        let survivors: Vec<usize> = (0..base.size()).filter(|&m| !gone(m)).collect();
+        let covered = (0..base.size())
+            .filter(|&r| gone(r))
+            .all(|r| holders(base, r) == survivors);
+        if !covered {
+            return None;
+        }
+        let (out, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(r, ..)| gone(*r));
+        self.held = kept;
+        Some(out.into_iter().map(|(_, first, v)| (first, v)).collect())
+    }
+}
+
+impl DistPoints {
+    /// This rank's points with `pieces` (first point, values) appended as parts taken over
+    /// (see [`DistPoints::more`]).
+    ///
+    /// # Errors
+    /// No memory for the longer values.
+    pub(crate) fn take_over(
+        mut self,
+        pieces: Vec<(u64, SbVec<f64>)>,
+    ) -> Result<DistPoints, AlgoError> {
+        for (first, v) in pieces {
+            self.values.extend_from_slice(v.as_slice())?;
+            self.more.push((first, (v.len() / self.dim.max(1)) as u64));
+        }
+        Ok(self)
+    }
+}
+
 /// The per-point values `mine` (one per point of `points`, in the order of its `values`) in
 /// point order: this rank's part of even contiguous blocks over `comm`, in rank order (what
 /// an output written in rank order needs). Points split as [`load_points`] splits them are
@@ -508,6 +627,85 @@ mod tests {
                 assert!(seen.iter().all(|&s| s), "{case}: points missing");
                 assert!(in_order == (0..total).collect::<Vec<_>>(), "{case}: order");
             }
+        }
+    }
+
+    /// The copies cover the loss of one node's ranks: each survivor takes one piece of every
+    /// lost block over, every point once and as generated, the shares even; ranks of two
+    /// nodes, or part of a node, lost: no survivor takes anything over (the same answer on
+    /// all).
+    #[test]
+    fn copies_of_the_points_cover_the_loss_of_one_node() {
+        let spec = BlobsSpec::parse("blobs:1003:3:4:9").unwrap();
+        let mut want = Vec::new();
+        spec.points(0..spec.n, &mut want);
+        let source = PointSource::Blobs(spec);
+        // (ranks, nodes, lost global ranks, covered)
+        let cases: &[(u32, u32, &[u32], bool)] = &[
+            (8, 4, &[2, 3], true),
+            (8, 4, &[0, 1], true),
+            (6, 3, &[4, 5], true),
+            (6, 6, &[5], true),
+            (9, 3, &[3, 4, 5], true),
+            (8, 4, &[2, 3, 6, 7], false),
+            (8, 4, &[3], false),
+            (4, 1, &[2, 3], false),
+        ];
+        for &(ranks, nodes, lost, covered) in cases {
+            let case = format!("{ranks} ranks, {nodes} nodes, lost {lost:?}");
+            let config = Config::new(ranks).nodes(nodes);
+            let parts = run(&config, |rank| -> Result<_, AlgoError> {
+                let world = Comm::world(rank);
+                let points = load_points(&world, &source)?;
+                let mut copies = PointCopies::make(&world, &points)?;
+                let Some(survivors) = world.without(lost) else {
+                    return Ok(None);
+                };
+                let Some(pieces) = copies.lost_pieces(lost) else {
+                    return Ok(Some((survivors.size(), None)));
+                };
+                let got = points.take_over(pieces)?;
+                let runs: Vec<(u64, u64)> = got.runs().collect();
+                Ok(Some((
+                    survivors.size(),
+                    Some((runs, got.values.as_slice().to_vec())),
+                )))
+            })
+            .unwrap();
+            let parts: Vec<_> = parts.into_iter().flatten().collect();
+            assert!(
+                parts.iter().all(|(_, got)| got.is_some() == covered),
+                "{case}: covered on some survivors only, or not as expected"
+            );
+            if !covered {
+                continue;
+            }
+            let (dim, total) = (spec.d, spec.n);
+            let mut seen = vec![false; total as usize];
+            for (p, got) in &parts {
+                let (runs, values) = got.as_ref().unwrap();
+                assert_eq!(
+                    runs.len(),
+                    1 + lost.len(),
+                    "{case}: one piece per lost block"
+                );
+                let mut at = 0usize;
+                for &(f, n) in runs {
+                    for g in f..f + n {
+                        assert!(!seen[g as usize], "{case}: point {g} twice");
+                        seen[g as usize] = true;
+                        let (x, y) = (at * dim, g as usize * dim);
+                        assert_eq!(values[x..x + dim], want[y..y + dim], "{case}: point {g}");
+                        at += 1;
+                    }
+                }
+                let even = total as f64 / *p as f64;
+                assert!(
+                    (at as f64 - even).abs() <= 1.0 + lost.len() as f64,
+                    "{case}: {at} points on one survivor of {p}"
+                );
+            }
+            assert!(seen.iter().all(|&s| s), "{case}: points missing");
         }
     }
 }
