@@ -630,32 +630,32 @@ pub fn kmeans_surviving<'r>(
                 as_read = true;
                 load_points(&comm, source)
             }
-        }
-        .and_then(|points| {
-            if survivable && as_read {
-                copies = Some(PointCopies::make(&comm, &points)?);
-            }
-            ready(&comm, &points, checkpoint.as_deref_mut())?;
-            Ok(points)
-        });
-        if let (Ok(_), Some((from, lost, t))) = (&loaded, recovering.take()) {
-            recoveries.push((from, lost, t.elapsed()));
-        }
-        // A loss while the points were loaded leaves none to keep.
+        };
+        // A loss while the points were loaded leaves none to keep; one after (while they
+        // are copied, in `ready`, in the run or in `finish`) keeps them.
         let outcome = match loaded {
             Err(e) => Err((e, None)),
             Ok(points) => {
+                let prepared = (|| {
+                    if survivable && as_read {
+                        copies = Some(PointCopies::make(&comm, &points)?);
+                    }
+                    ready(&comm, &points, checkpoint.as_deref_mut())
+                })();
+                if let (Ok(()), Some((from, lost, t))) = (&prepared, recovering.take()) {
+                    recoveries.push((from, lost, t.elapsed()));
+                }
                 let keeping = survivable.then_some(&mut keep);
-                match run_kmeans(
-                    &comm,
-                    &points,
-                    options,
-                    progress,
-                    checkpoint.as_deref_mut(),
-                    resume.clone(),
-                    keeping,
-                )
-                .and_then(|r| {
+                match prepared.and_then(|()| {
+                    let r = run_kmeans(
+                        &comm,
+                        &points,
+                        options,
+                        progress,
+                        checkpoint.as_deref_mut(),
+                        resume.clone(),
+                        keeping,
+                    )?;
                     finish(&comm, &r, &points)?;
                     // Over once every rank got here: a loss some rank saw in `finish`'s
                     // last collective after others had completed it fails this barrier on
@@ -665,7 +665,7 @@ pub fn kmeans_surviving<'r>(
                 }) {
                     Ok(r) => Ok((r, points)),
                     // A loss in `finish` goes back to the state of the last iteration,
-                    // which `keep` holds.
+                    // which `keep` holds; one before the first iteration starts over.
                     Err(e) => Err((e, Some(points))),
                 }
             }
