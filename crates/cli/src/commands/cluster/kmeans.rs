@@ -199,7 +199,8 @@ impl Command for KMeans {
         job.spmd(options.max_iterations, "kmeans", |rank, bar| {
             let world = Comm::world(rank);
             let mut ck = self.checkpoint.checkpointer(&fingerprint);
-            // What follows each load of the points (K-means reads them again after a loss):
+            // What follows each load of the points (after a loss, K-means takes the lost ranks'
+            // points over from copies or reads them again):
             // the check of k, then the barrier and the restore.
             let loading = Loading::start(rank, &world);
             let mut ready = |world: &Comm, points: &DistPoints, ck: Option<&mut Checkpointer>| {
