@@ -571,8 +571,9 @@ pub type Finish<'a> = dyn FnMut(&Comm, &KMeansResult, &DistPoints) -> Result<(),
 /// (while the points are read, in `ready`, while the initial centroids are chosen) starts the
 /// run over on the survivors (a loss while the points are read reads them all again). The
 /// result equals an uninterrupted run's up to the order of the sums (the partial sums come
-/// from other ranks). The points are copied after each load: every rank's block in even
-/// pieces to the ranks of the other nodes (the points' memory twice). After the loss of one
+/// from other ranks). When the runtime survives lost processes, the points are copied after
+/// each load: every rank's block in even pieces to the ranks of the other nodes (the points'
+/// memory twice). After the loss of one
 /// node's ranks each survivor appends its pieces of their blocks to its own (see
 /// [`DistPoints::more`]): nothing is read or moved, the shares stay even, and a recovery
 /// costs one assignment pass. When the copies do not cover the loss (ranks of two nodes lost
