@@ -94,6 +94,7 @@ impl Command for GenRmat {
             because: format!("--scale {} --edge-factor {}", self.scale, self.edge_factor),
             items: m,
             outputs: vec![("--out", m.saturating_mul(2 * digits + 2))],
+            ..Default::default()
         })
     }
 
@@ -232,6 +233,7 @@ impl Command for GenBlobs {
             items: values,
             // About 20 characters per value.
             outputs: vec![("--out", values.saturating_mul(20))],
+            ..Default::default()
         })
     }
 

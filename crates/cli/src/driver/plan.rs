@@ -40,6 +40,9 @@ pub(crate) struct Estimate {
     pub(crate) items: u64,
     /// Bytes an output will take, by the option that names it, where they can be told.
     pub(crate) outputs: Vec<(&'static str, u64)>,
+    /// Bytes of `data` the job keeps a second time when it survives lost processes (MPI
+    /// with ULFM): copies of the graph's parts or of the points on other ranks.
+    pub(crate) copies: u64,
 }
 
 /// An input as the job reads it.
@@ -260,7 +263,33 @@ pub(crate) fn check_resources(
     outputs: &[CheckedOutput],
     spill: &Path,
 ) -> Result<(), Failure> {
-    let available = spillway::available_memory();
+    // Under MPI with ULFM the direct engines copy their data to other ranks.
+    let copied = config.is_some_and(|c| c.backend_kind() == spillway::Backend::Mpi)
+        && survives_lost_processes();
+    let machine = Machine {
+        available: spillway::available_memory(),
+        copied,
+    };
+    check_resources_on(&machine, estimate, config, input_bytes, outputs, spill)
+}
+
+/// What [`check_resources`] checks against: the memory available, whether the job keeps
+/// copies of its data to survive lost processes.
+#[derive(Clone, Copy)]
+struct Machine {
+    available: Option<u64>,
+    copied: bool,
+}
+
+fn check_resources_on(
+    machine: &Machine,
+    estimate: &Estimate,
+    config: Option<&Config>,
+    input_bytes: u64,
+    outputs: &[CheckedOutput],
+    spill: &Path,
+) -> Result<(), Failure> {
+    let Machine { available, copied } = *machine;
     let (ranks, budget, local_nodes) = match config {
         Some(c) => {
             let local = match c.backend_kind() {
@@ -308,10 +337,13 @@ pub(crate) fn check_resources(
             )));
         }
     }
+    let data = estimate
+        .data
+        .saturating_add(if copied { estimate.copies } else { 0 });
     let rank_bytes = ranks * RANK_RESIDENT_BYTES;
     let resident = match budget {
         Some(b) => b.saturating_mul(local_nodes),
-        None => estimate.data,
+        None => data,
     }
     .saturating_add(rank_bytes);
     if let Some(avail) = available {
@@ -324,9 +356,14 @@ pub(crate) fn check_resources(
                     human_bytes(resident)
                 ),
                 None => format!(
-                    "{}: the job needs about {}",
+                    "{}: the job needs about {}{}",
                     estimate.because,
-                    human_bytes(resident)
+                    human_bytes(resident),
+                    if copied && estimate.copies > 0 {
+                        " (with the copies it keeps to survive lost processes)"
+                    } else {
+                        ""
+                    }
                 ),
             };
             return Err(Failure::usage(format!(
@@ -337,9 +374,7 @@ pub(crate) fn check_resources(
         }
     }
     if budget.is_some() {
-        let storage = estimate
-            .data
-            .saturating_add(ranks.saturating_mul(RANK_STORAGE_BYTES));
+        let storage = data.saturating_add(ranks.saturating_mul(RANK_STORAGE_BYTES));
         if let Some(free) = free_space(spill) {
             if storage > free {
                 return Err(Failure::usage(format!(
@@ -374,5 +409,55 @@ pub(crate) fn output_space(out: &CheckedOutput, bytes: u64) -> Result<(), Failur
             dir.display()
         ))),
         _ => Ok(()),
+    }
+}
+
+/// Whether a job of this process survives lost processes (MPI with ULFM, started with it on),
+/// known before MPI starts.
+fn survives_lost_processes() -> bool {
+    #[cfg(feature = "mpi")]
+    {
+        spillway::mpi::survives_lost_processes()
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The copies a job keeps to survive lost processes count against the memory available
+    /// when it keeps them, and only then.
+    #[test]
+    fn copies_count_against_memory_only_when_kept() {
+        let spill = tempfile::tempdir().unwrap();
+        let gib = 1u64 << 30;
+        let estimate = Estimate {
+            data: 10 * gib,
+            because: "--generate blobs".into(),
+            copies: 8 * gib,
+            ..Default::default()
+        };
+        let check = |copied| {
+            let machine = Machine {
+                available: Some(15 * gib),
+                copied,
+            };
+            check_resources_on(&machine, &estimate, None, 0, &[], spill.path())
+        };
+        assert!(check(false).is_ok(), "10 GiB of data fit in 15");
+        let refused = check(true).expect_err("18 GiB with the copies do not fit in 15");
+        assert_eq!(refused.code, 2, "{}", refused.message);
+        assert!(
+            refused.message.contains("18.0 GiB")
+                && refused
+                    .message
+                    .contains("copies it keeps to survive lost processes"),
+            "{}",
+            refused.message
+        );
     }
 }

@@ -80,6 +80,7 @@ impl BspArgs {
             because,
             items: values,
             outputs: vec![("--out", values.saturating_mul(out))],
+            ..Default::default()
         }
     }
 }

@@ -91,6 +91,7 @@ impl Command for Probe {
             because: format!("--max-bytes {} on {ranks} ranks", ByteSize(max)),
             items: max.saturating_mul(ranks) / 8,
             outputs: Vec::new(),
+            ..Default::default()
         })
     }
 

@@ -163,6 +163,8 @@ impl Command for KMeans {
                 ("--out", centroids.saturating_mul(d).saturating_mul(3)),
                 ("--assign", s.n.saturating_mul(8)),
             ],
+            // The points again, on the ranks of other nodes (kmeans_surviving's copies).
+            copies: s.n.saturating_mul(d * 8),
         })
     }
 

@@ -203,6 +203,12 @@ impl Command for PageRank {
             because: format!("--generate {}", self.generated_name()),
             items: m,
             outputs: vec![("--out", n.saturating_mul(24))],
+            // The direct engine's copies of the graph's rows on the buddies (row offsets and
+            // targets).
+            copies: match self.engine {
+                Engine::Direct => n.saturating_mul(8).saturating_add(m.saturating_mul(4)),
+                Engine::Mapreduce => 0,
+            },
         })
     }
 

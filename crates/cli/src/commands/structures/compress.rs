@@ -166,6 +166,7 @@ impl Command for Compress {
             because: format!("{} ({} values)", self.input.display(), points),
             items: 0,
             outputs: vec![("OUTPUT", bytes)],
+            ..Default::default()
         })
     }
 
