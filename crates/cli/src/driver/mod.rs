@@ -194,7 +194,14 @@ fn steps<C: Command>(command: &C, d: &Declared<'_>) -> Result<(), Failure> {
     let read = plan::read_inputs(&inputs, d.common, &spill)?;
     let estimate = command.estimate(plan::Inputs(&read))?;
     let total_input: u64 = read.iter().map(|i| i.bytes).sum();
-    plan::check_resources(&estimate, config.as_ref(), total_input, &outputs, &spill)?;
+    plan::check_resources(
+        &plan::Machine::here(config.as_ref()),
+        &estimate,
+        config.as_ref(),
+        total_input,
+        &outputs,
+        &spill,
+    )?;
     // 4. Run; messages name a copied stream as it was given.
     let job = Job::new(&read, &outputs, config.as_ref(), d.common.json)?;
     let facts = command.run(&job).map_err(|mut f| {

@@ -255,33 +255,28 @@ pub(crate) fn check_memory(bytes: u64, what: &str) -> Result<(), Failure> {
     }
 }
 
-/// Refuses a job whose memory, storage, ranks or outputs do not fit.
-pub(crate) fn check_resources(
-    estimate: &Estimate,
-    config: Option<&Config>,
-    input_bytes: u64,
-    outputs: &[CheckedOutput],
-    spill: &Path,
-) -> Result<(), Failure> {
-    // Under MPI with ULFM the direct engines copy their data to other ranks.
-    let copied = config.is_some_and(|c| c.backend_kind() == spillway::Backend::Mpi)
-        && survives_lost_processes();
-    let machine = Machine {
-        available: spillway::available_memory(),
-        copied,
-    };
-    check_resources_on(&machine, estimate, config, input_bytes, outputs, spill)
-}
-
 /// What [`check_resources`] checks against: the memory available, whether the job keeps
 /// copies of its data to survive lost processes.
 #[derive(Clone, Copy)]
-struct Machine {
+pub(crate) struct Machine {
     available: Option<u64>,
     copied: bool,
 }
 
-fn check_resources_on(
+impl Machine {
+    /// This process, for a job of `config`: under MPI with ULFM the direct engines copy their
+    /// data to other ranks.
+    pub(crate) fn here(config: Option<&Config>) -> Machine {
+        Machine {
+            available: spillway::available_memory(),
+            copied: config.is_some_and(|c| c.backend_kind() == spillway::Backend::Mpi)
+                && survives_lost_processes(),
+        }
+    }
+}
+
+/// Refuses a job whose memory, storage, ranks or outputs do not fit on `machine`.
+pub(crate) fn check_resources(
     machine: &Machine,
     estimate: &Estimate,
     config: Option<&Config>,
@@ -446,7 +441,7 @@ mod tests {
                 available: Some(15 * gib),
                 copied,
             };
-            check_resources_on(&machine, &estimate, None, 0, &[], spill.path())
+            check_resources(&machine, &estimate, None, 0, &[], spill.path())
         };
         assert!(check(false).is_ok(), "10 GiB of data fit in 15");
         let refused = check(true).expect_err("18 GiB with the copies do not fit in 15");
