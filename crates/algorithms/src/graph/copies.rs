@@ -269,15 +269,7 @@ pub(crate) fn rebuild(
             )));
         }
     }
-    Ok(DistGraph {
-        n,
-        total_edges: total,
-        bounds,
-        lo,
-        hi,
-        offsets,
-        targets,
-    })
+    Ok(DistGraph::of_member(n, total, bounds, me, offsets, targets))
 }
 
 /// The rows `own` and `parts` hold: (first row, row offsets, targets) each.

@@ -71,6 +71,29 @@ pub struct DistGraph {
 }
 
 impl DistGraph {
+    /// Member `me`'s part of a graph of `n` vertices and `total_edges` edges whose rows are
+    /// split at `bounds`: its rows' `offsets` and `targets` (its first and last row from
+    /// `bounds`).
+    pub(crate) fn of_member(
+        n: u64,
+        total_edges: u64,
+        bounds: std::sync::Arc<Vec<u64>>,
+        me: usize,
+        offsets: SbVec<u64>,
+        targets: SbVec<u32>,
+    ) -> DistGraph {
+        let (lo, hi) = (bounds[me], bounds[me + 1]);
+        DistGraph {
+            n,
+            total_edges,
+            bounds,
+            lo,
+            hi,
+            offsets,
+            targets,
+        }
+    }
+
     /// The rank owning vertex `v`.
     pub fn owner(&self, v: u64) -> usize {
         self.bounds.partition_point(|&b| b <= v) - 1
@@ -443,13 +466,5 @@ fn distribute(
             fill[row] += 1;
         }
     }
-    Ok(DistGraph {
-        n,
-        total_edges: total,
-        bounds,
-        lo,
-        hi,
-        offsets,
-        targets,
-    })
+    Ok(DistGraph::of_member(n, total, bounds, me, offsets, targets))
 }
