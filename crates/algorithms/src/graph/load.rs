@@ -390,7 +390,7 @@ fn distribute(
     let mut filled = 0usize;
     // The round's edges sorted by owner, in storage-backed memory: a rank blocked in the
     // exchange holds its outgoing edges there, not on its heap.
-    let mut send: SbVec<[u32; 2]> = SbVec::with_capacity(comm.runtime(), round)?;
+    let mut send: SbVec<[u32; 2]> = SbVec::with_capacity(comm.runtime(), round.min(edges.len()))?;
     for r in 0..rounds {
         let mut index: Vec<(usize, usize, usize)> = Vec::new();
         {

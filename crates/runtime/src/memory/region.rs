@@ -37,7 +37,7 @@ pub(super) struct RegionState {
     pub(super) gen: u64,
 }
 
-/// Mappings at least this long ask for transparent huge pages when anonymous.
+/// A transparent huge page: anonymous mappings ask for them on the part their owner uses.
 const HUGE_PAGE: usize = 2 << 20;
 
 /// One storage-backed allocation: a shared mapping of an unnamed spill file, or, on a node
@@ -57,6 +57,9 @@ pub(crate) struct Region {
     /// cost an atomic load instead of a lock.
     pub(super) loaded_fast: AtomicBool,
     pub(super) dirty_fast: AtomicBool,
+    /// Bytes from the start of an anonymous mapping advised for huge pages: the part in use,
+    /// in whole huge pages (see [`Region::in_use`]).
+    huge_upto: AtomicUsize,
     pub(super) state: Mutex<RegionState>,
 }
 
@@ -83,14 +86,20 @@ pub(super) fn fallocate(file: &File, from: usize, to: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// Asks for transparent huge pages on an anonymous mapping of `len` bytes at `ptr` (a hint:
-/// failure, e.g. THP disabled, changes nothing).
-fn advise_huge(ptr: *mut libc::c_void, len: usize) {
-    if len >= HUGE_PAGE {
-        // SAFETY: the range is exactly one mapping of ours; MADV_HUGEPAGE changes only how
-        // the kernel backs it, never its contents.
-        unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
+/// Tells the kernel whether `[from, to)` of an anonymous mapping at `ptr` should be backed by
+/// transparent huge pages (a hint: failure, e.g. THP disabled, changes nothing).
+fn advise_huge(ptr: *mut u8, from: usize, to: usize, huge: bool) {
+    if to <= from {
+        return;
     }
+    let advice = if huge {
+        libc::MADV_HUGEPAGE
+    } else {
+        libc::MADV_NOHUGEPAGE
+    };
+    // SAFETY: a page-aligned range inside one mapping of ours; the advice changes only how
+    // the kernel backs it, never its contents.
+    unsafe { libc::madvise(ptr.add(from).cast(), to - from, advice) };
 }
 
 impl Region {
@@ -125,8 +134,11 @@ impl Region {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        if file.is_none() {
-            advise_huge(ptr.cast(), map_len);
+        if file.is_none() && map_len >= HUGE_PAGE {
+            // Nothing is in use yet: a huge page faulted in by the first write to a large
+            // reservation would hold 2 MiB for a few bytes (a rank's buffer sized for a
+            // round of a big input, holding a small one), also where THP is "always".
+            advise_huge(ptr.cast(), 0, map_len, false);
         }
         let region = Arc::new(Region {
             file,
@@ -136,6 +148,7 @@ impl Region {
             owner,
             loaded_fast: AtomicBool::new(false),
             dirty_fast: AtomicBool::new(false),
+            huge_upto: AtomicUsize::new(0),
             state: Mutex::new(RegionState {
                 loaded: false,
                 partial: 0,
@@ -151,6 +164,21 @@ impl Region {
             node.map_address(&region, None);
         }
         Ok(region)
+    }
+
+    /// The owner uses the first `bytes` of the mapping: an anonymous mapping asks for huge
+    /// pages on the whole huge pages of that part (random access then costs no page-table
+    /// walks per 4 KiB), and only there. Only the owner calls this.
+    pub(crate) fn in_use(&self, bytes: usize) {
+        if self.file.is_some() {
+            return;
+        }
+        let upto = (bytes.min(self.map_len()) / HUGE_PAGE) * HUGE_PAGE;
+        let done = self.huge_upto.load(Ordering::Relaxed);
+        if upto > done {
+            advise_huge(self.ptr(), done, upto, true);
+            self.huge_upto.store(upto, Ordering::Relaxed);
+        }
     }
 
     /// Whether `addr` lies inside the mapping.
@@ -223,7 +251,14 @@ impl Region {
             return Err(io::Error::last_os_error());
         }
         if self.file.is_none() {
-            advise_huge(ptr.cast(), new);
+            // Beyond the part in use, no huge pages (the new part would inherit the advice
+            // of the part before it).
+            advise_huge(
+                ptr.cast(),
+                self.huge_upto.load(Ordering::Relaxed),
+                new,
+                false,
+            );
         }
         let old_ptr = self.ptr() as usize;
         self.ptr.store(ptr.cast(), Ordering::Release);

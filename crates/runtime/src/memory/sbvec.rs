@@ -76,7 +76,7 @@ impl<T: Pod> SbVec<T> {
             Storage::Heap(h) => h.resize(len, T::zeroed()),
             Storage::Mapped(_) => {}
         }
-        v.len = len;
+        v.set_len(len);
         Ok(v)
     }
 
@@ -216,6 +216,7 @@ impl<T: Pod> SbVec<T> {
                     unsafe { std::slice::from_raw_parts_mut(region.ptr().cast::<T>(), h.len()) };
                 dst.copy_from_slice(h);
                 self.storage = Storage::Mapped(region);
+                self.set_len(self.len);
             }
             Storage::Mapped(r) => r.grow(bytes)?,
         }
@@ -229,7 +230,7 @@ impl<T: Pod> SbVec<T> {
     pub fn extend_from_slice(&mut self, data: &[T]) -> Result<(), crate::Error> {
         self.reserve(data.len())?;
         let start = self.len;
-        self.len = start + data.len();
+        self.set_len(start + data.len());
         if let Storage::Heap(h) = &mut self.storage {
             h.extend_from_slice(data);
         } else {
@@ -265,12 +266,20 @@ impl<T: Pod> SbVec<T> {
             Storage::Heap(h) => h.resize(len, T::zeroed()),
             Storage::Mapped(_) => {}
         }
-        self.len = len;
+        self.set_len(len);
         if let Storage::Mapped(_) = self.storage {
             // Contents beyond the old length may hold earlier data (after a shrink).
             self.range_mut(start..len).fill(T::zeroed());
         }
         Ok(())
+    }
+
+    /// Sets the length of the elements in use (the mapping's use follows it).
+    fn set_len(&mut self, len: usize) {
+        self.len = len;
+        if let Storage::Mapped(r) = &self.storage {
+            r.in_use(len * std::mem::size_of::<T>());
+        }
     }
 
     /// Writes back and releases this allocation now, whatever the policy.
