@@ -11,22 +11,33 @@ use crate::ffi::{lpf_err_t, lpf_memslot_t, lpf_pid_t, ERR_FATAL, ERR_OUT_OF_MEMO
 pub(crate) enum Fail {
     /// A mitigable error (capacity or memory): nothing happened.
     Mitigable(String),
-    /// The context is unusable (misuse, another process failed or left).
+    /// A fatal error found by this call (a misuse, a failure of the runtime), not yet
+    /// reported: the context reports it and enters LPF's failure state.
+    Report(String),
+    /// The context is in its failure state already (an earlier error, another process failed
+    /// or left).
     Fatal,
 }
 
 pub(crate) type Res<T> = Result<T, Fail>;
 
-/// Maps a result to LPF's error codes, reporting mitigable errors once per context.
-pub(crate) fn code(r: Res<()>, warned: &mut bool, call: &str) -> lpf_err_t {
+/// Maps the result of `call` on `ctx` to LPF's error codes: mitigable errors are explained
+/// once per context; a fatal error puts the context in LPF's failure state, in which every
+/// later `lpf_sync`, `lpf_exec` and `lpf_rehook` of it returns `LPF_ERR_FATAL`.
+pub(crate) fn code(r: Res<()>, ctx: &mut dyn Context, call: &str) -> lpf_err_t {
     match r {
         Ok(()) => SUCCESS,
         Err(Fail::Mitigable(m)) => {
+            let warned = ctx.warned();
             if !*warned {
                 *warned = true;
                 eprintln!("spillway-lpf: {call}: {m} (the call had no effect)");
             }
             ERR_OUT_OF_MEMORY
+        }
+        Err(Fail::Report(m)) => {
+            ctx.enter_failure(m);
+            ERR_FATAL
         }
         Err(Fail::Fatal) => ERR_FATAL,
     }
@@ -67,11 +78,14 @@ pub(crate) trait Context {
     fn free(&mut self, ptr: *mut c_void) -> Res<()>;
     /// Whether a mitigable error was reported already (reports go once per context).
     fn warned(&mut self) -> &mut bool;
+    /// Reports `message` (unless the context failed already) and enters LPF's failure state.
+    fn enter_failure(&mut self, message: String);
+    /// Whether the context is in LPF's failure state.
+    fn failed(&self) -> bool;
 }
 
-/// Reports a misuse of the API (LPF leaves its behaviour undefined; spillway reports it and
-/// fails the context).
+/// A misuse of the API by `call` (LPF leaves its behaviour undefined; spillway reports it and
+/// the context enters its failure state).
 pub(crate) fn misuse(call: &str, what: impl std::fmt::Display) -> Fail {
-    eprintln!("spillway-lpf: {call}: {what}");
-    Fail::Fatal
+    Fail::Report(format!("{call}: {what}"))
 }

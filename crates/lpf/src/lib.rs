@@ -18,10 +18,12 @@
 //! `LPF_ERR_OUT_OF_MEMORY` for capacities that cannot be reserved or are exceeded (nothing
 //! happened; the first one per context is also explained on standard error).
 //! `LPF_ERR_FATAL` when the section cannot go on: a misuse that LPF leaves undefined (slot not
-//! registered, out of bounds, conflicting accesses: reported on standard error, and the
-//! section ends on every process), a failed process, or processes that returned from the SPMD
-//! function while others still sync. `lpf_exec` returns `LPF_ERR_FATAL` if any of this
-//! happened in the section.
+//! registered, out of bounds, conflicting accesses, NULL arguments: reported on standard error,
+//! and the section ends on every process), a failed process, or processes that returned from
+//! the SPMD function while others still sync. The context is then in LPF's failure state: its
+//! later calls, `lpf_sync`, `lpf_exec` and `lpf_rehook` among them, return `LPF_ERR_FATAL`
+//! (`LPF_ROOT` and one-process sections alike). `lpf_exec` returns `LPF_ERR_FATAL` if any of
+//! this happened in the section.
 //!
 //! # Extensions
 //! `lpf/spillway.h`: [`spillway_lpf_alloc`] and [`spillway_lpf_free`], storage-backed memory
@@ -60,27 +62,41 @@ fn guard(call: &str, f: impl FnOnce() -> lpf_err_t) -> lpf_err_t {
     })
 }
 
-/// Runs `f` on the context behind `ctx`.
+/// Runs `f` on the context behind `ctx`; a context in LPF's failure state refuses every call
+/// with `LPF_ERR_FATAL`.
 fn with_ctx(ctx: lpf_t, call: &str, f: impl FnOnce(&mut dyn Context) -> Res<()>) -> lpf_err_t {
+    let run = |d: &mut dyn Context| {
+        if d.failed() {
+            return ERR_FATAL;
+        }
+        let r = f(d);
+        code(r, d, call)
+    };
     guard(call, || {
         if ctx == root() {
             let mut g = spillway_transport::lock(&ROOT);
             let p = env::max_procs();
-            let solo = g.get_or_insert_with(|| Solo::new((p, p)));
-            let r = f(solo);
-            code(r, solo.warned(), call)
+            run(g.get_or_insert_with(|| Solo::new((p, p))))
         } else if ctx.is_null() {
             eprintln!("spillway-lpf: {call}: the context is LPF_NONE");
             ERR_FATAL
         } else {
             // SAFETY: every other `lpf_t` this library hands out points to a live `Ctx` for
             // the duration of its SPMD function, used by that process only (LPF's contract).
-            let c = unsafe { &mut *ctx.cast::<Ctx>() };
-            let d = c.as_dyn();
-            let r = f(d);
-            code(r, d.warned(), call)
+            run(unsafe { &mut *ctx.cast::<Ctx>() }.as_dyn())
         }
     })
+}
+
+/// Whether the context behind `ctx` (`LPF_ROOT` or a process's) is in LPF's failure state.
+fn failed(ctx: lpf_t) -> bool {
+    if ctx == root() {
+        return spillway_transport::lock(&ROOT)
+            .as_ref()
+            .is_some_and(|s| s.failed());
+    }
+    // SAFETY: as in `with_ctx`.
+    !ctx.is_null() && unsafe { &mut *ctx.cast::<Ctx>() }.as_dyn().failed()
 }
 
 fn section(call: &str, spmd: lpf_spmd_t, args: lpf_args_t, to_first: bool) -> Option<Section> {
@@ -115,6 +131,9 @@ pub unsafe extern "C" fn lpf_exec(
         };
         if p == 0 {
             eprintln!("spillway-lpf: lpf_exec: P must be at least 1");
+            return ERR_FATAL;
+        }
+        if failed(ctx) {
             return ERR_FATAL;
         }
         let settings = match env::settings() {
@@ -194,6 +213,9 @@ pub unsafe extern "C" fn lpf_rehook(ctx: lpf_t, spmd: lpf_spmd_t, args: lpf_args
         let Some(section) = section("lpf_rehook", spmd, args, false) else {
             return ERR_FATAL;
         };
+        if failed(ctx) {
+            return ERR_FATAL;
+        }
         if ctx == root() {
             let p = env::max_procs();
             return section::exec_solo((p, p), section);

@@ -122,13 +122,18 @@ pub(crate) fn report<E: std::fmt::Display>(call: &str, r: Result<Vec<bool>, E>) 
     }
 }
 
-/// Runs `section` in a one-process context on the calling thread.
+/// Runs `section` in a one-process context on the calling thread; `LPF_ERR_FATAL` when the
+/// context ended in LPF's failure state.
 pub(crate) fn exec_solo(processors: (u32, u32), section: Section) -> lpf_err_t {
     let mut ctx = Box::new(Ctx::Solo(Solo::new(processors)));
     let handle: lpf_t = (&mut *ctx as *mut Ctx).cast();
     // SAFETY: as in `run_process`.
     unsafe { (section.spmd)(handle, 0, 1, section.args) };
-    SUCCESS
+    if ctx.as_dyn().failed() {
+        ERR_FATAL
+    } else {
+        SUCCESS
+    }
 }
 
 /// `lpf_rehook` on an SPMD context: the same processes, a pristine context.

@@ -1,6 +1,8 @@
 //! The one-process context: `LPF_ROOT` outside SPMD sections, and a nested `lpf_exec` that
 //! gets one process. Puts and gets are copies within the process, done at `lpf_sync` in the
-//! order they were issued (so overlapping writes resolve in that sequential order).
+//! order they were issued (so overlapping writes resolve in that sequential order). As in a
+//! section, a superstep that reads and writes the same bytes is reported and the context
+//! enters LPF's failure state.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -38,6 +40,8 @@ pub(crate) struct Solo {
     processors: (u32, u32),
     allocs: HashMap<usize, Box<[u8]>>,
     warned: bool,
+    /// LPF's failure state, entered at the first fatal error.
+    failed: bool,
 }
 
 // SAFETY: the raw pointers are addresses of memory the C program registered with this
@@ -62,6 +66,7 @@ impl Solo {
             processors,
             allocs: HashMap::new(),
             warned: false,
+            failed: false,
         }
     }
 
@@ -161,6 +166,31 @@ impl Solo {
     }
 }
 
+/// Whether a copy reads a byte that a copy (the same or another) writes.
+fn read_write_conflict(copies: &[Copy]) -> bool {
+    let range = |at: *const u8, len: usize| (at as usize, at as usize + len);
+    let mut writes: Vec<(usize, usize)> = copies
+        .iter()
+        .filter(|c| c.len > 0)
+        .map(|c| range(c.dst, c.len))
+        .collect();
+    writes.sort_unstable();
+    // reach[i]: the furthest end of writes[..=i].
+    let reach: Vec<usize> = writes
+        .iter()
+        .scan(0, |end, w| {
+            *end = w.1.max(*end);
+            Some(*end)
+        })
+        .collect();
+    copies.iter().filter(|c| c.len > 0).any(|c| {
+        let (start, end) = range(c.src, c.len);
+        // Of the writes that start before the read ends, one reaches past its start.
+        let n = writes.partition_point(|w| w.0 < end);
+        n > 0 && reach[n - 1] > start
+    })
+}
+
 impl Context for Solo {
     fn processors(&self) -> (u32, u32) {
         self.processors
@@ -258,6 +288,13 @@ impl Context for Solo {
     }
 
     fn sync(&mut self) -> Res<()> {
+        if read_write_conflict(&self.queue) {
+            self.queue.clear();
+            return Err(misuse(
+                "lpf_sync",
+                "read-write conflict: a put or get of this superstep reads bytes that a put or get of it writes",
+            ));
+        }
         for c in self.queue.drain(..) {
             if c.len > 0 {
                 // SAFETY: both ranges were checked against registered areas when queued, and
@@ -300,5 +337,49 @@ impl Context for Solo {
 
     fn warned(&mut self) -> &mut bool {
         &mut self.warned
+    }
+
+    fn enter_failure(&mut self, message: String) {
+        if !self.failed {
+            eprintln!("spillway-lpf: {message}");
+        }
+        self.failed = true;
+    }
+
+    fn failed(&self) -> bool {
+        self.failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{read_write_conflict, Copy};
+
+    #[test]
+    fn conflicts_are_found_exactly_when_a_read_overlaps_a_write() {
+        // Small random sets of copies against the quadratic definition.
+        let mut x: u64 = 0x9E37_79B9;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % m) as usize
+        };
+        for _ in 0..20_000 {
+            let copies: Vec<Copy> = (0..next(5))
+                .map(|_| Copy {
+                    src: (0x1000 + next(40)) as *const u8,
+                    dst: (0x1000 + next(40)) as *mut u8,
+                    len: next(6),
+                })
+                .collect();
+            let overlap = copies.iter().any(|r| {
+                copies.iter().any(|w| {
+                    let (rs, ws) = (r.src as usize, w.dst as usize);
+                    r.len > 0 && w.len > 0 && rs < ws + w.len && ws < rs + r.len
+                })
+            });
+            assert_eq!(read_write_conflict(&copies), overlap);
+        }
     }
 }

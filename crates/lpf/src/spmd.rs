@@ -53,17 +53,16 @@ impl Spmd {
     }
 
     /// Maps an error of the BSP layer: mitigable errors go back to the caller; anything else
-    /// ends the section (the message reaches `lpf_exec`'s report) and kills the context.
+    /// is reported (it ends the section, see `enter_failure`), unless the job ended already.
     fn fail(&mut self, call: &str, e: Error) -> Fail {
         if e.is_mitigable() {
             return Fail::Mitigable(e.describe());
         }
-        if !matches!(e, Error::Runtime(spillway_runtime::Error::Aborted)) {
-            let message = format!("{call}: {}", e.describe());
-            self.bsp().comm().runtime().fail_job(message);
+        if matches!(e, Error::Runtime(spillway_runtime::Error::Aborted)) {
+            self.dead = true;
+            return Fail::Fatal;
         }
-        self.dead = true;
-        Fail::Fatal
+        Fail::Report(format!("{call}: {}", e.describe()))
     }
 
     /// `f` on the BSP context of a live process; an error of it fails the call `call`.
@@ -127,7 +126,17 @@ impl Context for Spmd {
 
     unsafe fn register(&mut self, global: bool, ptr: *mut u8, size: usize) -> Res<lpf_memslot_t> {
         self.alive()?;
-        // SAFETY: forwarded from the caller (LPF's contract on registered memory).
+        // LPF allows NULL with zero bytes. The BSP layer publishes a null address as "no area
+        // here", so a zero-byte get from such a slot would be reported as naming an unknown
+        // slot: give the empty area an address that is not null (nothing is ever read or
+        // written through it).
+        let ptr = if size == 0 && ptr.is_null() {
+            NonNull::<u8>::dangling().as_ptr()
+        } else {
+            ptr
+        };
+        // SAFETY: forwarded from the caller (LPF's contract on registered memory); an empty
+        // area allows any address.
         let r = unsafe {
             if global {
                 self.bsp().register_global_raw(ptr, size)
@@ -215,5 +224,19 @@ impl Context for Spmd {
 
     fn warned(&mut self) -> &mut bool {
         &mut self.warned
+    }
+
+    /// Ends the section with `message` (it reaches the report of the `lpf_exec`, `lpf_hook`
+    /// or `lpf_rehook` that started it): every other process's next `lpf_sync` returns
+    /// `LPF_ERR_FATAL` instead of waiting for this one.
+    fn enter_failure(&mut self, message: String) {
+        if !self.dead {
+            self.bsp().comm().runtime().fail_job(message);
+        }
+        self.dead = true;
+    }
+
+    fn failed(&self) -> bool {
+        self.dead
     }
 }
