@@ -373,6 +373,8 @@ int MPI_Sendrecv(void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, 
 int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status);
 int MPI_Wait(MPI_Request *request, MPI_Status *status);
 int MPI_Waitall(int count, MPI_Request *request, MPI_Status *status);
+/* MPI_UNDEFINED when the message is not a whole number of elements (BDMPI_Get_count gives the
+ * whole elements). */
 int MPI_Get_count(MPI_Status *status, MPI_Datatype datatype, int *count);
 int MPI_Barrier(MPI_Comm comm);
 int MPI_Bcast(void *buf, int count, MPI_Datatype datatype, int root, MPI_Comm comm);

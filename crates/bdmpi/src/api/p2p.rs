@@ -479,7 +479,7 @@ pub unsafe extern "C" fn BDMPI_Waitall(
     first
 }
 
-/// `BDMPI_Get_count`: the elements of `datatype` in the message `status` describes.
+/// `BDMPI_Get_count`: the whole elements of `datatype` in the message `status` describes.
 ///
 /// # Safety
 /// `status` is readable, `count` writable.
@@ -491,7 +491,8 @@ pub unsafe extern "C" fn BDMPI_Get_count(
 ) -> c_int {
     // SAFETY: forwarded contract.
     match unsafe { get_count("BDMPI_Get_count", status, datatype) } {
-        Ok(n) => {
+        Ok((bytes, size)) => {
+            let n = bytes / size;
             // SAFETY: the caller's contract (checked non-null).
             if !count.is_null() {
                 unsafe { *count = n };
@@ -502,13 +503,15 @@ pub unsafe extern "C" fn BDMPI_Get_count(
     }
 }
 
+/// The bytes of the message `status` describes and the size of an element of `datatype`.
+///
 /// # Safety
 /// `status` is readable (or null / ignore, which are errors).
 pub(crate) unsafe fn get_count(
     call: &str,
     status: *mut BDMPI_Status,
     datatype: c_int,
-) -> Res<usize> {
+) -> Res<(usize, usize)> {
     let size = type_size(call, datatype)?;
     if status.is_null() || status == STATUS_IGNORE {
         report(call, format_args!("no status to count from"));
@@ -516,8 +519,7 @@ pub(crate) unsafe fn get_count(
     }
     // SAFETY: the caller's contract.
     let s = unsafe { *status };
-    let bytes = s.count * types::size(s.datatype).unwrap_or(1);
-    Ok(bytes / size)
+    Ok((s.count * types::size(s.datatype).unwrap_or(1), size))
 }
 
 /// `BDMPI_Sendrecv`: a send, then a receive (sends are buffered: it cannot deadlock).

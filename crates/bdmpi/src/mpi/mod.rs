@@ -213,7 +213,8 @@ pub unsafe extern "C" fn MPI_Waitall(
     unsafe { BDMPI_Waitall(n, requests, statuses) }
 }
 
-/// `MPI_Get_count`.
+/// `MPI_Get_count`: as `BDMPI_Get_count`, but `MPI_UNDEFINED` when the message is not a
+/// whole number of elements of `datatype` (or more than an `int` counts), as MPI says.
 ///
 /// # Safety
 /// As `BDMPI_Get_count`.
@@ -225,10 +226,15 @@ pub unsafe extern "C" fn MPI_Get_count(
 ) -> c_int {
     // SAFETY: forwarded contract.
     match unsafe { api::get_count("MPI_Get_count", status, datatype) } {
-        Ok(n) => {
+        Ok((bytes, size)) => {
+            let n = if bytes % size == 0 {
+                c_int::try_from(bytes / size).unwrap_or(proto::UNDEFINED)
+            } else {
+                proto::UNDEFINED
+            };
             if !out.is_null() {
                 // SAFETY: the caller's contract.
-                unsafe { *out = c_int::try_from(n).unwrap_or(c_int::MAX) };
+                unsafe { *out = n };
             }
             proto::SUCCESS
         }

@@ -41,6 +41,12 @@ int main(int argc, char **argv) {
     CHECK(n == 12, "6 ints are %zu shorts", n);
     CHECK_OK(MPI_Get_count(&st, MPI_DOUBLE, &in));
     CHECK(in == 3, "6 ints are %d doubles", in);
+    st.datatype = BDMPI_SHORT;
+    st.count = 3;
+    CHECK_OK(MPI_Get_count(&st, MPI_INT, &in));
+    CHECK(in == MPI_UNDEFINED, "3 shorts are not whole ints: %d", in);
+    CHECK_OK(BDMPI_Get_count(&st, BDMPI_INT, &n));
+    CHECK(n == 1, "3 shorts hold %zu whole ints", n);
     CHECK(BDMPI_Get_count(BDMPI_STATUS_IGNORE, BDMPI_INT, &n) == BDMPI_ERR_ARG, "no status");
     CHECK(BDMPI_Get_count(&st, 77, &n) == BDMPI_ERR_TYPE, "a wrong datatype");
 
