@@ -2,9 +2,10 @@
 """BDMPI programs under spillway's bdmprun against the same programs as plain MPI under
 Open MPI (mpirun, oversubscribed with the same number of ranks), measured in the same run.
 
-The programs (crates/bdmpi/bench) are written against BDMPI's API; the MPI builds use
-scripts/bdmpi_suite/bdmpi.h (BDMPI_sbmalloc is malloc there). Each prints its seconds per
-iteration (the set-up excluded) and a result that must agree between the launchers.
+The programs (crates/bdmpi/bench) are written against BDMPI's API; the MPI builds use our
+shim crates/bdmpi/tests/mpi-shim/bdmpi.h (storage-backed memory is plain memory there). Each
+prints its seconds per iteration (the set-up excluded) and a result that must agree between
+the launchers.
 
   * pingpong: one-way time of 8 B .. 16 MiB messages between two ranks, and of a call that
     returns at once (Iprobe), bdmprun -nr 1 and 2 against mpirun;
@@ -44,7 +45,7 @@ def build(work):
         bd, mp = os.path.join(work, "bd_" + prog), os.path.join(work, "mpi_" + prog)
         subprocess.run(["gcc", "-O2", "-Wall", "-Werror", "-I", os.path.join(ROOT, "crates/bdmpi/include"),
                         src, "-o", bd, "-L", LIB, "-lbdmpi", f"-Wl,-rpath,{LIB}"], check=True)
-        subprocess.run(["mpicc", "-O2", "-Wall", "-Werror", "-I", os.path.join(ROOT, "scripts/bdmpi_suite"),
+        subprocess.run(["mpicc", "-O2", "-Wall", "-Werror", "-I", os.path.join(ROOT, "crates/bdmpi/tests/mpi-shim"),
                         src, "-o", mp], check=True, env=ENV)
         exes[prog] = (bd, mp)
     return exes

@@ -1,5 +1,5 @@
 /* K-means (Lloyd) on dense points against BDMPI's API: a benchmark for bdmprun and, compiled
- * with scripts/bdmpi_suite/bdmpi.h, the same program as plain MPI.
+ * with crates/bdmpi/tests/mpi-shim/bdmpi.h, the same program as plain MPI.
  *
  * Rank r holds N / p points of D floats (in storage-backed memory), generated from a hash
  * around K hidden centres, the same for every rank count. The initial centres are the first K

@@ -1,5 +1,5 @@
 /* PageRank (push, 1-D row decomposition) against BDMPI's API: a benchmark for bdmprun and,
- * compiled with scripts/bdmpi_suite/bdmpi.h, the same program as plain MPI.
+ * compiled with crates/bdmpi/tests/mpi-shim/bdmpi.h, the same program as plain MPI.
  *
  * The graph is generated from a hash, the same for every rank count: vertex u has
  * hash(u) % (2 * DEG + 1) out-edges (0 makes it a sink), to hash(u, k) % N. Rank r owns a

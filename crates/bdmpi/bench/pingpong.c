@@ -1,6 +1,6 @@
 /* The cost of a call: one-way time of a ping-pong between ranks 0 and 1 for messages of 8 B
  * to 16 MiB, and of a call that returns at once (Iprobe with nothing to find), against BDMPI's
- * API (compiled with scripts/bdmpi_suite/bdmpi.h it is the same program under MPI).
+ * API (compiled with crates/bdmpi/tests/mpi-shim/bdmpi.h it is the same program under MPI).
  * Usage: pingpong. Rank 0 prints one line per size: bytes, microseconds one way, MB/s. */
 #include <bdmpi.h>
 #include <stdio.h>
