@@ -57,9 +57,8 @@ pub(crate) struct Region {
     /// cost an atomic load instead of a lock.
     pub(super) loaded_fast: AtomicBool,
     pub(super) dirty_fast: AtomicBool,
-    /// Bytes from the start of an anonymous mapping advised for huge pages: the part in use,
-    /// in whole huge pages (see [`Region::in_use`]).
-    huge_upto: AtomicUsize,
+    /// Whether an anonymous mapping is advised for huge pages (see [`Region::in_use`]).
+    huge: AtomicBool,
     pub(super) state: Mutex<RegionState>,
 }
 
@@ -86,20 +85,19 @@ pub(super) fn fallocate(file: &File, from: usize, to: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// Tells the kernel whether `[from, to)` of an anonymous mapping at `ptr` should be backed by
-/// transparent huge pages (a hint: failure, e.g. THP disabled, changes nothing).
-fn advise_huge(ptr: *mut u8, from: usize, to: usize, huge: bool) {
-    if to <= from {
-        return;
-    }
+/// Tells the kernel whether the anonymous mapping of `len` bytes at `ptr` should be backed by
+/// transparent huge pages (a hint: failure, e.g. THP disabled, changes nothing). Always the
+/// whole mapping: advice on a part would split it in two, and `mremap` cannot grow a range
+/// of two mappings (EFAULT).
+fn advise_huge(ptr: *mut u8, len: usize, huge: bool) {
     let advice = if huge {
         libc::MADV_HUGEPAGE
     } else {
         libc::MADV_NOHUGEPAGE
     };
-    // SAFETY: a page-aligned range inside one mapping of ours; the advice changes only how
-    // the kernel backs it, never its contents.
-    unsafe { libc::madvise(ptr.add(from).cast(), to - from, advice) };
+    // SAFETY: exactly one page-aligned mapping of ours; the advice changes only how the
+    // kernel backs it, never its contents.
+    unsafe { libc::madvise(ptr.cast(), len, advice) };
 }
 
 impl Region {
@@ -138,7 +136,7 @@ impl Region {
             // Nothing is in use yet: a huge page faulted in by the first write to a large
             // reservation would hold 2 MiB for a few bytes (a rank's buffer sized for a
             // round of a big input, holding a small one), also where THP is "always".
-            advise_huge(ptr.cast(), 0, map_len, false);
+            advise_huge(ptr.cast(), map_len, false);
         }
         let region = Arc::new(Region {
             file,
@@ -148,7 +146,7 @@ impl Region {
             owner,
             loaded_fast: AtomicBool::new(false),
             dirty_fast: AtomicBool::new(false),
-            huge_upto: AtomicUsize::new(0),
+            huge: AtomicBool::new(false),
             state: Mutex::new(RegionState {
                 loaded: false,
                 partial: 0,
@@ -167,17 +165,18 @@ impl Region {
     }
 
     /// The owner uses the first `bytes` of the mapping: an anonymous mapping asks for huge
-    /// pages on the whole huge pages of that part (random access then costs no page-table
-    /// walks per 4 KiB), and only there. Only the owner calls this.
+    /// pages (random access then costs no page-table walks per 4 KiB) once that part holds a
+    /// huge page and half the mapping. A huge page is made only where a page is touched, and
+    /// the owner touches only the part in use: at most the huge page at its end is partly
+    /// unused. Only the owner calls this.
     pub(crate) fn in_use(&self, bytes: usize) {
-        if self.file.is_some() {
+        if self.file.is_some() || self.huge.load(Ordering::Relaxed) {
             return;
         }
-        let upto = (bytes.min(self.map_len()) / HUGE_PAGE) * HUGE_PAGE;
-        let done = self.huge_upto.load(Ordering::Relaxed);
-        if upto > done {
-            advise_huge(self.ptr(), done, upto, true);
-            self.huge_upto.store(upto, Ordering::Relaxed);
+        let map_len = self.map_len();
+        if bytes >= HUGE_PAGE.max(map_len / 2) {
+            advise_huge(self.ptr(), map_len, true);
+            self.huge.store(true, Ordering::Relaxed);
         }
     }
 
@@ -250,16 +249,8 @@ impl Region {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        if self.file.is_none() {
-            // Beyond the part in use, no huge pages (the new part would inherit the advice
-            // of the part before it).
-            advise_huge(
-                ptr.cast(),
-                self.huge_upto.load(Ordering::Relaxed),
-                new,
-                false,
-            );
-        }
+        // The new part shares the mapping's advice: huge pages only where pages are touched,
+        // within the part in use.
         let old_ptr = self.ptr() as usize;
         self.ptr.store(ptr.cast(), Ordering::Release);
         self.map_len.store(new, Ordering::Release);
