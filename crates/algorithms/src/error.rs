@@ -73,6 +73,9 @@ impl fmt::Display for AlgoError {
         match self {
             AlgoError::Input(e) => write!(f, "{e}"),
             AlgoError::BadParameter { name, reason } => write!(f, "invalid {name}: {reason}"),
+            AlgoError::Output { path, source } if path.as_os_str() == "-" => {
+                write!(f, "cannot write standard output (-): {source}")
+            }
             AlgoError::Output { path, source } => {
                 write!(f, "cannot write {}: {source}", path.display())
             }

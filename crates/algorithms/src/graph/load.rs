@@ -242,10 +242,12 @@ pub fn load_graph(comm: &Comm, source: &GraphSource) -> Result<DistGraph, AlgoEr
             let range = e * r / p..e * (r + 1) / p;
             let mut stored: SbVec<[u32; 2]> =
                 SbVec::zeroed(comm.runtime(), (range.end - range.start) as usize)?;
-            let mut buf = Vec::with_capacity(chunk / 8);
+            // A piece of at most `chunk` bytes, and no more than this rank's edges.
+            let piece = ((chunk / 8).max(1) as u64).min(range.end - range.start);
+            let mut buf = Vec::with_capacity(piece as usize);
             let mut at = range.start;
             while at < range.end {
-                let end = (at + (chunk / 8).max(1) as u64).min(range.end);
+                let end = (at + piece).min(range.end);
                 buf.clear();
                 spec.edges(at..end, &mut buf);
                 let base = (at - range.start) as usize;

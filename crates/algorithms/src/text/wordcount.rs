@@ -104,7 +104,11 @@ pub fn word_count<'r>(
     // for 65,536 distinct words of each kind (6.5 MiB; with chunks under 4 MiB, under a
     // memory budget, about 1.6 bytes per byte of a chunk) and double while they fill up, to
     // [`COUNTER_LIMIT`] words of each kind, or half the rank's allowance under a budget.
-    let initial = (chunk / 64).clamp(1 << 10, 1 << 16);
+    // A rank's tables also start no larger than its share of the text asks for (a word
+    // every 8 bytes, a sixty-fourth of them distinct): 64 ranks counting a 1 MB file held
+    // 6.5 MiB of tables each.
+    let share = (input.total_bytes() / comm.size() as u64) as usize;
+    let initial = (chunk / 64).min(share / 512).clamp(1 << 6, 1 << 16);
     let limit = match mr.allowance() {
         Some(a) => (a / 2 / 104).min(COUNTER_LIMIT),
         None => COUNTER_LIMIT,

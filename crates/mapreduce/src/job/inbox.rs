@@ -19,23 +19,35 @@ pub(super) enum Loc {
 }
 
 /// Blocks received in an exchange: in memory while the allowance lasts, then appended to
-/// one spill file.
+/// one spill file. Held by arrival, not by source: a rank of many (10,000 ranks) hears from
+/// few sources, and a slot per source would cost every rank memory in proportion to the
+/// ranks.
 pub(super) struct Inbox {
-    mem: Vec<Vec<u8>>,
+    mem: Vec<u8>,
     file: Option<File>,
     file_len: u64,
-    pieces: Vec<Vec<Loc>>,
+    /// Each block as it arrived: its source and where it is.
+    pieces: Vec<(usize, Loc)>,
     held: usize,
 }
 
 impl Inbox {
+    fn new() -> Inbox {
+        Inbox {
+            mem: Vec::new(),
+            file: None,
+            file_len: 0,
+            pieces: Vec::new(),
+            held: 0,
+        }
+    }
+
     pub(super) fn accept(&mut self, src: usize, bytes: &[u8], spill: &Spill) -> Result<(), Error> {
         if spill.try_take(bytes.len()) {
             self.held += bytes.len();
-            let m = &mut self.mem[src];
-            let a = m.len();
-            m.extend_from_slice(bytes);
-            self.pieces[src].push(Loc::Mem(a, m.len()));
+            let a = self.mem.len();
+            self.mem.extend_from_slice(bytes);
+            self.pieces.push((src, Loc::Mem(a, self.mem.len())));
         } else {
             if self.file.is_none() {
                 self.file = Some(spill.file()?);
@@ -46,21 +58,24 @@ impl Inbox {
             spill.note_written(bytes.len());
             let a = self.file_len;
             self.file_len += bytes.len() as u64;
-            self.pieces[src].push(Loc::File(a, self.file_len));
+            self.pieces.push((src, Loc::File(a, self.file_len)));
         }
         Ok(())
     }
 
+    /// A cursor over each source's blocks, in the order of the sources, each source's
+    /// blocks in the order they arrived.
     pub(super) fn cursors<'a>(&'a self, spill: &Spill) -> Result<Vec<Cursor<'a>>, Error> {
-        self.pieces
-            .iter()
-            .enumerate()
-            .filter(|(_, locs)| !locs.is_empty())
-            .map(|(src, locs)| {
-                let pieces = locs
+        let mut order: Vec<usize> = (0..self.pieces.len()).collect();
+        // Stable: a source's blocks stay in the order they arrived.
+        order.sort_by_key(|&i| self.pieces[i].0);
+        order
+            .chunk_by(|&a, &b| self.pieces[a].0 == self.pieces[b].0)
+            .map(|group| {
+                let pieces = group
                     .iter()
-                    .map(|&l| match l {
-                        Loc::Mem(a, b) => Piece::Mem(&self.mem[src][a..b]),
+                    .map(|&i| match self.pieces[i].1 {
+                        Loc::Mem(a, b) => Piece::Mem(&self.mem[a..b]),
                         Loc::File(a, b) => {
                             Piece::File(self.file.as_ref().expect("spilled blocks"), a, b)
                         }
@@ -92,13 +107,7 @@ pub(super) fn exchange(
     } else {
         (quota / p).max(4 << 10)
     };
-    let mut inbox = Inbox {
-        mem: vec![Vec::new(); p],
-        file: None,
-        file_len: 0,
-        pieces: vec![Vec::new(); p],
-        held: 0,
-    };
+    let mut inbox = Inbox::new();
     let mut pos: Vec<u64> = bounds[..p].to_vec();
     let mut sent = 0u64;
     let mut rounds = 0u64;
