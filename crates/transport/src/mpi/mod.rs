@@ -428,6 +428,16 @@ fn agree_on_start<T>(
     let mut all_started: c_int = c_int::from(outcome.is_ok());
     let code = ulfm::agree(comm.as_raw(), &mut all_started);
     match outcome {
+        // Open MPI 5.0 may report a process lost during the start as MPI_ERR_OTHER (from
+        // MPI_Comm_dup, say): a failure that the agreement or the communicator shows is the
+        // loss it is.
+        Err(e)
+            if !PEER_LOST.load(Ordering::Acquire)
+                && (ulfm::is_process_failure(code)
+                    || ulfm::acknowledge(comm.as_raw()).is_ok_and(|lost| !lost.is_empty())) =>
+        {
+            Err(lost_at_start(&e))
+        }
         Err(e) => Err(e),
         Ok(_) if code != 0 => Err(startup_error("MPIX_Comm_agree", code)),
         Ok(_) if all_started == 0 => {
@@ -457,13 +467,18 @@ fn startup_check(call: &str, code: c_int) -> Result<(), String> {
 /// The error of a failed call (`code`) while a job starts.
 fn startup_error(call: &str, code: c_int) -> String {
     if ulfm::is_process_failure(code) {
-        PEER_LOST.store(true, Ordering::Release);
-        return format!(
-            "a process was lost while the job started ({call}): the job ends (with the \
-             spillway CLI, a job saved with --checkpoint-dir resumes with --resume)"
-        );
+        return lost_at_start(call);
     }
     mpi_error(call, code)
+}
+
+/// The error of a process lost while the job started, as `what` (the call) reported it.
+fn lost_at_start(what: &str) -> String {
+    PEER_LOST.store(true, Ordering::Release);
+    format!(
+        "a process was lost while the job started ({what}): the job ends (with the spillway \
+         CLI, a job saved with --checkpoint-dir resumes with --resume)"
+    )
 }
 
 /// Sums `mine` over the processes of `comm` into `out` (same length); false if the call
