@@ -338,7 +338,7 @@ fn sizes_that_imply_more_memory_than_there_is_are_refused_with_the_memory_needed
             Case::new("compression", &["decompress", forged, out]),
             vec![
                 "the header announces 1099511627776 f64 values",
-                "bytes) of memory",
+                "needs about 16.0 TiB",
             ],
         ),
     ];
@@ -609,4 +609,219 @@ fn several_outputs_are_committed_all_together_or_not_at_all() {
     assert_eq!(ran.code, Some(0), "{ran}");
     assert_eq!(std::fs::read_to_string(&a).unwrap().lines().count(), 2);
     assert_eq!(std::fs::read_to_string(&b).unwrap().lines().count(), 6);
+}
+
+/// Standard output that cannot take what goes there, for every family: closed (`>&-`) is
+/// found before any work (exit 1, naming it; the standard library gives such a program
+/// `/dev/null`, where the report would vanish after an exit 0), and a full device is named
+/// as standard output.
+#[test]
+fn a_closed_or_full_standard_output_is_named_and_a_closed_one_found_before_work() {
+    let f = Files::new();
+    let cache = tempfile::tempdir().unwrap();
+    // The report goes to standard output, or an output does (`-`).
+    let cases = [
+        f.case("graph", "pagerank", &["--json"]),
+        f.case("graph", "pagerank", &["--out", "-"]),
+        f.case("graph", "cc", &["--out", "-"]),
+        f.case("MapReduce", "wordcount", &["--out", "-"]),
+        f.case("clustering", "kmeans", &["--json"]),
+        f.case("factorisation", "sgd", &["--out-u", "-"]),
+        f.case("BSP", "sort", &["--out", "-"]),
+        f.case("BSP", "fft", &["--ranks", "2"]),
+        f.case("compression", "compress", &["-"]),
+        f.case("compression", "decompress", &["-"]),
+        f.case("structures", "dyngraph", &["--json"]),
+        Case::new(
+            "generator",
+            &[
+                "gen",
+                "rmat",
+                "--scale",
+                "4",
+                "--edge-factor",
+                "2",
+                "--out",
+                "-",
+            ],
+        ),
+        Case::new(
+            "generator",
+            &[
+                "gen", "blobs", "--points", "10", "--dim", "2", "--k", "2", "--out", "-",
+            ],
+        ),
+        Case::new("probe", &["probe", "--max-bytes", "1K", "--ranks", "2"]),
+    ];
+    for case in &cases {
+        let before = f.contents();
+        let ran = case
+            .cmd()
+            .env("SPILLWAY_PROBE_CACHE", cache.path())
+            .stdout_descriptor_closed()
+            .run();
+        assert_eq!(ran.code, Some(1), "[{}] >&-\n{ran}", case.family);
+        assert!(
+            ran.stderr.contains("standard output is closed"),
+            "[{}] >&-\n{ran}",
+            case.family
+        );
+        assert!(
+            f.contents() == before,
+            "[{}] the files changed",
+            case.family
+        );
+        let ran = case
+            .cmd()
+            .env("SPILLWAY_PROBE_CACHE", cache.path())
+            .stdout_file("/dev/full")
+            .run();
+        assert_eq!(ran.code, Some(1), "[{}] > /dev/full\n{ran}", case.family);
+        assert!(
+            ran.stderr.contains("standard output") && ran.stderr.contains("No space left"),
+            "[{}] > /dev/full\n{ran}",
+            case.family
+        );
+        assert!(!ran.stderr.contains("panicked"), "{ran}");
+    }
+}
+
+/// Runs `args` with the write end of a pipe as descriptor 5 and `/dev/fd/5` in place of
+/// `@`, as a shell's process substitution (`--out >(cat)`) gives it; returns the exit code,
+/// stderr and what came through the pipe.
+fn through_dev_fd(args: &[String]) -> (Option<i32>, String, Vec<u8>) {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let (mut reader, writer) = std::io::pipe().unwrap();
+    let fd = writer.as_raw_fd();
+    let args: Vec<&str> = args
+        .iter()
+        .map(|a| if a == "@" { "/dev/fd/5" } else { a.as_str() })
+        .collect();
+    let mut cmd = std::process::Command::new(common::BIN);
+    cmd.args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: dup2(2) and fcntl(2) are async-signal-safe; descriptor 5 becomes the pipe's
+    // write end, without close-on-exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // dup2 onto itself would keep close-on-exec: clear it then.
+            let done = if fd == 5 {
+                libc::fcntl(5, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 5)
+            };
+            if done < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let child = cmd.spawn().unwrap();
+    drop(writer);
+    let mut got = Vec::new();
+    reader.read_to_end(&mut got).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        got,
+    )
+}
+
+/// An output named `/dev/fd/N` (a pipe, as `--out >(cat)` gives) is written through, for
+/// every family's writer, with what the same command writes to a regular file.
+#[test]
+fn an_output_that_is_a_process_substitution_is_written_through() {
+    let f = Files::new();
+    for (case, target) in writers(&f, &|name| f.path(&format!("out-{name}"))) {
+        // Eight points of FFT split over at most two ranks (a multiple of ranks squared).
+        let case = match case.args.iter().any(|a| a == "fft") {
+            true => case.and(&["--ranks", "2"]),
+            false => case,
+        };
+        let ran = case.cmd().run();
+        assert_eq!(ran.code, Some(0), "[{}]\n{ran}", case.family);
+        let want = std::fs::read(&target).unwrap();
+        std::fs::remove_file(&target).unwrap();
+        let args: Vec<String> = case
+            .args
+            .iter()
+            .map(|a| {
+                if Path::new(a) == target {
+                    "@".into()
+                } else {
+                    a.clone()
+                }
+            })
+            .collect();
+        let (code, stderr, got) = through_dev_fd(&args);
+        assert_eq!(code, Some(0), "[{}] {args:?}\n{stderr}", case.family);
+        // Sort's and FFT's outputs are binary or text of the same values in the same order.
+        assert!(
+            got == want,
+            "[{}] {} bytes through the pipe, {} to the file",
+            case.family,
+            got.len(),
+            want.len()
+        );
+    }
+}
+
+/// A trace that cannot be completed (here the file-size limit) fails the job and leaves no
+/// part of itself behind, nor any other output.
+#[test]
+fn a_trace_that_cannot_be_completed_leaves_nothing_behind() {
+    let f = Files::new();
+    let trace = f.path("t.json");
+    let out = f.path("o.txt");
+    for case in [
+        f.case(
+            "graph",
+            "pagerank",
+            &[
+                "--iterations",
+                "200",
+                "--out",
+                s(&out),
+                "--trace",
+                s(&trace),
+            ],
+        ),
+        f.case("BSP", "sort", &["--out", s(&out), "--trace", s(&trace)]),
+    ] {
+        let before = f.contents();
+        // One KiB of file (bash's `ulimit -f` counts 1024-byte blocks).
+        let ran = Cmd::new("bash")
+            .args(["-c", "ulimit -f 1 && exec \"$@\"", "bash", common::BIN])
+            .args(&case.args)
+            .run();
+        assert_eq!(ran.code, Some(1), "[{}]\n{ran}", case.family);
+        assert!(
+            ran.stderr.contains("trace") && ran.stderr.contains(s(&trace)),
+            "[{}]\n{ran}",
+            case.family
+        );
+        assert!(
+            f.contents() == before,
+            "[{}] files left\n{ran}",
+            case.family
+        );
+    }
+}
+
+/// A stack larger than the memory there is is refused with the other memory checks, before
+/// any rank starts, naming the option.
+#[test]
+fn a_stack_larger_than_memory_is_refused_before_work() {
+    let f = Files::new();
+    for case in [
+        f.case("graph", "pagerank", &["--stack-size", "1P"]),
+        f.case("MapReduce", "wordcount", &["--stack-size", "1P"]),
+        f.case("BSP", "sort", &["--stack-size", "1P"]),
+    ] {
+        refused(&f, &case, &["--stack-size", "memory available"]);
+    }
 }

@@ -334,7 +334,10 @@ fn dyngraph_replays_and_verifies() {
             assert!(o.code == Some(0), "{s}: {}", o.stderr);
             let out = o.stdout;
             assert_eq!(json_field(&out, "arcs") as usize, arcs, "{s}");
-            assert_eq!(json_field(&out, "vertices") as usize, 5001, "{s}");
+            // The inserted edges' vertices: deleting (5000, 1) names a vertex the graph
+            // does not have, an edge that is not there.
+            let vertices = edges.iter().map(|&(u, v)| u.max(v) + 1).max().unwrap();
+            assert_eq!(json_field(&out, "vertices") as u32, vertices, "{s}");
             assert!(json_field(&out, "inserts_per_second") > 0.0);
             assert!(json_field(&out, "bytes_per_arc") > 0.0);
             let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
@@ -371,6 +374,49 @@ fn dyngraph_bad_input_exits_2() {
     let o = dyngraph(&missing, "ll", &[]);
     assert_eq!(o.code, Some(2));
     assert!(o.stderr.contains("nope.txt"));
+}
+
+/// The deletions file is a second input: its bad lines are reported against it, with its
+/// own line, and a deletion that names a vertex the inserted edges do not have is a
+/// deletion of an edge that is not there (it sizes nothing).
+#[test]
+fn dyngraph_deletions_are_checked_as_their_own_file() {
+    let dir = TempDir::new().unwrap();
+    let input = dir.path().join("edges.txt");
+    std::fs::write(&input, "0 1\n1 2\n2 3\n3 0\n").unwrap();
+    let deletes = dir.path().join("deletes.txt");
+    for (text, says) in [
+        ("0 1\n# note\n1 x\n", "deletes.txt:3: invalid vertex id 'x'"),
+        (
+            "0 1\n\n1 99999999999\n",
+            "deletes.txt:3: vertex id 99999999999",
+        ),
+        ("0 1 2\n", "deletes.txt:1"),
+    ] {
+        std::fs::write(&deletes, text).unwrap();
+        let o = dyngraph(&input, "daa", &["--deletes", p(&deletes)]);
+        assert_eq!(o.code, Some(2), "{text:?}\n{}", o.stderr);
+        assert!(o.stderr.contains(says), "{text:?}\n{}", o.stderr);
+        assert!(!o.stderr.contains("edges.txt"), "{text:?}\n{}", o.stderr);
+    }
+    // Ids far beyond the graph's (4 vertices): requested, not present, nothing allocated.
+    std::fs::write(&deletes, "0 1\n1 4000000000\n3000000000 2\n").unwrap();
+    for structure in ["ll", "bcsr", "daa", "diaa", "dcaa"] {
+        let o = dyngraph(
+            &input,
+            structure,
+            &["--deletes", p(&deletes), "--verify", "--json"],
+        );
+        assert_eq!(o.code, Some(0), "{structure}\n{}", o.stderr);
+        assert_eq!(json_field(&o.stdout, "vertices"), 4.0, "{structure}");
+        assert_eq!(
+            json_field(&o.stdout, "deletes_requested"),
+            3.0,
+            "{structure}"
+        );
+        assert_eq!(json_field(&o.stdout, "edges_deleted"), 1.0, "{structure}");
+        assert_eq!(json_field(&o.stdout, "arcs"), 3.0, "{structure}");
+    }
 }
 
 #[test]

@@ -148,6 +148,9 @@ pub enum JobError {
     Startup(std::io::Error),
     /// Spill storage failed while the job ran (e.g. the disk is full).
     Storage(std::io::Error),
+    /// The trace file ([`Config::trace`](crate::Config::trace)) could not be written; nothing
+    /// of it is left.
+    Trace(std::io::Error),
     /// The job failed in another process (MPI backend): a rank there failed, or that process
     /// reported a transport error.
     Remote {
@@ -177,6 +180,7 @@ impl fmt::Display for JobError {
             JobError::Deadlock(report) => write!(f, "{report}"),
             JobError::Startup(e) => write!(f, "cannot start the job: {e}"),
             JobError::Storage(e) => write!(f, "spill storage failed: {e}"),
+            JobError::Trace(e) => write!(f, "{e}"),
             JobError::Remote { node, message } => write!(f, "node {node}: {message}"),
             JobError::Transport(why) => write!(f, "transport between nodes failed: {why}"),
             JobError::Interrupted { signal } => {

@@ -162,9 +162,9 @@ where
             path.clone()
         };
         crate::trace::finish(&path, t0, &ranks).map_err(|e| {
-            JobError::Storage(std::io::Error::new(
+            JobError::Trace(std::io::Error::new(
                 e.kind(),
-                format!("trace file {}: {e}", path.display()),
+                format!("cannot write the trace {}: {e}", path.display()),
             ))
         })?;
     }

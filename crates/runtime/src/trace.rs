@@ -112,16 +112,42 @@ pub(crate) fn begin() -> u64 {
 
 /// Stops recording and writes the events since `start` to `path` as a Chrome trace (JSON
 /// object format), with `nodes` named processes and their ranks' tracks named.
+///
+/// A regular file (or a new one) is written to a temporary file beside it and renamed over it
+/// once complete, so that a trace that cannot be completed (a full disk, a file-size limit)
+/// leaves nothing behind; anything else (a pipe, a device) is written through.
 pub(crate) fn finish(path: &Path, start: u64, ranks: &[(u32, u32)]) -> io::Result<()> {
     ON.store(false, Ordering::Relaxed);
     flush_thread();
     let events = std::mem::take(&mut *lock());
-    let file = std::fs::File::create(path)?;
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        let file = std::fs::OpenOptions::new().write(true).open(path)?;
+        return write_trace(&file, &events, start, ranks);
+    }
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(format!(".tmp-{}", std::process::id()));
+    let temp = std::path::PathBuf::from(temp);
+    let written = std::fs::File::create(&temp)
+        .and_then(|file| write_trace(&file, &events, start, ranks).and_then(|()| file.sync_all()))
+        .and_then(|()| std::fs::rename(&temp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
+}
+
+/// Writes `events` since `start` to `file` as a Chrome trace.
+fn write_trace(
+    file: &std::fs::File,
+    events: &[Event],
+    start: u64,
+    ranks: &[(u32, u32)],
+) -> io::Result<()> {
     let mut w = io::BufWriter::new(file);
     let us = |ns: u64| ns.saturating_sub(start) as f64 / 1000.0;
     writeln!(w, "{{\"displayTimeUnit\":\"ms\",\"traceEvents\":[")?;
     let mut first = true;
-    let mut sep = |w: &mut io::BufWriter<std::fs::File>| -> io::Result<()> {
+    let mut sep = |w: &mut io::BufWriter<&std::fs::File>| -> io::Result<()> {
         if !first {
             w.write_all(b",\n")?;
         }

@@ -45,6 +45,12 @@ fn parent_dir(path: &Path) -> &Path {
 /// `path` with symbolic links followed to what they name (the link itself is never replaced):
 /// the final target, which need not exist.
 pub fn resolve_output(path: &Path) -> io::Result<PathBuf> {
+    // Something other than a regular file or a directory (a pipe named by `/dev/fd/N`, as a
+    // shell's process substitution gives, a device) is written through its own name: the
+    // links of `/proc/self/fd` name no path ("pipe:[N]"), the kernel follows them itself.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return Ok(path.to_path_buf());
+    }
     let mut p = path.to_path_buf();
     for _ in 0..40 {
         match std::fs::symlink_metadata(&p) {

@@ -11,7 +11,9 @@ use spillway::algorithms::Progress;
 use spillway::{Collectives, Comm};
 
 use crate::commands::cluster::csv_line;
-use crate::driver::{Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
+use crate::driver::{
+    Command, Declared, Estimate, Failure, Inputs, Job, RankOut, RuntimeArgs, Timing,
+};
 use crate::options::{non_negative, positive};
 
 /// `run sgd`.
@@ -78,6 +80,14 @@ impl Command for Sgd {
         grid_side(self.runtime.ranks as usize)
             .map(drop)
             .map_err(|e| Failure::option("--ranks", self.runtime.ranks, e))
+    }
+
+    fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
+        // The ratings as read, moved and kept (16 bytes each from 8 to 20 of text) and the
+        // test ones, the factor rows of this rank's block.
+        let bytes = inputs.bytes(&self.input) + self.test.as_ref().map_or(0, |t| inputs.bytes(t));
+        // Per rank of the job, the counts of its exchanges (measured at 10,000 ranks).
+        Ok(Estimate::of_input(&self.input, bytes, 6).ranks(32 << 10, 24))
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<SgdFacts>, Failure> {

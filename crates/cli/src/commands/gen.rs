@@ -12,6 +12,7 @@ use spillway::Comm;
 
 use crate::driver::{
     Command, CommonArgs, Declared, Estimate, Failure, Inputs, Job, RankOut, RuntimeArgs, Timing,
+    MAPREDUCE_RANK,
 };
 use crate::options::GenSpec;
 
@@ -88,13 +89,22 @@ impl Command for GenRmat {
         let m = spec.num_edges();
         // Two ids of at most this many digits, a space and a newline per edge.
         let digits = u64::from(self.scale) * 30103 / 100_000 + 1;
-        Ok(Estimate {
-            // With --dedup, the edges as generated, shuffled and kept.
-            data: if self.dedup { m.saturating_mul(24) } else { 0 },
+        let estimate = Estimate {
+            // With --dedup, the edges as generated, emitted, sorted, sent, received and kept
+            // (about 100 bytes an edge measured).
+            data: if self.dedup { m.saturating_mul(96) } else { 0 },
             because: format!("--scale {} --edge-factor {}", self.scale, self.edge_factor),
             items: m,
             outputs: vec![("--out", m.saturating_mul(2 * digits + 2))],
             ..Default::default()
+        };
+        // Only --dedup runs ranks.
+        Ok(match self.dedup {
+            true => estimate.ranks(MAPREDUCE_RANK.0, MAPREDUCE_RANK.1),
+            false => Estimate {
+                no_ranks: true,
+                ..estimate
+            },
         })
     }
 

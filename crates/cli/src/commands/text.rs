@@ -10,7 +10,9 @@ use spillway::mapreduce::NodeAggregation;
 use spillway::{ByteSize, Collectives, Comm, Max};
 
 use crate::commands::ft::{unless_lost, with_restarts, FtArgs};
-use crate::driver::{Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
+use crate::driver::{
+    Command, Declared, Estimate, Failure, Inputs, Job, RankOut, RuntimeArgs, Timing, MAPREDUCE_RANK,
+};
 use crate::options::{named, nonzero_size};
 
 /// `run wordcount`.
@@ -68,6 +70,18 @@ impl Command for WordCount {
 
     fn check(&self) -> Result<(), Failure> {
         self.ft.check(&self.runtime)
+    }
+
+    fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
+        // The text is read in chunks; every rank counts the words of its share in tables of
+        // its own (about 16 bytes a byte of its share while the words are new, assumed to
+        // level off at 1 MiB: a vocabulary of natural text), whose records then go through
+        // MapReduce.
+        let bytes: u64 = self.input.iter().map(|f| inputs.bytes(f)).sum();
+        let first = self.input.first().map_or(Path::new("-"), PathBuf::as_path);
+        let share = bytes / u64::from(self.runtime.ranks.max(1));
+        let tables = share.saturating_mul(16).min(1 << 20);
+        Ok(Estimate::of_input(first, bytes, 1).ranks(MAPREDUCE_RANK.0 + tables, MAPREDUCE_RANK.1))
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<WordCountFacts>, Failure> {

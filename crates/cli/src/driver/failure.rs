@@ -76,7 +76,16 @@ impl Failure {
 
     /// Writing an output failed while running (exit 1).
     pub(crate) fn write(path: &Path, e: &std::io::Error) -> Failure {
-        Failure::failed(format!("cannot write {}: {e}", path.display()))
+        Failure::failed(format!("cannot write {}: {e}", output_name(path)))
+    }
+}
+
+/// An output's name in messages: `-` is standard output.
+fn output_name(path: &Path) -> String {
+    if path.as_os_str() == "-" {
+        "standard output (-)".into()
+    } else {
+        path.display().to_string()
     }
 }
 

@@ -24,6 +24,7 @@ mod paths;
 pub(crate) mod plan;
 pub(crate) mod report;
 mod signals;
+mod stdio;
 
 use std::io::Write;
 use std::path::Path;
@@ -34,7 +35,7 @@ use serde::Serialize;
 pub(crate) use args::{CheckpointArgs, CommonArgs, RuntimeArgs};
 pub(crate) use failure::{Failure, HELP};
 pub(crate) use job::{Bar, Job, RankOut};
-pub(crate) use plan::{Estimate, Inputs};
+pub(crate) use plan::{Estimate, Inputs, MAPREDUCE_RANK};
 pub(crate) use report::{LossNotice, Recovery, Timing};
 pub(crate) use signals::handle_signals;
 
@@ -156,6 +157,16 @@ fn steps<C: Command>(command: &C, d: &Declared<'_>) -> Result<(), Failure> {
         .map(|&(arg, path)| paths::check_output(arg, path))
         .collect::<Result<Vec<_>, _>>()?;
     paths::check_distinct(&inputs, &outputs)?;
+    if stdio::stdout_was_closed() {
+        let what = match outputs.iter().find(|o| o.sink == paths::Sink::Stdout) {
+            Some(o) => format!("{} {}", o.arg, o.path.display()),
+            None => "the report".into(),
+        };
+        return Err(Failure::failed(format!(
+            "standard output is closed: {what} would be lost (send it to a file or to \
+             /dev/null)"
+        )));
+    }
     if let Some(dir) = &d.common.spill_dir {
         paths::check_dir("--spill-dir", dir, false)?;
     }
@@ -194,7 +205,7 @@ fn steps<C: Command>(command: &C, d: &Declared<'_>) -> Result<(), Failure> {
     let read = plan::read_inputs(&inputs, d.common, &spill)?;
     let estimate = command.estimate(plan::Inputs(&read))?;
     let total_input: u64 = read.iter().map(|i| i.bytes).sum();
-    plan::check_resources(
+    let memory_estimate = plan::check_resources(
         &plan::Machine::here(config.as_ref()),
         &estimate,
         config.as_ref(),
@@ -229,6 +240,7 @@ fn steps<C: Command>(command: &C, d: &Declared<'_>) -> Result<(), Failure> {
                 .join(" "),
         },
         facts: &facts,
+        memory_estimate_bytes: memory_estimate,
         run: job.take_run(),
         output: outputs
             .iter()
@@ -244,11 +256,17 @@ fn steps<C: Command>(command: &C, d: &Declared<'_>) -> Result<(), Failure> {
         Some(text) if !d.common.json => text,
         _ => report.render(d.common.json),
     };
-    let written = if job.stdout_taken() {
-        std::io::stderr().write_all(text.as_bytes())
+    let (written, stream) = if job.stdout_taken() {
+        (
+            std::io::stderr().write_all(text.as_bytes()),
+            "standard error",
+        )
     } else {
         let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes()).and_then(|()| out.flush())
+        (
+            out.write_all(text.as_bytes()).and_then(|()| out.flush()),
+            "standard output",
+        )
     };
-    written.map_err(|e| Failure::failed(format!("cannot write the report: {e}")))
+    written.map_err(|e| Failure::failed(format!("cannot write the report to {stream}: {e}")))
 }

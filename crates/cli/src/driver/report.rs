@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Serialize;
-use spillway::{Config, JobStats};
+use spillway::{ByteSize, Config, JobStats};
 
 use crate::iostat::IterationIo;
 
@@ -264,6 +264,9 @@ pub(crate) struct Report<'a, F: Serialize> {
     /// The command's own facts.
     #[serde(flatten)]
     pub(crate) facts: &'a F,
+    /// The plan's estimate of this process's peak resident memory (checked before the job
+    /// against the memory available).
+    pub(crate) memory_estimate_bytes: u64,
     /// The job's layout and counters (commands that run a job).
     #[serde(flatten)]
     pub(crate) run: Option<RunSection>,
@@ -300,6 +303,11 @@ impl<F: Serialize> Report<'_, F> {
         if let Some(run) = &self.run {
             run_lines(&mut o, run);
         }
+        let _ = writeln!(
+            o,
+            "  planned     {} of memory at peak",
+            ByteSize(self.memory_estimate_bytes).human()
+        );
         for path in &self.outputs {
             let _ = writeln!(o, "  output      {path}");
         }
@@ -335,22 +343,23 @@ impl<'de> serde::Deserialize<'de> for Ordered {
 }
 
 /// One fact for people: integers as integers, flags as yes/no, lists on one line, nested
-/// objects as `key.field`.
+/// objects as `key.field`; figures with the unit their key names (see [`figure`]).
 fn fact_lines(o: &mut String, key: &str, value: &serde_json::Value) {
     use serde_json::Value;
+    let unit = |v: &Value| match v {
+        Value::Number(n) => n
+            .as_f64()
+            .map_or_else(|| n.to_string(), |f| figure(key, n, f)),
+        other => other.to_string(),
+    };
     let text = match value {
         Value::Null => return,
         Value::Bool(b) => if *b { "yes" } else { "no" }.to_string(),
-        Value::Number(n) => number(n),
+        Value::Number(_) => unit(value),
         Value::String(s) => s.clone(),
-        Value::Array(items) if items.iter().all(|v| !v.is_object()) => items
-            .iter()
-            .map(|v| match v {
-                Value::Number(n) => number(n),
-                other => other.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
+        Value::Array(items) if items.iter().all(|v| !v.is_object()) => {
+            items.iter().map(unit).collect::<Vec<_>>().join(" ")
+        }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
                 fact_lines(o, &format!("{key}[{i}]"), item);
@@ -367,13 +376,72 @@ fn fact_lines(o: &mut String, key: &str, value: &serde_json::Value) {
     let _ = writeln!(o, "  {key:<19} {text}");
 }
 
-fn number(n: &serde_json::Number) -> String {
-    match (n.as_u64(), n.as_i64(), n.as_f64()) {
-        (Some(u), _, _) => u.to_string(),
-        (_, Some(i), _) => i.to_string(),
-        (_, _, Some(f)) if f != 0.0 && (f.abs() < 1e-3 || f.abs() >= 1e9) => format!("{f:.6e}"),
-        (_, _, Some(f)) => format!("{f:.6}"),
-        _ => n.to_string(),
+/// A figure with the unit its key names: `*_bytes` as bytes (KiB, MiB, ...), `*_seconds` as
+/// time, `X_per_second` as a rate of X with an SI prefix, `*_mb_per_s` as MB/s, `gflops` as
+/// GFLOP/s; other integers as they are, other numbers with six significant digits.
+fn figure(key: &str, n: &serde_json::Number, f: f64) -> String {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    if let Some(what) = last.strip_suffix("_per_second") {
+        return match what.strip_suffix("bytes") {
+            Some(_) => format!("{}/s", ByteSize(f as u64).human()),
+            None => format!("{} {}/s", si(f), what.replace('_', " ")),
+        };
+    }
+    if last.ends_with("_mb_per_s") {
+        return format!("{f:.1} MB/s");
+    }
+    if last == "gflops" {
+        return format!("{f:.2} GFLOP/s");
+    }
+    if last.contains("seconds") {
+        return seconds(f);
+    }
+    if last.starts_with("bytes_per_") {
+        return format!("{f:.2} B");
+    }
+    if last == "bytes" || last.ends_with("_bytes") || last.starts_with("bytes_") {
+        return ByteSize(f.max(0.0).round() as u64).human();
+    }
+    match (n.as_u64(), n.as_i64()) {
+        (Some(u), _) => u.to_string(),
+        (_, Some(i)) => i.to_string(),
+        _ => significant(f),
+    }
+}
+
+/// `f` with six significant digits (trailing zeros dropped), in scientific notation when
+/// it is below 1e-3 or from 1e9 on.
+fn significant(f: f64) -> String {
+    if f == 0.0 || !f.is_finite() {
+        return f.to_string();
+    }
+    if f.abs() < 1e-3 || f.abs() >= 1e9 {
+        return format!("{f:.5e}");
+    }
+    let decimals = (5 - f.abs().log10().floor() as i32).max(0) as usize;
+    let text = format!("{f:.decimals$}");
+    match text.contains('.') {
+        true => text.trim_end_matches('0').trim_end_matches('.').to_string(),
+        false => text,
+    }
+}
+
+/// A time in s, ms or us, three significant digits or more.
+fn seconds(f: f64) -> String {
+    match f.abs() {
+        t if t == 0.0 || t >= 1.0 => format!("{f:.3} s"),
+        t if t >= 1e-3 => format!("{:.3} ms", f * 1e3),
+        _ => format!("{:.3} us", f * 1e6),
+    }
+}
+
+/// A count with an SI prefix (k, M, G), three significant digits or more.
+fn si(f: f64) -> String {
+    match f.abs() {
+        t if t >= 1e9 => format!("{:.2} G", f / 1e9),
+        t if t >= 1e6 => format!("{:.2} M", f / 1e6),
+        t if t >= 1e3 => format!("{:.2} k", f / 1e3),
+        _ => format!("{f:.2}"),
     }
 }
 
@@ -388,14 +456,20 @@ fn run_lines(o: &mut String, run: &RunSection) {
         "  time        load {:.3} s, compute {:.3} s, total {:.3} s",
         run.load_seconds, run.compute_seconds, run.total_seconds
     );
-    let _ = writeln!(o, "  per iter    mean {mean:.4} s, max {max:.4} s");
+    let _ = writeln!(
+        o,
+        "  per iter    mean {}, max {}",
+        seconds(mean),
+        seconds(max)
+    );
     for (i, t) in run.iteration_seconds.iter().enumerate() {
-        let _ = writeln!(o, "    iteration {:>3}  {:.4} s", i + 1, t);
+        let _ = writeln!(o, "    iteration {:>3}  {}", i + 1, seconds(*t));
     }
     let _ = writeln!(
         o,
-        "  messages    {} sent, {} bytes",
-        run.messages_sent, run.bytes_sent
+        "  messages    {} sent, {}",
+        run.messages_sent,
+        ByteSize(run.bytes_sent).human()
     );
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let _ = match run.mem_budget {

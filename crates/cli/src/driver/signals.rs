@@ -10,8 +10,15 @@ use spillway::algorithms::io::remove_temporary_outputs;
 /// within a few seconds (a rank computing without calling the runtime), or a second signal
 /// comes, the process removes the temporary outputs itself and exits at once (spill files
 /// have no names: nothing of them remains).
+///
+/// SIGXFSZ is ignored: a write beyond the file-size limit (`ulimit -f`) then fails with EFBIG
+/// and is reported (exit 1, temporary outputs removed) instead of killing the process with its
+/// temporary files left behind.
 pub(crate) fn handle_signals() {
     use signal_hook::consts::{SIGINT, SIGTERM};
+    // SAFETY: sets the disposition of SIGXFSZ to "ignore" (no handler runs); called at the
+    // start of main, and no code of this program relies on the signal.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
         return;
     };

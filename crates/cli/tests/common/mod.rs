@@ -34,6 +34,8 @@ enum Output {
     File(PathBuf),
     /// A pipe whose reading end is closed before the command writes.
     Closed,
+    /// No standard output at all: descriptor 1 closed (`>&-`).
+    NoDescriptor,
 }
 
 /// A command to run with a time limit.
@@ -135,6 +137,12 @@ impl Cmd {
         self
     }
 
+    /// Standard output closed (`>&-`): the command starts without descriptor 1.
+    pub fn stdout_descriptor_closed(mut self) -> Cmd {
+        self.stdout = Output::NoDescriptor;
+        self
+    }
+
     pub fn timeout(mut self, timeout: Duration) -> Cmd {
         self.timeout = timeout;
         self
@@ -165,7 +173,7 @@ impl Cmd {
             Input::Bytes(_) => Stdio::piped(),
             Input::File(p) => Stdio::from(std::fs::File::open(p)?),
         });
-        cmd.stdout(match &self.stdout {
+        let stdout = match &self.stdout {
             Output::Pipe => Stdio::piped(),
             Output::Closed => {
                 // Closing the read end after the spawn raced with a fast command, whose whole
@@ -175,7 +183,19 @@ impl Cmd {
                 Stdio::from(writer)
             }
             Output::File(p) => Stdio::from(std::fs::OpenOptions::new().write(true).open(p)?),
-        });
+            Output::NoDescriptor => {
+                use std::os::unix::process::CommandExt;
+                // SAFETY: close(2) is async-signal-safe and touches no memory of the parent.
+                unsafe {
+                    cmd.pre_exec(|| {
+                        libc::close(1);
+                        Ok(())
+                    })
+                };
+                Stdio::null()
+            }
+        };
+        cmd.stdout(stdout);
         let mut child = cmd.spawn()?;
         if let (Input::Bytes(bytes), Some(mut w)) = (&self.stdin, child.stdin.take()) {
             let bytes = bytes.clone();

@@ -71,7 +71,8 @@ impl Command for Fft {
     fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
         // A value takes at least 4 bytes of text ("0 0\n"); the job keeps the values, each
         // rank's part and its transform, and the exchange buffers.
-        Ok(self.args.estimate(inputs, 4, 16 * 4, 48))
+        // Per rank of the job, the puts of the all-to-all and their messages.
+        Ok(self.args.estimate(inputs, 4, 40, 48).ranks(32 << 10, 640))
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<FftFacts>, Failure> {

@@ -92,7 +92,9 @@ impl Command for Probe {
             items: max.saturating_mul(ranks) / 8,
             outputs: Vec::new(),
             ..Default::default()
-        })
+        }
+        // Per rank of the job, the total exchange's puts and messages.
+        .ranks(0, 64))
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<ProbeFacts>, Failure> {

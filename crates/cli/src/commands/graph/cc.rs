@@ -14,7 +14,8 @@ use spillway::{ByteSize, Collectives, Comm, Sum};
 use crate::commands::checkpoint::{checkpoint_facts, file_identity, CheckpointFacts};
 use crate::commands::ft::{run_job, Done, FtArgs};
 use crate::driver::{
-    CheckpointArgs, Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing,
+    CheckpointArgs, Command, Declared, Estimate, Failure, Inputs, Job, RankOut, RuntimeArgs,
+    Timing, MAPREDUCE_RANK,
 };
 use crate::options::{named, nonzero_size};
 
@@ -108,6 +109,19 @@ impl Command for Cc {
             }
         }
         self.ft.check(&self.runtime)
+    }
+
+    fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
+        let bytes = inputs.bytes(&self.input);
+        Ok(match self.engine {
+            // The edges (8 bytes each, about half an edge's text) and a forest per rank
+            // (checked against the largest id when it is known).
+            CcEngine::Direct => Estimate::of_input(&self.input, bytes, 2),
+            // The records as emitted, sorted, sent and received.
+            CcEngine::Mapreduce => {
+                Estimate::of_input(&self.input, bytes, 12).ranks(MAPREDUCE_RANK.0, MAPREDUCE_RANK.1)
+            }
+        })
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<CcFacts>, Failure> {

@@ -9,7 +9,9 @@ use spillway::algorithms::graph::colour::{colour, Order};
 use spillway::algorithms::graph::{load_graph, GraphSource};
 use spillway::{Collectives, Comm};
 
-use crate::driver::{Command, Declared, Failure, Job, RankOut, RuntimeArgs, Timing};
+use crate::driver::{
+    Command, Declared, Estimate, Failure, Inputs, Job, RankOut, RuntimeArgs, Timing,
+};
 use crate::options::is_matrix_market;
 
 /// The order in which vertices are coloured.
@@ -77,6 +79,12 @@ impl Command for Colour {
             )));
         }
         Ok(())
+    }
+
+    fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
+        // The edges both ways as read, sent and kept, the colours; an exchange with every
+        // rank per round.
+        Ok(Estimate::of_input(&self.input, inputs.bytes(&self.input), 8).ranks(40 << 10, 16))
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<ColourFacts>, Failure> {

@@ -162,7 +162,7 @@ impl Command for Compress {
         Ok(Estimate {
             // The file, its values as f64, their order, sets and ids, the packed result and
             // the decoded check.
-            data: points.saturating_mul(64),
+            data: points.saturating_mul(32),
             because: format!("{} ({} values)", self.input.display(), points),
             items: 0,
             outputs: vec![("OUTPUT", bytes)],

@@ -9,7 +9,7 @@ use spillway_structures::compress::{self, HeaderGrid};
 
 use super::{from_compress, read_file, read_graph};
 use crate::driver::plan::check_memory;
-use crate::driver::{Command, CommonArgs, Declared, Failure, Job};
+use crate::driver::{Command, CommonArgs, Declared, Estimate, Failure, Inputs, Job};
 
 /// `decompress`.
 #[derive(Args, Debug)]
@@ -49,6 +49,39 @@ impl Command for Decompress {
             .input("INPUT", Some(&self.input))
             .input("--graph", self.graph.as_deref())
             .output("OUTPUT", Some(&self.output))
+    }
+
+    fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
+        // The file, the decoded values and their bytes for the output: the header tells how
+        // many (a file of up to 256 MiB is read for it here; a larger one is checked against
+        // its header when it is read).
+        let bytes = inputs.bytes(&self.input);
+        let header = (bytes <= 256 << 20)
+            .then(|| std::fs::read(inputs.path(&self.input)).ok())
+            .flatten()
+            .and_then(|file| compress::read_header(&file).ok());
+        let (data, because) = match header {
+            Some(h) => (
+                h.points
+                    .saturating_mul(h.dtype.size() as u64)
+                    .saturating_mul(2),
+                format!(
+                    "INPUT {}: the header announces {} {} values",
+                    self.input.display(),
+                    h.points,
+                    h.dtype.name()
+                ),
+            ),
+            None => (
+                bytes.saturating_mul(8),
+                format!("INPUT {}", self.input.display()),
+            ),
+        };
+        Ok(Estimate {
+            data: data.saturating_add(bytes),
+            because,
+            ..Estimate::default()
+        })
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<DecompressFacts>, Failure> {

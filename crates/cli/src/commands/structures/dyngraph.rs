@@ -10,7 +10,7 @@ use spillway::algorithms::state::{check_state_in, Origin};
 use spillway_structures::dyngraph::{Bcsr, DynGraph, FoldPolicy, Structure};
 
 use super::read_edges;
-use crate::driver::{Command, CommonArgs, Declared, Failure, Job};
+use crate::driver::{Command, CommonArgs, Declared, Estimate, Failure, Inputs, Job};
 use crate::options::{fraction, named};
 
 /// Bytes a structure keeps per vertex id it reserves (list heads, lengths, capacities).
@@ -125,6 +125,14 @@ impl Command for Dyngraph {
             .input("--deletes", self.deletes.as_deref())
     }
 
+    fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
+        // The edges as read (8 bytes from 8 to 20 of text), the structure's lists and the
+        // deletions.
+        let bytes =
+            inputs.bytes(&self.input) + self.deletes.as_ref().map_or(0, |d| inputs.bytes(d));
+        Ok(Estimate::of_input(&self.input, bytes, 2))
+    }
+
     fn run(&self, job: &Job<'_>) -> Result<Option<DyngraphFacts>, Failure> {
         let input = job.input(&self.input);
         let edges = read_edges(&input)?;
@@ -148,12 +156,14 @@ impl Command for Dyngraph {
             .enumerate()
             .map(|(k, &(u, v))| (u.max(v), k))
             .max_by_key(|&(id, k)| (id, std::cmp::Reverse(k)));
-        let vertices = edges
-            .iter()
-            .chain(&deletes)
-            .map(|&(u, v)| u.max(v) as usize + 1)
-            .max()
-            .unwrap_or(0);
+        // The graph's vertices are those of its inserted edges: a deletion that names any
+        // other vertex cannot find its edge (it is requested, not present).
+        let vertices = largest.map_or(0, |(id, _)| id as usize + 1);
+        let requested = deletes.len() as u64;
+        let deletes: Vec<(u32, u32)> = deletes
+            .into_iter()
+            .filter(|&(u, v)| (u.max(v) as usize) < vertices)
+            .collect();
         if let Some((id, k)) = largest {
             let what = format!("vertex id {id}");
             check_state_in(
@@ -248,10 +258,10 @@ impl Command for Dyngraph {
             edges_inserted: inserted,
             insert_seconds,
             inserts_per_second: edges.len() as f64 / insert_seconds.max(1e-12),
-            deletes_requested: deletes.len() as u64,
+            deletes_requested: requested,
             edges_deleted: deleted,
             delete_seconds,
-            deletes_per_second: deletes.len() as f64 / delete_seconds.max(1e-12),
+            deletes_per_second: requested as f64 / delete_seconds.max(1e-12),
             arcs,
             edges: edges_stored,
             bytes: bytes as u64,
