@@ -58,6 +58,29 @@ impl Probe {
     }
 }
 
+/// The backend the probe runs on: `mpi` when started by an MPI launcher.
+fn backend() -> &'static str {
+    if ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+    {
+        "mpi"
+    } else {
+        "local"
+    }
+}
+
+impl Probe {
+    /// Whether this process finds the layout in the cache (it then measures nothing); with
+    /// the MPI backend the nodes are known only once it runs.
+    fn cached(&self) -> bool {
+        let (ranks, nodes) = (self.runtime.ranks as usize, self.runtime.nodes as usize);
+        !self.force
+            && backend() == "local"
+            && bsp::cache_file(ranks, nodes, "local").is_some_and(|c| c.is_file())
+    }
+}
+
 impl Command for Probe {
     const NAME: &'static str = "probe";
     type Facts = ProbeFacts;
@@ -93,19 +116,13 @@ impl Command for Probe {
             outputs: Vec::new(),
             ..Default::default()
         }
-        // Per rank of the job, the total exchange's puts and messages.
-        .ranks(0, 64))
+        // Per rank of the job, the puts of the exchanges and their messages when it measures
+        // (about 510 bytes a pair at 1,000 ranks); a layout in the cache is only read.
+        .ranks(0, if self.cached() { 64 } else { 512 }))
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<ProbeFacts>, Failure> {
-        let backend = if ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"]
-            .iter()
-            .any(|v| std::env::var_os(v).is_some())
-        {
-            "mpi"
-        } else {
-            "local"
-        };
+        let backend = backend();
         let options = self.options();
         let force = self.force;
         let reports = bsp::exec(job.config(), Options::default(), |ctx| {
