@@ -8,29 +8,7 @@
 #include <bdmpi.h>
 #include "conf.h"
 
-typedef struct { int size, rank, lsize, lrank, nsize, nrank, rrank; } shape_t;
-
-static shape_t query(BDMPI_Comm c, int names) {
-    shape_t s;
-    if (names) {
-        CHECK_OK(MPI_Comm_size(c, &s.size));
-        CHECK_OK(MPI_Comm_rank(c, &s.rank));
-        CHECK_OK(MPI_Comm_lsize(c, &s.lsize));
-        CHECK_OK(MPI_Comm_lrank(c, &s.lrank));
-        CHECK_OK(MPI_Comm_nsize(c, &s.nsize));
-        CHECK_OK(MPI_Comm_nrank(c, &s.nrank));
-        CHECK_OK(MPI_Comm_rrank(c, &s.rrank));
-    } else {
-        CHECK_OK(BDMPI_Comm_size(c, &s.size));
-        CHECK_OK(BDMPI_Comm_rank(c, &s.rank));
-        CHECK_OK(BDMPI_Comm_lsize(c, &s.lsize));
-        CHECK_OK(BDMPI_Comm_lrank(c, &s.lrank));
-        CHECK_OK(BDMPI_Comm_nsize(c, &s.nsize));
-        CHECK_OK(BDMPI_Comm_nrank(c, &s.nrank));
-        CHECK_OK(BDMPI_Comm_rrank(c, &s.rrank));
-    }
-    return s;
-}
+#include "../c/shape.h"
 
 /* Checks a communicator of `size` members in which the caller is `rank` (one node: the local
  * rank is the rank, one node numbered 0, whose lowest rank is 0), through both names, prints

@@ -4,29 +4,7 @@
 #include <bdmpi.h>
 #include "check.h"
 
-typedef struct { int size, rank, lsize, lrank, nsize, nrank, rrank; } shape_t;
-
-static shape_t query(BDMPI_Comm c, int mpi_names) {
-    shape_t s;
-    if (mpi_names) {
-        CHECK_OK(MPI_Comm_size(c, &s.size));
-        CHECK_OK(MPI_Comm_rank(c, &s.rank));
-        CHECK_OK(MPI_Comm_lsize(c, &s.lsize));
-        CHECK_OK(MPI_Comm_lrank(c, &s.lrank));
-        CHECK_OK(MPI_Comm_nsize(c, &s.nsize));
-        CHECK_OK(MPI_Comm_nrank(c, &s.nrank));
-        CHECK_OK(MPI_Comm_rrank(c, &s.rrank));
-    } else {
-        CHECK_OK(BDMPI_Comm_size(c, &s.size));
-        CHECK_OK(BDMPI_Comm_rank(c, &s.rank));
-        CHECK_OK(BDMPI_Comm_lsize(c, &s.lsize));
-        CHECK_OK(BDMPI_Comm_lrank(c, &s.lrank));
-        CHECK_OK(BDMPI_Comm_nsize(c, &s.nsize));
-        CHECK_OK(BDMPI_Comm_nrank(c, &s.nrank));
-        CHECK_OK(BDMPI_Comm_rrank(c, &s.rrank));
-    }
-    return s;
-}
+#include "shape.h"
 
 static void expect(const char *what, shape_t got, shape_t want) {
     CHECK(got.size == want.size && got.rank == want.rank && got.lsize == want.lsize &&

@@ -13,6 +13,59 @@ fn axes(dims: &[usize]) -> [usize; 3] {
     a
 }
 
+/// The points of a structured grid in storage order (x fastest): each one's index and
+/// coordinates. The order of the Lorenzo predictor, which [`effective_predictor`] keeps to
+/// structured grids.
+struct StorageOrder {
+    extents: [usize; 3],
+    at: [usize; 3],
+    p: usize,
+    total: usize,
+}
+
+impl StorageOrder {
+    fn of(grid: &Grid) -> StorageOrder {
+        let Grid::Structured(dims) = grid else {
+            unreachable!("effective_predictor maps Lorenzo to Delta off structured grids")
+        };
+        let extents = axes(dims);
+        StorageOrder {
+            extents,
+            at: [0; 3],
+            p: 0,
+            total: extents.iter().product(),
+        }
+    }
+
+    /// The strides of y and z.
+    fn strides(&self) -> (usize, usize) {
+        (self.extents[0], self.extents[0] * self.extents[1])
+    }
+}
+
+impl Iterator for StorageOrder {
+    type Item = (usize, [usize; 3]);
+
+    #[inline]
+    fn next(&mut self) -> Option<(usize, [usize; 3])> {
+        if self.p == self.total {
+            return None;
+        }
+        let here = (self.p, self.at);
+        self.p += 1;
+        self.at[0] += 1;
+        if self.at[0] == self.extents[0] {
+            self.at[0] = 0;
+            self.at[1] += 1;
+            if self.at[1] == self.extents[1] {
+                self.at[1] = 0;
+                self.at[2] += 1;
+            }
+        }
+        Some(here)
+    }
+}
+
 /// The Lorenzo prediction for point `p` at `(x, y, z)` from `ids[..p]`.
 #[inline]
 fn lorenzo(ids: &[u32], p: usize, x: usize, y: usize, z: usize, sy: usize, sz: usize) -> i64 {
@@ -138,20 +191,11 @@ pub(crate) fn encode_sqe(ids: &[u32], grid: &Grid, predictor: IdPredictor) -> Ve
             }
         }
         IdPredictor::Lorenzo => {
-            let Grid::Structured(dims) = grid else {
-                unreachable!("effective_predictor maps Lorenzo to Delta off structured grids")
-            };
-            let [nx, ny, nz] = axes(dims);
-            let (sy, sz) = (nx, nx * ny);
-            let mut p = 0;
-            for z in 0..nz {
-                for y in 0..ny {
-                    for x in 0..nx {
-                        let pred = lorenzo(ids, p, x, y, z, sy, sz);
-                        put_varint(&mut out, zigzag(i64::from(ids[p]) - pred));
-                        p += 1;
-                    }
-                }
+            let order = StorageOrder::of(grid);
+            let (sy, sz) = order.strides();
+            for (p, [x, y, z]) in order {
+                let pred = lorenzo(ids, p, x, y, z, sy, sz);
+                put_varint(&mut out, zigzag(i64::from(ids[p]) - pred));
             }
         }
         IdPredictor::Interpolation => {
@@ -200,21 +244,12 @@ pub(crate) fn decode_sqe(
             }
         }
         IdPredictor::Lorenzo => {
-            let Grid::Structured(dims) = grid else {
-                unreachable!("effective_predictor maps Lorenzo to Delta off structured grids")
-            };
-            let [nx, ny, nz] = axes(dims);
-            let (sy, sz) = (nx, nx * ny);
-            let mut p = 0;
-            for z in 0..nz {
-                for y in 0..ny {
-                    for x in 0..nx {
-                        let pred = lorenzo(&ids, p, x, y, z, sy, sz);
-                        let v = pred.wrapping_add(unzigzag(r.next()?));
-                        ids.push(check(v)?);
-                        p += 1;
-                    }
-                }
+            let order = StorageOrder::of(grid);
+            let (sy, sz) = order.strides();
+            for (p, [x, y, z]) in order {
+                let pred = lorenzo(&ids, p, x, y, z, sy, sz);
+                let v = pred.wrapping_add(unzigzag(r.next()?));
+                ids.push(check(v)?);
             }
         }
         IdPredictor::Interpolation => {
@@ -312,22 +347,13 @@ pub(crate) fn encode_sqe_relaxed<T: super::super::float::Sample>(
             }
         }
         IdPredictor::Lorenzo => {
-            let Grid::Structured(dims) = grid else {
-                unreachable!("effective_predictor maps Lorenzo to Delta off structured grids")
-            };
-            let [nx, ny, nz] = axes(dims);
-            let (sy, sz) = (nx, nx * ny);
-            let mut p = 0;
-            for z in 0..nz {
-                for y in 0..ny {
-                    for x in 0..nx {
-                        let pred = lorenzo(ids, p, x, y, z, sy, sz);
-                        let id = choose(p, ids[p], pred);
-                        ids[p] = id;
-                        put_varint(&mut out, zigzag(i64::from(id) - pred));
-                        p += 1;
-                    }
-                }
+            let order = StorageOrder::of(grid);
+            let (sy, sz) = order.strides();
+            for (p, [x, y, z]) in order {
+                let pred = lorenzo(ids, p, x, y, z, sy, sz);
+                let id = choose(p, ids[p], pred);
+                ids[p] = id;
+                put_varint(&mut out, zigzag(i64::from(id) - pred));
             }
         }
         IdPredictor::Interpolation => {
