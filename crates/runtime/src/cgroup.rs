@@ -104,6 +104,39 @@ fn group_memory(mount: &Path, path: &str, files: [&str; 3]) -> Option<CgroupMemo
     Some(CgroupMemory { limit, usage })
 }
 
+/// The swap this process's control group may use beyond its memory limit, if the group bounds
+/// it: cgroup v1's `memory.memsw.limit_in_bytes` less `memory.limit_in_bytes` (memory and swap
+/// together), cgroup v2's `memory.swap.max`. `None`: no bound (or no group).
+pub(crate) fn cgroup_swap_limit() -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let root = Path::new("/sys/fs/cgroup");
+    let mut bound = None::<u64>;
+    let mut tighten = |b: u64| bound = Some(bound.map_or(b, |m| m.min(b)));
+    for line in table.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let relative = path.trim_start_matches('/');
+        if id == "0" && controllers.is_empty() {
+            if let Some(max) = read_number(&root.join(relative).join("memory.swap.max")) {
+                tighten(max);
+            }
+        } else if controllers.split(',').any(|c| c == "memory") {
+            let dir = root.join("memory").join(relative);
+            let both = read_number(&dir.join("memory.memsw.limit_in_bytes"));
+            let memory = read_number(&dir.join("memory.limit_in_bytes"));
+            if let (Some(both), Some(memory)) = (both, memory) {
+                if both < UNLIMITED {
+                    tighten(both.saturating_sub(memory));
+                }
+            }
+        }
+    }
+    bound
+}
+
 /// A number in a cgroup file (`max` reads as no number).
 fn read_number(path: &Path) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()

@@ -280,6 +280,15 @@ pub(crate) fn machine_memory() -> Option<u64> {
     Some(field("MemTotal:")? + field("SwapTotal:").unwrap_or(0))
 }
 
+/// Swap available to this process: `SwapFree` of /proc/meminfo, at most what its control
+/// group may swap ([`cgroup_swap_limit`](crate::cgroup::cgroup_swap_limit)). `None`: unknown.
+pub fn available_swap() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("SwapFree:"))?;
+    let free = line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024;
+    Some(crate::cgroup::cgroup_swap_limit().map_or(free, |b| b.min(free)))
+}
+
 /// Memory available for new allocations without swapping: `MemAvailable` of /proc/meminfo,
 /// or less when this process's control group has a memory limit (a container, a batch job):
 /// then at most that limit less what the group uses.

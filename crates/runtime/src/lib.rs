@@ -49,7 +49,7 @@ mod trace;
 
 pub use bytesize::{ByteSize, ParseSizeError};
 pub use cgroup::{cgroup_memory, CgroupMemory};
-pub use config::{available_memory, Config, ResumePolicy};
+pub use config::{available_memory, available_swap, Config, ResumePolicy};
 pub use error::{DeadlockReport, Error, JobError, WaitState};
 pub use interrupt::interrupt;
 pub use job::{JobStats, RankStats};

@@ -39,9 +39,10 @@ pub use spillway_comm::{
 };
 pub use spillway_mapreduce as mapreduce;
 pub use spillway_runtime::{
-    available_memory, cgroup_memory, current_rss, interrupt, peak_rss, run, run_with_stats,
-    Backend, ByteSize, Config, CriticalGuard, DeadlockReport, Error, JobError, JobStats, LinkModel,
-    MemoryStats, NodeBuf, Policy, Rank, RankStats, ResumePolicy, SbVec, WaitState,
+    available_memory, available_swap, cgroup_memory, current_rss, interrupt, peak_rss, run,
+    run_with_stats, Backend, ByteSize, Config, CriticalGuard, DeadlockReport, Error, JobError,
+    JobStats, LinkModel, MemoryStats, NodeBuf, Policy, Rank, RankStats, ResumePolicy, SbVec,
+    WaitState,
 };
 
 /// The MPI backend's interoperability hook (feature `mpi`): run a spillway job on the

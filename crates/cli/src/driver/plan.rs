@@ -303,11 +303,12 @@ pub(crate) fn check_memory(bytes: u64, what: &str) -> Result<(), Failure> {
     }
 }
 
-/// What [`check_resources`] checks against: the memory available, whether the job keeps
-/// copies of its data to survive lost processes.
+/// What [`check_resources`] checks against: the memory available, the swap beyond it,
+/// whether the job keeps copies of its data to survive lost processes.
 #[derive(Clone, Copy)]
 pub(crate) struct Machine {
     available: Option<u64>,
+    swap: u64,
     copied: bool,
 }
 
@@ -317,6 +318,7 @@ impl Machine {
     pub(crate) fn here(config: Option<&Config>) -> Machine {
         Machine {
             available: spillway::available_memory(),
+            swap: spillway::available_swap().unwrap_or(0),
             copied: config.is_some_and(|c| c.backend_kind() == spillway::Backend::Mpi)
                 && survives_lost_processes(),
         }
@@ -374,7 +376,11 @@ pub(crate) fn check_resources(
     outputs: &[CheckedOutput],
     spill: &Path,
 ) -> Result<u64, Failure> {
-    let Machine { available, copied } = *machine;
+    let Machine {
+        available,
+        swap,
+        copied,
+    } = *machine;
     let (ranks, budget) = match config {
         Some(c) => (u64::from(c.ranks_total()), c.mem_budget_bytes()),
         None => (0, None),
@@ -427,40 +433,60 @@ pub(crate) fn check_resources(
         .data
         .saturating_add(if copied { estimate.copies } else { 0 });
     let resident = resident_estimate(machine, estimate, config);
-    if let Some(avail) = available {
-        if resident > avail {
-            let what = match (budget, config) {
-                (Some(b), Some(c)) => format!(
-                    "--mem-budget {}: {} node(s) of this process hold {}",
-                    ByteSize(b),
-                    local_nodes(c),
-                    human_bytes(resident)
-                ),
-                _ => format!(
-                    "{}: the job needs about {}{}",
-                    // What asks for it: the data, and the ranks when their own costs weigh.
-                    match (
-                        config.is_some() && data < resident / 2,
-                        estimate.because.as_str()
-                    ) {
-                        (false, because) => because.to_string(),
-                        (true, "") => format!("--ranks {ranks}"),
-                        (true, because) => format!("{because} on --ranks {ranks}"),
-                    },
-                    human_bytes(resident),
-                    if copied && estimate.copies > 0 {
-                        " (with the copies it keeps to survive lost processes)"
-                    } else {
-                        ""
-                    }
-                ),
-            };
+    if let Some(avail) = available.filter(|&a| resident > a) {
+        let what = match (budget, config) {
+            (Some(b), Some(c)) => format!(
+                "--mem-budget {}: {} node(s) of this process hold {}",
+                ByteSize(b),
+                local_nodes(c),
+                human_bytes(resident)
+            ),
+            _ => format!(
+                "{}: the job needs about {}{}",
+                // What asks for it: the data, and the ranks when their own costs weigh.
+                match (
+                    config.is_some() && data < resident / 2,
+                    estimate.because.as_str()
+                ) {
+                    (false, because) => because.to_string(),
+                    (true, "") => format!("--ranks {ranks}"),
+                    (true, because) => format!("{because} on --ranks {ranks}"),
+                },
+                human_bytes(resident),
+                if copied && estimate.copies > 0 {
+                    " (with the copies it keeps to survive lost processes)"
+                } else {
+                    ""
+                }
+            ),
+        };
+        // A budget keeps the data in storage-backed memory: what to tell the user.
+        let hint = match budget {
+            None if config.is_some() => format!(
+                "; --mem-budget {} keeps its data in storage-backed memory, read at the \
+                 disk's speed",
+                ByteSize(avail.saturating_sub(PROCESS_BYTES) / 2 >> 20 << 20)
+            ),
+            _ => String::new(),
+        };
+        if budget.is_some() || resident > avail.saturating_add(swap) {
             return Err(Failure::usage(format!(
-                "{what}, more than the {} of memory available{}",
+                "{what}, more than the {} of memory available{}{}{hint}",
                 human_bytes(avail),
-                limit_note()
+                limit_note(),
+                match swap {
+                    0 => String::new(),
+                    s => format!(" and the {} of swap", human_bytes(s)),
+                }
             )));
         }
+        // It fits with swap: the job runs, paging, as the user may want to see.
+        eprintln!(
+            "spillway: warning: {what}, more than the {} of memory available{}: it will page \
+             through swap{hint}",
+            human_bytes(avail),
+            limit_note()
+        );
     }
     if budget.is_some() {
         let storage = data.saturating_add(ranks.saturating_mul(RANK_STORAGE_BYTES));
@@ -533,6 +559,7 @@ mod tests {
         let check = |copied| {
             let machine = Machine {
                 available: Some(15 * gib),
+                swap: 0,
                 copied,
             };
             check_resources(&machine, &estimate, None, 0, &[], spill.path())
@@ -548,5 +575,36 @@ mod tests {
             "{}",
             refused.message
         );
+    }
+
+    /// Swap counts: a job beyond memory but within memory and swap runs (paging, with a
+    /// warning); beyond both it is refused, and the message says what a budget would do.
+    #[test]
+    fn swap_lets_a_job_page_and_the_refusal_suggests_a_budget() {
+        let spill = tempfile::tempdir().unwrap();
+        let gib = 1u64 << 30;
+        let config = Config::new(4);
+        let check = |data: u64| {
+            let estimate = Estimate {
+                data,
+                because: "--generate rmat:30:16".into(),
+                ..Default::default()
+            };
+            let machine = Machine {
+                available: Some(8 * gib),
+                swap: 8 * gib,
+                copied: false,
+            };
+            check_resources(&machine, &estimate, Some(&config), 0, &[], spill.path())
+        };
+        assert!(
+            check(12 * gib).is_ok(),
+            "12 GiB fit in 8 of memory and 8 of swap"
+        );
+        let refused = check(20 * gib).expect_err("20 GiB do not fit in 8 + 8");
+        assert_eq!(refused.code, 2, "{}", refused.message);
+        for says in ["rmat:30:16", "of swap", "--mem-budget"] {
+            assert!(refused.message.contains(says), "{}", refused.message);
+        }
     }
 }
