@@ -465,7 +465,7 @@ pub(crate) fn check_resources(
             None if config.is_some() => format!(
                 "; --mem-budget {} keeps its data in storage-backed memory, read at the \
                  disk's speed",
-                ByteSize(avail.saturating_sub(PROCESS_BYTES) / 2 >> 20 << 20)
+                ByteSize(((avail.saturating_sub(PROCESS_BYTES) / 2) >> 20) << 20)
             ),
             _ => String::new(),
         };
