@@ -429,13 +429,9 @@ fn agree_on_start<T>(
     let code = ulfm::agree(comm.as_raw(), &mut all_started);
     match outcome {
         // Open MPI 5.0 may report a process lost during the start as MPI_ERR_OTHER (from
-        // MPI_Comm_dup, say): a failure that the agreement or the communicator shows is the
-        // loss it is.
-        Err(e)
-            if !PEER_LOST.load(Ordering::Acquire)
-                && (ulfm::is_process_failure(code)
-                    || ulfm::acknowledge(comm.as_raw()).is_ok_and(|lost| !lost.is_empty())) =>
-        {
+        // MPI_Comm_dup, say): the agreement reports the failure (no process acknowledged it),
+        // and it is the loss it is.
+        Err(e) if !PEER_LOST.load(Ordering::Acquire) && ulfm::is_process_failure(code) => {
             Err(lost_at_start(&e))
         }
         Err(e) => Err(e),
