@@ -25,8 +25,13 @@
 //!
 //! The layers are separate crates: `spillway-transport` (payloads, layouts, backends),
 //! `spillway-runtime` (launch, scheduler, topology), `spillway-comm` (communication),
-//! `spillway-bsp` (LPF's BSP primitives, [`bsp`]) and `spillway-algorithms` (PageRank,
-//! K-means, the BSP FFT and sample sort, generators, readers).
+//! `spillway-bsp` (LPF's BSP primitives, [`bsp`]), `spillway-mapreduce` (iterative
+//! MapReduce, [`mapreduce`]), `spillway-checkpoint` ([`checkpoint`]) and
+//! `spillway-algorithms` ([`algorithms`]: PageRank, K-means, the BSP FFT and sample sort,
+//! generators, readers).
+//!
+//! The [`tutorial`] goes through the library a piece at a time: the rank context and
+//! collectives, data larger than memory, BSP, MapReduce and LPF's C API, each with an example.
 #![deny(missing_docs, unreachable_pub)]
 
 pub use spillway_algorithms as algorithms;
@@ -69,7 +74,7 @@ pub mod prelude {
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
-/// The code of `docs/library.md`, compiled and run as a doc test.
-#[cfg(doctest)]
+// The tutorial is `docs/library.md`, so that the repository and the crate documentation show
+// one text; its examples are this crate's doc tests.
 #[doc = include_str!("../../../docs/library.md")]
-pub struct LibraryDoctests;
+pub mod tutorial {}
