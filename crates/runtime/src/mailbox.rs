@@ -9,9 +9,8 @@
 //! receive naming its source and tag — costs O(1) whatever else is queued. Wildcard receives
 //! and probes scan only the messages of their context, in arrival order.
 
+use crate::memory::Spilled;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fs::File;
-use std::sync::Arc;
 
 use spillway_transport::{AlignedBuf, Envelope, Payload};
 
@@ -62,9 +61,9 @@ type Key = (u64, u32, i32);
 pub(crate) enum Body {
     /// In memory.
     Mem(Payload),
-    /// In an (unnamed) spill file, read back when received (shared with the node's list of
-    /// spilled messages that are read ahead before their receiver resumes).
-    Disk(Arc<File>),
+    /// In storage (the receiver's message log, read ahead before it resumes), read back when
+    /// received.
+    Disk(Spilled),
     /// Already in the buffer the receive was posted with (at this address): the engine wrote
     /// it there (a claimed receive).
     InPlace(usize),
@@ -107,10 +106,9 @@ impl Msg {
     pub(crate) fn into_envelope(self) -> std::io::Result<Envelope> {
         let payload = match self.body {
             Body::Mem(p) => p,
-            Body::Disk(file) => {
-                use std::os::unix::fs::FileExt;
+            Body::Disk(spilled) => {
                 let mut buf = AlignedBuf::for_overwrite(self.len);
-                file.read_exact_at(buf.as_bytes_mut(), 0)?;
+                spilled.read_into(buf.as_bytes_mut())?;
                 Payload::Owned(buf)
             }
             Body::InPlace(_) => {
@@ -135,10 +133,7 @@ impl Msg {
         let dst = &mut dst[..self.len];
         match &self.body {
             Body::Mem(p) => dst.copy_from_slice(p.as_bytes()),
-            Body::Disk(file) => {
-                use std::os::unix::fs::FileExt;
-                file.read_exact_at(dst, 0)?;
-            }
+            Body::Disk(spilled) => spilled.read_into(dst)?,
             Body::InPlace(at) => {
                 if *at != dst.as_ptr() as usize {
                     return Err(std::io::Error::other(

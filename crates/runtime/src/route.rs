@@ -42,18 +42,15 @@ impl Job {
         if !mem.should_spill(env.payload.len()) {
             return Ok(Msg::in_memory(env));
         }
-        use std::os::unix::fs::FileExt;
-        let file = mem.spill().file()?;
-        file.write_all_at(env.payload.as_bytes(), 0)
-            .map_err(|e| Error::Io(mem.spill().error(e)))?;
-        let file = std::sync::Arc::new(file);
-        mem.spilled_message(local, &file, env.payload.len() as u64);
+        let spilled = mem
+            .spill_message(local, env.payload.as_bytes())
+            .map_err(Error::Io)?;
         Ok(Msg {
             context: env.context,
             source: env.source,
             tag: env.tag,
             len: env.payload.len(),
-            body: Body::Disk(file),
+            body: Body::Disk(spilled),
         })
     }
 

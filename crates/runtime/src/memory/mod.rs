@@ -59,6 +59,7 @@
 use std::sync::atomic::AtomicU64;
 
 mod buf;
+mod msglog;
 mod node;
 mod region;
 mod residency;
@@ -66,6 +67,7 @@ mod sbvec;
 pub(crate) mod spill;
 
 pub use buf::NodeBuf;
+pub(crate) use msglog::Spilled;
 pub(crate) use node::NodeMem;
 pub(crate) use region::{Owner, Region};
 pub use sbvec::SbVec;
