@@ -7,14 +7,15 @@
 //! `-sbma` is `none` (BDMPI's default) or outside `bdmprun`, come from `malloc`.
 //!
 //! Nothing needs a signal handler: a page that was released is read back by the kernel when
-//! the program touches it. The policies of `-sbma` decide when memory is released and how it
-//! is read back:
+//! the program touches it. The mappings and their pages are moved by the runtime's
+//! `sbpages`, the one implementation of storage-backed memory that spillway's `SbVec` uses
+//! too. The policies of `-sbma` decide when memory is released and how it is read back:
 //!
 //! * released (**unload**): when the node asks — under `araw`/`lraw` every time the rank
 //!   blocks, under `arlw`/`lrlw` only when the node's memory limit (`-rm`) needs the room.
-//!   Modified pages are written to the file (`sync_file_range`, waiting for the write),
-//!   the pages leave the process (`MADV_DONTNEED`) and the page cache
-//!   (`POSIX_FADV_DONTNEED`);
+//!   The pages leave the process (`MADV_DONTNEED`), the modified ones are written to the file
+//!   (`sync_file_range`, waiting for the write; a failure is reported) and the pages leave the
+//!   page cache (`POSIX_FADV_DONTNEED`);
 //! * read back (**load**): under the aggressive-read policies (`araw`, `arlw`), when the rank
 //!   resumes, the allocations it had in memory when it was unloaded are read back whole
 //!   (`MADV_POPULATE_READ`); under the lazy ones (`lraw`, `lrlw`), page by page as the
@@ -26,9 +27,12 @@
 #![allow(non_snake_case)]
 
 use std::collections::BTreeMap;
-use std::ffi::{c_void, CString};
-use std::os::fd::RawFd;
+use std::ffi::c_void;
+use std::fs::File;
+use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
+
+use spillway_runtime::sbpages::{self, WriteBack};
 
 use crate::proto;
 use crate::report::report;
@@ -51,7 +55,7 @@ impl Policy {
 
 struct Config {
     policy: Policy,
-    workdir: Option<CString>,
+    workdir: Option<PathBuf>,
     page: usize,
 }
 
@@ -65,11 +69,8 @@ fn config() -> &'static Config {
             Ok("lrlw") => Policy::Lrlw,
             _ => Policy::None,
         };
-        let workdir = std::env::var(proto::ENV_WORKDIR)
-            .ok()
-            .and_then(|d| CString::new(d).ok());
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let workdir = std::env::var_os(proto::ENV_WORKDIR).map(PathBuf::from);
+        let page = sbpages::page_size();
         Config {
             policy,
             workdir,
@@ -86,7 +87,7 @@ pub(crate) fn configure() {
 struct Region {
     /// Mapped bytes (whole pages).
     len: usize,
-    fd: RawFd,
+    file: File,
     /// Had pages in memory when it was last unloaded (its working set).
     warm: bool,
     /// Unloaded since the rank last resumed.
@@ -103,86 +104,17 @@ fn round_up(n: usize, page: usize) -> usize {
     n.div_ceil(page) * page
 }
 
-fn errno() -> std::io::Error {
-    std::io::Error::last_os_error()
-}
-
-/// A nameless file in the working directory.
-fn file(dir: &CString) -> Result<RawFd, std::io::Error> {
-    // SAFETY: open with a valid C string; the result is checked.
-    let fd = unsafe {
-        libc::open(
-            dir.as_ptr(),
-            libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC,
-            0o600,
-        )
-    };
-    if fd >= 0 {
-        return Ok(fd);
-    }
-    // A file system without O_TMPFILE: create and unlink at once.
-    let mut template = dir.as_bytes().to_vec();
-    template.extend_from_slice(b"/bdmpi-sb-XXXXXX\0");
-    // SAFETY: a writable, NUL-terminated template; the result is checked.
-    let fd = unsafe { libc::mkostemp(template.as_mut_ptr().cast(), libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(errno());
-    }
-    // SAFETY: the template now holds the created file's name.
-    unsafe { libc::unlink(template.as_ptr().cast()) };
-    Ok(fd)
-}
-
-/// Gives the file `len` bytes with their blocks allocated.
-fn size_file(fd: RawFd, len: usize) -> Result<(), std::io::Error> {
-    // SAFETY: fallocate on our own descriptor.
-    if unsafe { libc::fallocate(fd, 0, 0, len as libc::off_t) } == 0 {
-        return Ok(());
-    }
-    let e = errno();
-    if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
-        return Err(e);
-    }
-    // SAFETY: ftruncate on our own descriptor.
-    if unsafe { libc::ftruncate(fd, len as libc::off_t) } == 0 {
-        Ok(())
-    } else {
-        Err(errno())
-    }
-}
-
 fn map(size: usize) -> Result<*mut c_void, std::io::Error> {
     let cfg = config();
     let dir = cfg.workdir.as_ref().expect("checked by the caller");
     let len = round_up(size, cfg.page);
-    let fd = file(dir)?;
-    if let Err(e) = size_file(fd, len) {
-        // SAFETY: our own descriptor.
-        unsafe { libc::close(fd) };
-        return Err(e);
-    }
-    // SAFETY: a new shared mapping of a file we sized to `len`; checked below.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        let e = errno();
-        // SAFETY: our own descriptor.
-        unsafe { libc::close(fd) };
-        return Err(e);
-    }
+    let file = sbpages::spill_file(dir, len)?;
+    let p = sbpages::map_shared(&file, len)?.cast::<c_void>();
     regions().insert(
         p as usize,
         Region {
             len,
-            fd,
+            file,
             warm: false,
             unloaded: false,
         },
@@ -237,7 +169,11 @@ pub unsafe extern "C" fn BDMPI_sbrealloc(oldptr: *mut c_void, size: usize) -> *m
     };
     let len = round_up(size.max(1), page);
     if len > region.len {
-        if let Err(e) = size_file(region.fd, len) {
+        let grown = region
+            .file
+            .set_len(len as u64)
+            .and_then(|()| sbpages::reserve(&region.file, region.len, len));
+        if let Err(e) = grown {
             map_.insert(oldptr as usize, region);
             report(
                 "BDMPI_sbrealloc",
@@ -250,7 +186,7 @@ pub unsafe extern "C" fn BDMPI_sbrealloc(oldptr: *mut c_void, size: usize) -> *m
     // move it, which the caller expects of realloc.
     let p = unsafe { libc::mremap(oldptr, region.len, len, libc::MREMAP_MAYMOVE) };
     if p == libc::MAP_FAILED {
-        let e = errno();
+        let e = std::io::Error::last_os_error();
         map_.insert(oldptr as usize, region);
         report(
             "BDMPI_sbrealloc",
@@ -259,8 +195,8 @@ pub unsafe extern "C" fn BDMPI_sbrealloc(oldptr: *mut c_void, size: usize) -> *m
         return std::ptr::null_mut();
     }
     if len < region.len {
-        // SAFETY: the file's tail beyond the new mapping is no longer used.
-        unsafe { libc::ftruncate(region.fd, len as libc::off_t) };
+        // The file's tail beyond the new mapping is no longer used (a failure keeps it).
+        let _ = region.file.set_len(len as u64);
     }
     map_.insert(p as usize, Region { len, ..region });
     p
@@ -277,10 +213,9 @@ pub unsafe extern "C" fn BDMPI_sbfree(ptr: *mut c_void) {
     }
     let region = regions().remove(&(ptr as usize));
     match region {
-        // SAFETY: our mapping and descriptor, forgotten just now.
+        // SAFETY: our mapping, forgotten just now (its file closes when `r` drops).
         Some(r) => unsafe {
             libc::munmap(ptr, r.len);
-            libc::close(r.fd);
         },
         // SAFETY: not ours, so malloc's (the caller's contract).
         None => unsafe { libc::free(ptr) },
@@ -289,73 +224,37 @@ pub unsafe extern "C" fn BDMPI_sbfree(ptr: *mut c_void) {
 
 /// Reads a region back into memory.
 fn load(start: usize, r: &Region) {
-    loop {
-        // SAFETY: populating our own mapping only reads the file into it.
-        let rc = unsafe {
-            libc::madvise(
-                start as *mut c_void,
-                r.len,
-                22, /* MADV_POPULATE_READ */
-            )
-        };
-        if rc == 0 {
-            return;
-        }
-        match errno().raw_os_error() {
-            Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
-            Some(libc::EINVAL) => {
-                // Kernels before 5.14: read one byte of every page.
-                let page = config().page;
-                for off in (0..r.len).step_by(page) {
-                    // SAFETY: inside our own readable mapping.
-                    unsafe { std::ptr::read_volatile((start + off) as *const u8) };
-                }
-                return;
-            }
-            _ => {
-                // Let the accesses wait for the read started here.
-                // SAFETY: as above.
-                unsafe { libc::madvise(start as *mut c_void, r.len, libc::MADV_WILLNEED) };
-                return;
-            }
-        }
+    // SAFETY: our own whole mapping.
+    if let Err(e) = unsafe { sbpages::populate(start as *mut u8, r.len) } {
+        report(
+            "storage-backed memory",
+            format_args!("cannot read {} bytes back: {e}", r.len),
+        );
     }
-}
-
-/// Resident bytes of a region.
-fn resident(start: usize, r: &Region, page: usize) -> usize {
-    let mut vec = vec![0u8; r.len / page];
-    // SAFETY: `vec` has one byte per page of our mapping.
-    let rc = unsafe { libc::mincore(start as *mut c_void, r.len, vec.as_mut_ptr()) };
-    if rc != 0 {
-        return r.len;
-    }
-    vec.iter().filter(|&&b| b & 1 != 0).count() * page
 }
 
 /// Writes a region back and drops it from memory and the page cache; returns the bytes that
 /// were resident.
 fn unload(start: usize, r: &mut Region, page: usize) -> usize {
-    let res = resident(start, r, page);
+    // SAFETY: our own whole mapping.
+    let res = unsafe { sbpages::resident_pages(start as *mut u8, r.len) } * page;
     r.warm = res > 0;
     r.unloaded = true;
     if res == 0 {
         return 0;
     }
-    // SAFETY: our own mapping and descriptor; writing back and dropping pages of a shared
-    // file mapping keeps their contents in the file, and later accesses read them back.
-    unsafe {
-        libc::sync_file_range(
-            r.fd,
-            0,
-            r.len as libc::off_t,
-            libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                | libc::SYNC_FILE_RANGE_WRITE
-                | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+    // SAFETY: our own whole mapping of `r.file`; later accesses read the pages back.
+    let written = unsafe { sbpages::unload(start as *mut u8, r.len, &r.file, 0, WriteBack::Wait) };
+    if let Err(e) = written {
+        report(
+            "storage-backed memory",
+            format_args!(
+                "cannot write {} bytes back to the working directory: {e}",
+                r.len
+            ),
         );
-        libc::madvise(start as *mut c_void, r.len, libc::MADV_DONTNEED);
-        libc::posix_fadvise(r.fd, 0, r.len as libc::off_t, libc::POSIX_FADV_DONTNEED);
     }
+    sbpages::drop_cache(&r.file, 0, r.len);
     res
 }
 
@@ -462,19 +361,13 @@ pub unsafe extern "C" fn BDMPI_sbdiscard(ptr: *mut c_void, size: isize) {
         if to <= from {
             return;
         }
-        let (off, len) = ((from - start) as libc::off_t, (to - from) as libc::off_t);
-        // SAFETY: our own mapping and file; punching the range drops its pages (file and
-        // page cache) without writing them, and allocating it again keeps later write-backs
-        // from needing space; the mapping reads zeros there afterwards.
-        unsafe {
-            libc::fallocate(
-                r.fd,
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                off,
-                len,
+        // SAFETY: our own mapping of `r.file`, the caller's range of it (whole pages).
+        let done = unsafe { sbpages::discard(from as *mut u8, to - from, &r.file, from - start) };
+        if let Err(e) = done {
+            report(
+                "BDMPI_sbdiscard",
+                format_args!("cannot allocate the discarded range again: {e}"),
             );
-            libc::madvise(from as *mut c_void, to - from, libc::MADV_DONTNEED);
-            libc::fallocate(r.fd, 0, off, len);
         }
     });
 }

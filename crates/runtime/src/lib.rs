@@ -56,6 +56,9 @@ pub use job::{JobStats, RankStats};
 pub use launch::{run, run_with_stats};
 pub use lost::LostProcesses;
 pub use mailbox::{MessageInfo, Pattern, RecvId};
+/// The system calls of storage-backed memory, shared with libbdmpi's `BDMPI_sbmalloc`.
+#[doc(hidden)]
+pub use memory::pages as sbpages;
 pub use memory::{current_rss, peak_rss, MemoryStats, NodeBuf, Policy, SbVec};
 pub use node::{NodeTable, WaitQueue};
 pub use rank::{CriticalGuard, Rank};

@@ -61,6 +61,7 @@ use std::sync::atomic::AtomicU64;
 mod buf;
 mod msglog;
 mod node;
+pub mod pages;
 mod region;
 mod residency;
 mod sbvec;

@@ -4,11 +4,10 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{lock, NodeMem};
+use super::{lock, pages, NodeMem};
 
 pub(crate) const PAGE: usize = 4096;
 
@@ -74,17 +73,6 @@ fn map_len_for(bytes: usize) -> usize {
     bytes.div_ceil(PAGE).max(1) * PAGE
 }
 
-pub(super) fn fallocate(file: &File, from: usize, to: usize) -> io::Result<()> {
-    // Reserve the blocks now: running out of space must be an error here, not a SIGBUS when a
-    // page of the mapping is first written back.
-    // SAFETY: plain fallocate on our own descriptor within the file's length.
-    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, from as i64, (to - from) as i64) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Tells the kernel whether the anonymous mapping of `len` bytes at `ptr` should be backed by
 /// transparent huge pages (a hint: failure, e.g. THP disabled, changes nothing). Always the
 /// whole mapping: advice on a part would split it in two, and `mremap` cannot grow a range
@@ -103,35 +91,34 @@ fn advise_huge(ptr: *mut u8, len: usize, huge: bool) {
 impl Region {
     pub(crate) fn new(node: &Arc<NodeMem>, owner: Owner, bytes: usize) -> io::Result<Arc<Region>> {
         let map_len = map_len_for(bytes);
-        let file = if node.budget().is_some() {
-            let file = node.spill().file()?;
-            file.set_len(map_len as u64)
-                .and_then(|()| fallocate(&file, 0, map_len))
-                .map_err(|e| node.spill().error(e))?;
-            Some(file)
-        } else {
-            None
+        let file = match node.budget() {
+            Some(_) => Some(
+                pages::spill_file(node.spill().dir(), map_len)
+                    .map_err(|e| node.spill().error(e))?,
+            ),
+            None => None,
         };
-        let (flags, fd) = match &file {
-            Some(f) => (libc::MAP_SHARED, f.as_raw_fd()),
-            None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1),
+        let ptr = match &file {
+            Some(f) => pages::map_shared(f, map_len)?,
+            None => {
+                // SAFETY: a fresh private anonymous read-write mapping of `map_len` bytes; the
+                // kernel picks the address; failure is checked below.
+                let ptr = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        map_len,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    )
+                };
+                if ptr == libc::MAP_FAILED {
+                    return Err(io::Error::last_os_error());
+                }
+                ptr.cast::<u8>()
+            }
         };
-        // SAFETY: a fresh read-write mapping of `map_len` bytes, shared over a file we just
-        // sized to that length or private and anonymous; the kernel picks the address;
-        // failure is checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                fd,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
         if file.is_none() && map_len >= HUGE_PAGE {
             // Nothing is in use yet: a huge page faulted in by the first write to a large
             // reservation would hold 2 MiB for a few bytes (a rank's buffer sized for a
@@ -210,7 +197,7 @@ impl Region {
                 libc::MADV_DONTNEED,
             );
         }
-        drop_page_cache(file, start, end - start);
+        pages::drop_cache(file, start, end - start);
         drop(st);
         self.node
             .counters
@@ -237,7 +224,7 @@ impl Region {
         }
         if let Some(file) = &self.file {
             file.set_len(new as u64)
-                .and_then(|()| fallocate(file, old, new))
+                .and_then(|()| pages::reserve(file, old, new))
                 .map_err(|e| self.node.spill().error(e))?;
         }
         // SAFETY: remaps our own mapping of `old` bytes to `new` bytes of the same file (which
@@ -293,19 +280,5 @@ impl Drop for Region {
         unsafe {
             libc::munmap(self.ptr().cast(), map_len);
         }
-    }
-}
-
-/// Drops the clean, unmapped pages of `file`'s bytes `[start, start + len)` from the page
-/// cache (their contents are in the file; dirty and mapped pages stay).
-pub(super) fn drop_page_cache(file: &File, start: usize, len: usize) {
-    // SAFETY: advice on our own open descriptor; it changes no data.
-    unsafe {
-        libc::posix_fadvise(
-            file.as_raw_fd(),
-            start as i64,
-            len as i64,
-            libc::POSIX_FADV_DONTNEED,
-        );
     }
 }

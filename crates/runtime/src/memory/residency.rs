@@ -2,26 +2,18 @@
 //! budget, unloading it (write-back, then dropping the pages and, a little later, the page
 //! cache), prefetching it before its owner resumes, and discarding its contents.
 
-use std::io;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::region::{drop_page_cache, fallocate, Owner, Region, PAGE};
+use super::pages::{self, WriteBack};
+use super::region::{Owner, Region, PAGE};
 use super::{lock, Policy};
 
 impl Region {
     /// Pages of the mapping resident in memory (mincore).
     pub(super) fn resident_pages(&self) -> usize {
-        let (ptr, len) = (self.ptr(), self.map_len());
-        let pages = len / PAGE;
-        let mut vec = vec![0u8; pages];
-        // SAFETY: `ptr` is page-aligned and maps `len` bytes; `vec` has one byte per page.
-        let rc = unsafe { libc::mincore(ptr.cast(), len, vec.as_mut_ptr().cast()) };
-        if rc != 0 {
-            return pages;
-        }
-        vec.iter().filter(|&&b| b & 1 == 1).count()
+        // SAFETY: the whole mapping, page-aligned.
+        unsafe { pages::resident_pages(self.ptr(), self.map_len()) }
     }
 
     /// Makes the allocation accessible under the node budget. `write` marks it modified.
@@ -51,18 +43,9 @@ impl Region {
             // this buffer in a collective: they count as read too, so every page is.
             // Aggressive read: bring the whole allocation in now (one system call; the kernel
             // reads ahead in large requests).
-            // SAFETY: the whole mapping, page-aligned; MADV_POPULATE_READ only faults pages in.
-            let rc = unsafe {
-                libc::madvise(self.ptr().cast(), map_len, 22 /* MADV_POPULATE_READ */)
-            };
-            if rc != 0 {
-                // Older kernels: touch every page.
-                for off in (0..map_len).step_by(PAGE) {
-                    // SAFETY: `off < map_len`, inside the mapping; a volatile read faults the
-                    // page in without changing it.
-                    unsafe { std::ptr::read_volatile(self.ptr().add(off)) };
-                }
-            }
+            // SAFETY: the whole mapping, page-aligned. A failed read leaves the pages to be
+            // read when touched (and then fails there the same way).
+            let _ = unsafe { pages::populate(self.ptr(), map_len) };
             self.node
                 .counters
                 .bytes_read
@@ -103,15 +86,9 @@ impl Region {
         st.partial += bytes;
         st.gen += 1;
         if self.node.policy != Policy::Lrlw && st.on_disk {
-            // SAFETY: a page-aligned range inside the mapping; MADV_POPULATE_READ only faults
-            // pages in (failure on older kernels only costs the page faults later).
-            unsafe {
-                libc::madvise(
-                    self.ptr().add(start).cast(),
-                    end - start,
-                    22, /* MADV_POPULATE_READ */
-                );
-            }
+            // SAFETY: a page-aligned range inside the mapping (failure only costs the page
+            // faults later).
+            let _ = unsafe { pages::populate(self.ptr().add(start), end - start) };
             self.node
                 .counters
                 .bytes_read
@@ -144,37 +121,24 @@ impl Region {
                 .fetch_add((resident * PAGE) as u64, Ordering::Relaxed);
         }
         let sync = sync_unload();
-        // The pages leave the process first, in one call (one TLB flush for the range).
-        // Writing back pages that are still mapped would write-protect them one by one, each
-        // with a TLB shootdown on the other cores (an inter-processor interrupt, costly in a
-        // virtual machine): a quarter of an out-of-core PageRank's time went there.
-        // SAFETY: dropping the pages of a shared file mapping keeps their contents in the file
-        // (a modified page's dirty bit passes to the page cache, which keeps it until it is
-        // written back); later accesses fault them back in.
-        unsafe {
-            libc::madvise(ptr.cast(), map_len, libc::MADV_DONTNEED);
+        // The pages leave the process first, then the modified ones are written back (see
+        // `pages`: writing back mapped pages write-protected them one by one, each with a TLB
+        // shootdown: a quarter of an out-of-core PageRank's time went there). The write-back
+        // proceeds while the rank is blocked and others run (the file's blocks were allocated
+        // when it was made, so it cannot fail for lack of space later);
+        // SPILLWAY_SYNC_UNLOAD=1 waits for it instead.
+        let write = match (st.dirty, sync) {
+            (false, _) => WriteBack::None,
+            (true, false) => WriteBack::Start,
+            (true, true) => WriteBack::Wait,
+        };
+        // SAFETY: the whole mapping of `file`, page-aligned; later accesses fault the pages
+        // back in.
+        if let Err(e) = unsafe { pages::unload(ptr, map_len, file, 0, write) } {
+            self.node.record_error(e);
+            return;
         }
         if st.dirty {
-            // Write-back starts now and proceeds while the rank is blocked and others run
-            // (the file's blocks were allocated when it was created, so it cannot fail for
-            // lack of space later); SPILLWAY_SYNC_UNLOAD=1 waits for it instead.
-            // SAFETY: the whole mapping, page-aligned; the file range of the same length.
-            let rc = unsafe {
-                if sync {
-                    libc::msync(ptr.cast(), map_len, libc::MS_SYNC)
-                } else {
-                    libc::sync_file_range(
-                        file.as_raw_fd(),
-                        0,
-                        map_len as i64,
-                        libc::SYNC_FILE_RANGE_WRITE,
-                    )
-                }
-            };
-            if rc != 0 {
-                self.node.record_error(io::Error::last_os_error());
-                return;
-            }
             self.node
                 .counters
                 .bytes_written
@@ -188,7 +152,7 @@ impl Region {
             // evicts the least recently used pages, which in a rank rotation are the ones
             // needed soonest, and it counts against the same memory as the budget. Pages under
             // write-back are skipped here and dropped later (below).
-            drop_page_cache(file, 0, map_len);
+            pages::drop_cache(file, 0, map_len);
         }
         if drop_cache && !sync && written > 0 {
             self.node.defer_drop(Arc::downgrade(self), st.gen);
@@ -221,7 +185,7 @@ impl Region {
         if st.gen != gen || st.loaded || st.partial > 0 {
             return;
         }
-        drop_page_cache(file, 0, self.map_len());
+        pages::drop_cache(file, 0, self.map_len());
     }
 
     /// The owner blocks: records whether the region is in its working set (loaded now).
@@ -244,8 +208,8 @@ impl Region {
             return;
         }
         st.gen += 1;
-        // SAFETY: the whole mapping, page-aligned; MADV_WILLNEED only starts readahead.
-        unsafe { libc::madvise(self.ptr().cast(), self.map_len(), libc::MADV_WILLNEED) };
+        // SAFETY: the whole mapping, page-aligned.
+        unsafe { pages::prefetch(self.ptr(), self.map_len()) };
         self.node
             .counters
             .prefetched_bytes
@@ -280,18 +244,9 @@ impl Region {
             unsafe { libc::madvise(ptr.cast(), map_len, libc::MADV_DONTNEED) };
             return;
         };
-        // SAFETY: punching a hole in our own file within its length; the mapping sees zeros.
-        unsafe {
-            libc::fallocate(
-                file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                0,
-                map_len as i64,
-            );
-            libc::madvise(ptr.cast(), map_len, libc::MADV_DONTNEED);
-        }
-        // The blocks must be there again when the pages are written back.
-        if let Err(e) = fallocate(file, 0, map_len) {
+        // SAFETY: the whole mapping of `file`; its contents are not needed any more. The
+        // blocks must be there again when the pages are written back.
+        if let Err(e) = unsafe { pages::discard(ptr, map_len, file, 0) } {
             self.node.record_error(self.node.spill().error(e));
         }
         st.dirty = false;
