@@ -16,7 +16,11 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// A number of bytes (see the [module documentation](self) for the syntax).
+/// A number of bytes as people write it: a decimal number (a fraction allowed, rounded down to
+/// whole bytes) and an optional binary unit `K`, `M`, `G`, `T` or `P`, in either case, with
+/// `iB` or `B` or nothing after it (`64KiB`, `64kb`, `64k`; `B` alone means bytes). Negative
+/// numbers and sizes beyond `u64::MAX` bytes are refused. Displayed in the largest unit that
+/// divides it exactly (`64K`, `3G`, `1000`), which parses back to the same size.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ByteSize(pub u64);
 

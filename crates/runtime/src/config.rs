@@ -281,7 +281,7 @@ pub(crate) fn machine_memory() -> Option<u64> {
 }
 
 /// Swap available to this process: `SwapFree` of /proc/meminfo, at most what its control
-/// group may swap ([`cgroup_swap_limit`](crate::cgroup::cgroup_swap_limit)). `None`: unknown.
+/// group may swap (its memsw or swap.max bound). `None`: unknown.
 pub fn available_swap() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("SwapFree:"))?;

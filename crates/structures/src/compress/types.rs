@@ -344,7 +344,7 @@ impl Decoded {
 pub enum HeaderGrid {
     /// Extents, fastest axis first.
     Structured(Vec<usize>),
-    /// An unstructured grid: its edge count and [`PointGraph::fingerprint`].
+    /// An unstructured grid: its edge count and [`PointGraph::fingerprint`](super::grid::PointGraph::fingerprint).
     Unstructured {
         /// Undirected edges of the graph.
         edges: u64,
