@@ -11,6 +11,9 @@
 //! spillway-bench mapreduce [--input FILE | --generate 256M] [--ranks 1,2] [--nodes 1] [--reps 3]
 //! spillway-bench dyngraph [--scale 20] [--edge-factor 16] [--structures ll,bcsr,daa,diaa,dcaa] [--fold fraction:0.25] [--time-limit 600]
 //!                         [--mode batch|single] [--load-batch 0.01] [--batches 0.001,0.01,0.1] [--update-reps 5]
+//! spillway-bench serial-ooc build (--generate rmat:S:E | --edge-list FILE) --out FILE
+//! spillway-bench serial-ooc pagerank --graph FILE [--iterations 10] [--io direct|buffered|memory] [--out RANKS] [--json]
+//! spillway-bench serial-ooc compare A B [--tolerance 1e-9]
 //! ```
 //!
 //! Every measurement is repeated and summarised by its median and minimum ([`harness::Stats`]);
@@ -19,7 +22,9 @@
 //! results are checked before they are timed. Tables are printed as Markdown on stdout,
 //! progress on stderr. `scripts/bench.sh` builds and runs the subcommands;
 //! `scripts/bench_mpi.sh` runs `collectives --backend mpi` (feature `mpi`) under `mpirun` against
-//! the MPI library's own `MPI_Bcast` and `MPI_Allreduce`.
+//! the MPI library's own `MPI_Bcast` and `MPI_Allreduce`. `serial-ooc` is a hand-written serial
+//! out-of-core PageRank, one of the alternatives that `scripts/bench_ooc_alternatives.py` runs
+//! beside spillway out of core.
 #![forbid(unsafe_code)]
 
 mod bsp;
@@ -30,6 +35,7 @@ mod load;
 mod mapreduce;
 mod pagerank;
 mod scale;
+mod serial_ooc;
 
 use std::process::ExitCode;
 
@@ -66,6 +72,9 @@ enum Bench {
     Bsp(bsp::Args),
     /// Loading an R-MAT graph in memory, next to generating its edges alone.
     Load(load::Args),
+    /// A hand-written serial out-of-core PageRank over a binary CSR file (the papers'
+    /// "serial-ooc" baseline): build the file, run, compare rank files.
+    SerialOoc(serial_ooc::Args),
 }
 
 fn main() -> ExitCode {
@@ -79,6 +88,7 @@ fn main() -> ExitCode {
         Bench::Dyngraph(a) => dyngraph::main(a),
         Bench::Bsp(a) => bsp::main(a),
         Bench::Load(a) => load::main(a),
+        Bench::SerialOoc(a) => serial_ooc::main(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
