@@ -20,7 +20,10 @@ scale 25 on), it runs:
                           iteration, where the others need 4
   spillway, swap          the same spillway job without --mem-budget, paging through a swap file
                           made for the run (the cgroup's memory.memsw.limit_in_bytes unlimited),
-                          stopped at 10x the time of spillway out of core (reported "> 10x")
+                          stopped at 10x the time of spillway out of core (reported "> 10x");
+                          and the same for serial-ooc --io memory (the graph read into memory):
+                          the serial program relying on the kernel's paging, the BDMPI paper's
+                          "MPI -np 1"
   bdmprun                 crates/bdmpi/bench/pagerank.c generates its own graph from a hash (its
                           arguments are N DEG ITERATIONS, it reads no input): it cannot take the
                           R-MAT graph, so it is skipped (the JSON says why)
@@ -413,6 +416,7 @@ ALTERNATIVES = [
     ("serial", "serial-ooc (O_DIRECT, hand-written)", True),
     ("scipy", "scipy.sparse on np.memmap", True),
     ("swap", "spillway, no budget, swap", True),
+    ("serial_swap", "serial-ooc --io memory, swap", True),
     ("bdmpi", "bdmprun pagerank.c", True),
     ("spillway_mem", "spillway, in memory (no cgroup)", False),
     ("serial_mem", "serial-ooc --io memory (no cgroup)", False),
@@ -523,9 +527,12 @@ def run_scale(a, scale, work, spill, dev, bound_bw, swap_state, results):
                   ranks("scipy")],
         "swap": [a.bin, "run", "pagerank", "--generate", spec, *common, "--spill-dir", spill,
                  "--out", ranks("swap")],
+        "serial_swap": [a.bench, "serial-ooc", "pagerank", "--graph", csr, "--iterations", k,
+                        "--io", "memory", "--json", "--out", ranks("serial_swap")],
     }
-    order = ["serial_mem", "spillway_mem", "spillway", "serial", "scipy", "swap", "bdmpi"]
-    wanted = {"memory": ["serial_mem", "spillway_mem"]}
+    order = ["serial_mem", "spillway_mem", "spillway", "serial", "scipy", "swap", "serial_swap",
+             "bdmpi"]
+    wanted = {"memory": ["serial_mem", "spillway_mem"], "swap": ["swap", "serial_swap"]}
     selected = {x for o in a.only for x in wanted.get(o, [o])} | {"serial_mem"}
     spillway_wall = None
     for key in order:
@@ -540,7 +547,8 @@ def run_scale(a, scale, work, spill, dev, bound_bw, swap_state, results):
             continue
         in_cgroup = dict((x, c) for x, _, c in ALTERNATIVES)[key]
         timeout = a.timeout
-        if key == "swap":
+        swapping = key in ("swap", "serial_swap")
+        if swapping:
             if spillway_wall is None:
                 row.update(status="skipped", note="needs the spillway out-of-core run first")
                 continue
@@ -549,14 +557,14 @@ def run_scale(a, scale, work, spill, dev, bound_bw, swap_state, results):
             if swap_state.get("file") is None:
                 swap_state["file"] = SwapFile(os.path.join(work, "swapfile"), a.swap_size)
             swap_state["file"].swapon()
-        cg = Cgroup(f"spillway-ooc-alt-{os.getpid()}", limit, swap=(key == "swap")) if in_cgroup else None
+        cg = Cgroup(f"spillway-ooc-alt-{os.getpid()}", limit, swap=swapping) if in_cgroup else None
         print(f"- {label} ...", end=" ", flush=True)
         try:
             r = run_measured(commands[key], work, cg, timeout, dev)
         finally:
             if cg:
                 cg.close()
-            if key == "swap":
+            if swapping:
                 swap_state["file"].swapoff()
         report = last_json(r["stdout"])
         seconds = (report or {}).get("iteration_seconds") or []
@@ -583,7 +591,7 @@ def run_scale(a, scale, work, spill, dev, bound_bw, swap_state, results):
             tail = (r["stderr"] or "").strip().splitlines()
             row["stderr_tail"] = tail[-5:]
             row["note"] = {"timeout": f"stopped at {timeout:.0f} s"
-                           + (f" = {SWAP_LIMIT:.0f}x spillway out of core" if key == "swap" else ""),
+                           + (f" = {SWAP_LIMIT:.0f}x spillway out of core" if swapping else ""),
                            "oom-killed": f"killed for lack of memory ({r.get('oom_kills')} OOM kills "
                                          f"in the cgroup)"}.get(status, tail[-1] if tail else f"exit {r['rc']}")
         print(status + (f": {row['seconds_per_iteration']:.3f} s an iteration" if status == "ok"
@@ -616,7 +624,7 @@ def print_table(entry, a):
     for r in rows:
         s = r.get("seconds_per_iteration")
         if s is None:
-            what = {"timeout": f"> {SWAP_LIMIT:.0f}x" if r["key"] == "swap" else "timeout"}.get(
+            what = {"timeout": f"> {SWAP_LIMIT:.0f}x" if "swap" in r["key"] else "timeout"}.get(
                 r["status"], r["status"])
             notes.append(f"{r['label']}: {r['status']}: {r.get('note', '')}")
             print(f"| {r['label']} | {what} | | | | {human(r.get('peak_rss'))} | "

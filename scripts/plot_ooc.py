@@ -20,6 +20,7 @@ STYLE = {
     "serial": ("C1", "s", "-"),
     "scipy": ("C2", "^", "-"),
     "swap": ("C3", "v", "-"),
+    "serial_swap": ("C5", "v", "--"),
     "bdmpi": ("C4", "D", "-"),
     "spillway_mem": ("C0", "o", ":"),
     "serial_mem": ("C1", "s", ":"),
@@ -49,8 +50,9 @@ def main():
             label="streaming bound (4 B an edge at the disk's read bandwidth)")
     finished = [s for r in runs for x in r["alternatives"] for s in [x.get("seconds_per_iteration")]
                 if s]
-    top = max(finished + [x.get("time_limit_seconds") or 0 for r in runs for x in r["alternatives"]]
-              or [1.0]) * 2
+    limits = [(x.get("time_limit_seconds") or 0) / d["iterations"] for r in runs
+              for x in r["alternatives"] if x["status"] == "timeout"]
+    top = max(finished + limits or [1.0]) * 3
     labels = {}
     for r in runs:
         for x in r["alternatives"]:
@@ -75,11 +77,11 @@ def main():
                 ax.plot([r["ratio"]], [limit / d["iterations"]], marker="^", color=colour, ms=9,
                         ls="none")
                 ax.annotate(f"> {limit / d['iterations']:.0f} s", (r["ratio"], limit / d["iterations"]),
-                            textcoords="offset points", xytext=(5, 5), fontsize=7, color=colour)
+                            textcoords="offset points", xytext=(-12, 8), fontsize=7, color=colour)
             elif x["status"] in ("oom-killed", "refused", "failed"):
                 ax.plot([r["ratio"]], [top], marker="x", color=colour, ms=9, ls="none")
                 ax.annotate(x["status"], (r["ratio"], top), textcoords="offset points",
-                            xytext=(4, -10), fontsize=7, color=colour)
+                            xytext=(-20, 8), fontsize=7, color=colour)
         if xs:
             ax.plot(xs, ys, marker=marker, color=colour, ls=line, label=label)
         elif key != "bdmpi":
