@@ -63,6 +63,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import shutil
 import signal
 import struct
@@ -540,6 +541,8 @@ def run_scale(a, scale, work, spill, dev, bound_bw, swap_state, results):
             continue
         label = LABEL[key]
         row = {"key": key, "label": label}
+        if key in commands:
+            row["command"] = shlex.join(commands[key])
         entry["alternatives"].append(row)
         if key == "bdmpi":
             row.update(status="skipped", note=BDMPI_SKIP)
@@ -645,6 +648,32 @@ def print_table(entry, a):
           "included).")
     for note in notes:
         print(f"- {note}")
+    sys.stdout.flush()
+
+
+def summary(results):
+    """Seconds per iteration of every alternative at every scale, in one table."""
+    runs = results["runs"]
+    if len(runs) < 2:
+        return
+    print("\n## Summary: seconds per iteration (x the streaming bound)\n")
+    print("| alternative | " + " | ".join(f"{r['spec']} ({r['ratio']:g}x)" for r in runs) + " |")
+    print("|---|" + "---:|" * len(runs))
+    keys = []
+    for r in runs:
+        keys += [x["key"] for x in r["alternatives"] if x["key"] not in keys]
+    for key in keys:
+        cells = []
+        for r in runs:
+            x = next((x for x in r["alternatives"] if x["key"] == key), None)
+            s = x and x.get("seconds_per_iteration")
+            if s:
+                cells.append(f"{s:.3f} ({s / r['bound_seconds']:.1f})")
+            elif x and x["status"] == "timeout" and "swap" in key:
+                cells.append(f"> {SWAP_LIMIT:.0f}x spillway")
+            else:
+                cells.append(x["status"] if x else "")
+        print(f"| {LABEL[key]} | " + " | ".join(cells) + " |")
     sys.stdout.flush()
 
 
@@ -770,6 +799,7 @@ def bench(a):
     finally:
         if swap_state.get("file"):
             swap_state["file"].remove()
+    summary(results)
     bad = [(run["spec"], r["label"]) for run in results["runs"] for r in run["alternatives"]
            if r["status"] == "ok" and r.get("agrees") is False]
     if a.json:
