@@ -99,12 +99,15 @@ pub fn check_state_in(
             )),
             _ => None,
         },
+        // Swap counts: a job the plan let page through swap is not refused here.
         None => match spillway_runtime::available_memory() {
-            Some(avail) if bytes > avail => Some(format!(
-                "{units} need {need}, more than the {} of memory available (give a \
-                 --mem-budget to keep them in storage-backed memory)",
-                human_bytes(avail)
-            )),
+            Some(avail) if bytes > avail + spillway_runtime::available_swap().unwrap_or(0) => {
+                Some(format!(
+                    "{units} need {need}, more than the {} of memory available (give a \
+                     --mem-budget to keep them in storage-backed memory)",
+                    human_bytes(avail)
+                ))
+            }
             _ => None,
         },
     };
