@@ -24,6 +24,8 @@ pub(super) struct Token {
     pub(super) sent: u64,
     pub(super) received: u64,
     pub(super) all_passive: bool,
+    /// Every process's ranks have all ended (the job ends: no deadlock).
+    pub(super) all_done: bool,
 }
 
 /// What a process contributes to a wave: its message counts and whether it is passive.
@@ -32,6 +34,8 @@ pub(super) struct Counts {
     pub(super) sent: u64,
     pub(super) received: u64,
     pub(super) passive: bool,
+    /// Every rank of this process has ended.
+    pub(super) done: bool,
 }
 
 /// What to do with an arriving token.
@@ -100,6 +104,7 @@ impl Termination {
             sent: mine.sent,
             received: mine.received,
             all_passive: true,
+            all_done: mine.done,
         })
     }
 
@@ -111,6 +116,7 @@ impl Termination {
                 sent: token.sent + mine.sent,
                 received: token.received + mine.received,
                 all_passive: token.all_passive && mine.passive,
+                all_done: token.all_done && mine.done,
             });
         }
         if !self.wave_out || token.wave != self.waves {
@@ -120,7 +126,9 @@ impl Termination {
         self.wave_out = false;
         self.wave_patience = WAVE_LOST;
         let now = Instant::now();
-        let quiet = token.all_passive && token.sent == token.received;
+        // Every live process's ranks ended: that is the job's end, which the end protocol
+        // completes (with ULFM also after a process lost in it), not a deadlock.
+        let quiet = token.all_passive && token.sent == token.received && !token.all_done;
         if !quiet {
             self.last_quiet = None;
             self.next_wave = now + Duration::from_millis(50);
@@ -153,7 +161,42 @@ mod tests {
             sent,
             received,
             passive,
+            done: false,
         }
+    }
+
+    /// Quiet waves of processes whose ranks have all ended are the job's end, not a deadlock
+    /// (a process lost while the others end must not make them report one).
+    #[test]
+    fn quiet_waves_of_ended_processes_are_no_deadlock() {
+        let done = Counts {
+            done: true,
+            ..counts(0, 0, true)
+        };
+        let mut t = Termination::new();
+        for _ in 0..3 {
+            let later = Instant::now() + Duration::from_secs(1);
+            let tok = t.start(later, done).unwrap();
+            assert!(tok.all_done);
+            let mut other = Termination::new();
+            let TokenStep::Forward(back) = other.on_token(false, tok, done) else {
+                panic!("a non-leader forwards");
+            };
+            assert_eq!(t.on_token(true, back, done), TokenStep::Nothing);
+        }
+        // One process whose ranks still wait keeps the detection: a deadlock again.
+        let mut t = Termination::new();
+        let mut verdict = TokenStep::Nothing;
+        for _ in 0..2 {
+            let later = Instant::now() + Duration::from_secs(1);
+            let tok = t.start(later, done).unwrap();
+            let mut other = Termination::new();
+            let TokenStep::Forward(back) = other.on_token(false, tok, counts(0, 0, true)) else {
+                panic!("a non-leader forwards");
+            };
+            verdict = t.on_token(true, back, done);
+        }
+        assert_eq!(verdict, TokenStep::Deadlock);
     }
 
     #[test]

@@ -468,7 +468,8 @@ impl Progress {
                     wave: head[1],
                     sent: head[2],
                     received: head[3],
-                    all_passive: head[4] != 0,
+                    all_passive: head[4] & 1 != 0,
+                    all_done: head[4] & 2 != 0,
                 };
                 let step = self
                     .term
@@ -498,6 +499,7 @@ impl Progress {
             sent: sent - lost_sent,
             received: received - lost_received,
             passive: self.host.passive(),
+            done: self.host.local_done(),
         }
     }
 
@@ -510,7 +512,7 @@ impl Progress {
                 token.wave,
                 token.sent,
                 token.received,
-                token.all_passive as u64,
+                u64::from(token.all_passive) | u64::from(token.all_done) << 1,
             ],
             &[],
         )
