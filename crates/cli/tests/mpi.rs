@@ -328,18 +328,20 @@ fn a_loss_while_the_job_starts_ends_every_survivor_the_same_way() {
                 ran.stderr.lines().find(|l| l.starts_with(&head))
             })
             .collect();
-        if lines.iter().all(Option::is_none) {
-            // Open MPI 5.0's ULFM can crash every survivor (SIGSEGV in
-            // `ompi_comm_revoke_local`, called from `MPI_Comm_dup`'s activation) when a
-            // process fails while a communicator is being made: nothing of ours runs then.
+        // Open MPI 5.0's ULFM can crash survivors (SIGSEGV in `ompi_comm_revoke_local`,
+        // called from `MPI_Comm_dup`'s activation) when a process fails while a communicator
+        // is being made: nothing of ours runs then, and such a survivor says nothing (it did
+        // not hang: the run ended before its time limit). Every survivor that ended says it
+        // the same way.
+        if lines.iter().any(Option::is_none) {
             crashed += 1;
+        }
+        if lines.iter().all(Option::is_none) {
             continue;
         }
         let mut started = Vec::new();
         for (p, line) in lines.iter().enumerate() {
-            let line = line.unwrap_or_else(|| {
-                panic!("np {np}, {delay_us} us: process {p} did not end\n{ran}")
-            });
+            let Some(line) = line else { continue };
             let failed_at_start = line.contains("while the job started");
             assert!(
                 failed_at_start || line.contains(&format!("node {last} (MPI process {last}")),
@@ -355,7 +357,7 @@ fn a_loss_while_the_job_starts_ends_every_survivor_the_same_way() {
     }
     assert!(
         crashed * 2 < cases.len(),
-        "MPI crashed in {crashed} of {} runs",
+        "MPI crashed survivors in {crashed} of {} runs",
         cases.len()
     );
     // The shortest delays die in the start-up calls at least once (else the test does not
