@@ -295,7 +295,6 @@ fn a_loss_while_the_job_starts_ends_every_survivor_the_same_way() {
         eprintln!("SKIPPED: needs an MPI with ULFM");
         return;
     }
-    let extra = &["--prtemca", "state_base_error_non_zero_exit", "0"];
     let cases = [
         (4, 8, 0),
         (4, 8, 60),
@@ -307,62 +306,70 @@ fn a_loss_while_the_job_starts_ends_every_survivor_the_same_way() {
         (5, 10, 400),
     ];
     let mut at_start = 0;
-    let mut crashed = 0;
+    let mut complete = 0;
     for (np, ranks, delay_us) in cases {
-        let ran = mpirun(
-            np,
-            60,
-            extra,
-            CHECK,
-            &["lost-at-start", &ranks.to_string(), &delay_us.to_string()],
-        );
-        assert_ne!(
-            ran.code,
-            Some(124),
-            "np {np}, {delay_us} us: a survivor hung\n{ran}"
-        );
-        let last = np - 1;
-        let lines: Vec<Option<&str>> = (0..last)
-            .map(|p| {
-                let head = format!("process {p} ended: ");
-                ran.stderr.lines().find(|l| l.starts_with(&head))
-            })
-            .collect();
-        // Open MPI 5.0's ULFM can crash survivors (SIGSEGV in `ompi_comm_revoke_local`,
-        // called from `MPI_Comm_dup`'s activation) when a process fails while a communicator
-        // is being made: nothing of ours runs then, and such a survivor says nothing (it did
-        // not hang: the run ended before its time limit). Every survivor that ended says it
-        // the same way.
-        if lines.iter().any(Option::is_none) {
-            crashed += 1;
+        // Open MPI 5.0's ULFM sometimes takes every survivor down with the lost process (the
+        // launcher reports them "aborted by signal" within milliseconds of it) or crashes one
+        // (SIGSEGV in `ompi_comm_revoke_local`, called from `MPI_Comm_dup`'s activation): such a
+        // survivor says nothing, and nothing of ours ran. A case is tried again until every
+        // survivor ended by itself, at most 4 times; what every run's survivors said is checked.
+        for _attempt in 0..4 {
+            let started = lost_at_start_once(np, ranks, delay_us);
+            if let Some(&first) = started.first() {
+                at_start += usize::from(first);
+            }
+            if started.len() == np as usize - 1 {
+                complete += 1;
+                break;
+            }
         }
-        if lines.iter().all(Option::is_none) {
-            continue;
-        }
-        let mut started = Vec::new();
-        for (p, line) in lines.iter().enumerate() {
-            let Some(line) = line else { continue };
-            let failed_at_start = line.contains("while the job started");
-            assert!(
-                failed_at_start || line.contains(&format!("node {last} (MPI process {last}")),
-                "np {np}, {delay_us} us: process {p} ended without naming the loss\n{ran}"
-            );
-            started.push(failed_at_start);
-        }
-        assert!(
-            started.iter().all(|&s| s) || started.iter().all(|&s| !s),
-            "np {np}, {delay_us} us: some survivors ended at the start, others ran\n{ran}"
-        );
-        at_start += usize::from(started[0]);
     }
     assert!(
-        crashed * 2 < cases.len(),
-        "MPI crashed survivors in {crashed} of {} runs",
+        complete * 4 >= cases.len() * 3,
+        "every survivor ended by itself in only {complete} of {} cases (4 tries each)",
         cases.len()
     );
     // The shortest delays die in the start-up calls at least once (else the test does not
     // test the start).
     assert!(at_start > 0, "no loss landed in the job's start");
+}
+
+/// One run of `lost-at-start` (see the test above): for each survivor that ended by itself,
+/// whether it ended with the start-up's error; every one of them names the loss, and all in
+/// the same way.
+fn lost_at_start_once(np: u32, ranks: u32, delay_us: u32) -> Vec<bool> {
+    let extra = &["--prtemca", "state_base_error_non_zero_exit", "0"];
+    let ran = mpirun(
+        np,
+        60,
+        extra,
+        CHECK,
+        &["lost-at-start", &ranks.to_string(), &delay_us.to_string()],
+    );
+    assert_ne!(
+        ran.code,
+        Some(124),
+        "np {np}, {delay_us} us: a survivor hung\n{ran}"
+    );
+    let last = np - 1;
+    let mut started = Vec::new();
+    for p in 0..last {
+        let head = format!("process {p} ended: ");
+        let Some(line) = ran.stderr.lines().find(|l| l.starts_with(&head)) else {
+            continue;
+        };
+        let failed_at_start = line.contains("while the job started");
+        assert!(
+            failed_at_start || line.contains(&format!("node {last} (MPI process {last}")),
+            "np {np}, {delay_us} us: process {p} ended without naming the loss\n{ran}"
+        );
+        started.push(failed_at_start);
+    }
+    assert!(
+        started.iter().all(|&s| s) || started.iter().all(|&s| !s),
+        "np {np}, {delay_us} us: some survivors ended at the start, others ran\n{ran}"
+    );
+    started
 }
 
 #[test]
