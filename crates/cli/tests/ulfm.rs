@@ -708,6 +708,9 @@ fn losses_that_cannot_be_recovered_end_the_job_with_an_error_within_seconds() {
             &[
                 "during the recovery",
                 "nodes 1-2 (MPI processes 1-2: ranks 2-5) were lost",
+                // Open MPI may never complete the shrink of that recovery (see
+                // `shrink_collectives`): the survivors end after their limit.
+                "MPIX_Comm_shrink did not return",
             ],
         ),
     ];

@@ -136,26 +136,47 @@ pub fn ensure_initialized() -> Result<(), String> {
     Ok(())
 }
 
-/// How long `MPI_Init_thread` may take (with ULFM) before the process gives up: Open MPI
-/// waits forever there for a process lost while the job starts. `SPILLWAY_MPI_INIT_TIMEOUT`
-/// (seconds) overrides it.
+/// How long `MPI_Init_thread` and the agreement that ends a job's start may take (with ULFM)
+/// before the process gives up: Open MPI waits forever there for a process lost while the job
+/// starts. `SPILLWAY_MPI_INIT_TIMEOUT` (seconds) overrides it.
 const INIT_LIMIT: Duration = Duration::from_secs(60);
+
+/// [`INIT_LIMIT`], or `SPILLWAY_MPI_INIT_TIMEOUT`.
+fn init_limit() -> Duration {
+    std::env::var("SPILLWAY_MPI_INIT_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| *s > 0.0)
+        .map_or(INIT_LIMIT, Duration::from_secs_f64)
+}
 
 /// With ULFM: a thread that ends the process with a message if MPI is not initialised in
 /// time (when the returned flag is not set by then).
 fn init_watchdog() -> Arc<AtomicBool> {
-    let started = Arc::new(AtomicBool::new(false));
     if !ulfm::AVAILABLE {
-        return started;
+        return Arc::new(AtomicBool::new(false));
     }
-    let limit = std::env::var("SPILLWAY_MPI_INIT_TIMEOUT")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|s| *s > 0.0)
-        .map_or(INIT_LIMIT, Duration::from_secs_f64);
-    let flag = Arc::clone(&started);
+    let limit = init_limit();
+    watchdog("mpi-init-watchdog", limit, move || {
+        format!(
+            "spillway: MPI was not initialised within {limit:?}: a process was probably lost \
+             while the job started (Open MPI waits for it forever there); the job ends \
+             (SPILLWAY_MPI_INIT_TIMEOUT sets the limit)"
+        )
+    })
+}
+
+/// A thread that ends the process (exit status 1) with `message` unless the returned flag is
+/// set within `limit`: for MPI calls that can wait forever for a process that is gone.
+pub(crate) fn watchdog(
+    name: &str,
+    limit: Duration,
+    message: impl FnOnce() -> String + Send + 'static,
+) -> Arc<AtomicBool> {
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&done);
     let _ = std::thread::Builder::new()
-        .name("mpi-init-watchdog".into())
+        .name(name.into())
         .spawn(move || {
             let until = Instant::now() + limit;
             while Instant::now() < until {
@@ -165,16 +186,12 @@ fn init_watchdog() -> Arc<AtomicBool> {
                 std::thread::sleep(Duration::from_millis(100));
             }
             if !flag.load(Ordering::Acquire) {
-                eprintln!(
-                    "spillway: MPI was not initialised within {limit:?}: a process was \
-                     probably lost while the job started (Open MPI waits for it forever \
-                     there); the job ends (SPILLWAY_MPI_INIT_TIMEOUT sets the limit)"
-                );
+                eprintln!("{}", message());
                 // SAFETY: ends the process at once; MPI is in an unknown state.
                 unsafe { libc::_exit(1) };
             }
         });
-    started
+    done
 }
 
 /// With ULFM: checks that the MPI library this process loaded is the one the engine was
@@ -426,7 +443,17 @@ fn agree_on_start<T>(
         ulfm::revoke(comm.as_raw());
     }
     let mut all_started: c_int = c_int::from(outcome.is_ok());
+    let limit = init_limit();
+    let agreed = watchdog("mpi-start-watchdog", limit, move || {
+        format!(
+            "spillway: transport between nodes failed: the processes did not agree within \
+             {limit:?} that the job started (MPIX_Comm_agree; a process was probably lost while \
+             it started): the job ends (SPILLWAY_MPI_INIT_TIMEOUT sets the limit; with the \
+             spillway CLI, a job saved with --checkpoint-dir resumes with --resume)"
+        )
+    });
     let code = ulfm::agree(comm.as_raw(), &mut all_started);
+    agreed.store(true, Ordering::Release);
     match outcome {
         // Open MPI 5.0 may report a process lost during the start as MPI_ERR_OTHER (from
         // MPI_Comm_dup, say): the agreement reports the failure (no process acknowledged it),
