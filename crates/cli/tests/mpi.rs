@@ -15,8 +15,8 @@ use std::process::Command;
 
 mod common;
 use common::{
-    check_reference, l1, max_abs_diff, read_u64s, sorted_lines, write_points, write_u64s, Cmd, Lcg,
-    Ran,
+    check_reference, l1, max_abs_diff, read_u64s, relaunching, sorted_lines, write_points,
+    write_u64s, Cmd, Lcg, Ran,
 };
 
 /// Runs `program` with `args`.
@@ -33,7 +33,7 @@ fn mpirun(np: u32, seconds: u32, extra: &[&str], program: &str, args: &[&str]) -
     all.extend(extra.iter().map(|s| s.to_string()));
     all.extend(["-np".to_string(), np.to_string(), program.to_string()]);
     all.extend(args.iter().map(|s| s.to_string()));
-    run_cmd("timeout", &all)
+    relaunching(|| run_cmd("timeout", &all), |ran| &ran.stderr)
 }
 
 const SPILLWAY: &str = env!("CARGO_BIN_EXE_spillway");

@@ -19,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{sorted_lines, write_points, Lcg};
+use common::{relaunching, sorted_lines, write_points, Lcg};
 
 const SPILLWAY: &str = env!("CARGO_BIN_EXE_spillway");
 
@@ -167,9 +167,14 @@ fn finish(mut child: Child, line: String, since: Instant) -> Ran {
 }
 
 fn run(launcher: &str, np: u32, args: &[String]) -> Ran {
-    let t = Instant::now();
-    let (child, line) = start(launcher, np, args);
-    finish(child, line, t)
+    relaunching(
+        || {
+            let t = Instant::now();
+            let (child, line) = start(launcher, np, args);
+            finish(child, line, t)
+        },
+        |ran| &ran.stderr,
+    )
 }
 
 /// Every process below `root`, with its parent.
@@ -273,6 +278,21 @@ const WENT_ON: &str = "surviving processes went on";
 /// wave after the first lands after a completed recovery. Whether every wave was killed
 /// before the job ended is the second value.
 fn run_killing_waves(
+    launcher: &str,
+    np: u32,
+    args: &[String],
+    waves: &[&[u32]],
+    when: When,
+    reference: f64,
+) -> (Ran, bool) {
+    relaunching(
+        || run_killing_waves_once(launcher, np, args, waves, when, reference),
+        |(ran, _)| &ran.stderr,
+    )
+}
+
+/// One launch of [`run_killing_waves`].
+fn run_killing_waves_once(
     launcher: &str,
     np: u32,
     args: &[String],

@@ -599,3 +599,20 @@ pub fn assert_rejected(
     assert!(new.is_empty(), "files left behind: {new:?}\n{ran}");
     ran
 }
+
+/// What Open MPI 5's launcher prints when it fails before it starts any process (now and then
+/// on a loaded machine; seen in a fresh-clone test run): nothing of ours ran.
+pub const LAUNCH_FAILED: &str = "The PMIx server's listener thread failed to start";
+
+/// Runs `launch` once more (at most three times in all) while the launcher failed to start
+/// (`stderr` of its result says [`LAUNCH_FAILED`]); the last result either way.
+pub fn relaunching<R>(mut launch: impl FnMut() -> R, stderr: impl Fn(&R) -> &str) -> R {
+    for _ in 1..3 {
+        let ran = launch();
+        if !stderr(&ran).contains(LAUNCH_FAILED) {
+            return ran;
+        }
+        eprintln!("the MPI launcher failed to start (\"{LAUNCH_FAILED}\"): launching again");
+    }
+    launch()
+}
