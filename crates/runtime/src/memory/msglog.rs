@@ -109,17 +109,9 @@ impl MessageLog {
             st.end = 0;
             return;
         }
-        // SAFETY: plain fallocate on our own descriptor; the range holds only this message,
-        // which nobody reads any more. A failure (a file system without hole punching) only
-        // keeps the blocks until the file is emptied.
-        unsafe {
-            libc::fallocate(
-                file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                offset as i64,
-                len as i64,
-            )
-        };
+        // The range holds only this message, which nobody reads any more; a failure keeps
+        // the blocks until the file is emptied.
+        super::pages::punch_hole(file, offset as usize, len);
     }
 }
 

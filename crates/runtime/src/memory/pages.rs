@@ -193,18 +193,27 @@ pub fn drop_cache(file: &File, offset: usize, len: usize) {
 /// # Safety
 /// As [`unload`]; the contents are not needed any more.
 pub unsafe fn discard(ptr: *mut u8, len: usize, file: &File, offset: usize) -> io::Result<()> {
-    // SAFETY: punching a hole in our own file within its length (the mapping sees zeros),
-    // then dropping the caller's pages of it.
+    // The mapping sees zeros where the hole is.
+    punch_hole(file, offset, len);
+    // SAFETY: dropping the caller's pages of its own mapping; their contents are not needed.
+    unsafe { libc::madvise(ptr.cast(), len, libc::MADV_DONTNEED) };
+    reserve(file, offset, offset + len)
+}
+
+/// Frees the blocks of bytes `[offset, offset + len)` of `file`, which read as zeros
+/// afterwards (the file keeps its length). A failure (a file system without hole punching)
+/// only keeps the blocks.
+pub fn punch_hole(file: &File, offset: usize, len: usize) {
+    // SAFETY: plain fallocate on our own open descriptor; it changes only that range's
+    // contents, which the caller no longer needs.
     unsafe {
         libc::fallocate(
             file.as_raw_fd(),
             libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
             offset as i64,
             len as i64,
-        );
-        libc::madvise(ptr.cast(), len, libc::MADV_DONTNEED);
-    }
-    reserve(file, offset, offset + len)
+        )
+    };
 }
 
 /// Pages of `[ptr, ptr + len)` resident in memory (all of them if it cannot be told).
