@@ -63,6 +63,23 @@ impl Ran {
     }
 }
 
+/// When a job still running is taken for hung (`start` gives it 300 s) and the stacks of its
+/// processes are printed.
+const DUMP_AFTER: Duration = Duration::from_secs(270);
+
+/// The threads' stacks of process `pid` (`gdb -batch`; what went wrong, if it cannot).
+fn stacks(pid: u32) -> String {
+    let out = Command::new("timeout")
+        .args(["20", "gdb", "-p", &pid.to_string(), "-batch", "-nx"])
+        .args(["-ex", "thread apply all bt 16"])
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
+        Err(e) => format!("(gdb could not run: {e})"),
+    }
+}
+
 /// How long the launcher may go on after the last process of its job exited.
 const LAUNCHER_GRACE: Duration = Duration::from_secs(15);
 
@@ -91,12 +108,25 @@ fn kill_all(pids: impl IntoIterator<Item = u32>) {
 /// seen.
 fn wait_launcher(child: &mut Child) -> (Option<std::process::ExitStatus>, Instant) {
     let root = child.id();
+    let started = Instant::now();
     let mut seen: Option<Instant> = None;
+    let mut dumped = false;
     loop {
         if let Some(status) = child.try_wait().expect("poll mpirun") {
             return (Some(status), Instant::now());
         }
         let tree = descendants(root);
+        if !dumped && started.elapsed() > DUMP_AFTER {
+            // The job is about to be ended by `timeout`: say where its processes wait.
+            dumped = true;
+            for &p in tree.iter().filter(|&&p| is_job_process(p)) {
+                eprintln!(
+                    "--- threads of job process {p}, {:?} in:\n{}",
+                    started.elapsed(),
+                    stacks(p)
+                );
+            }
+        }
         if tree.iter().any(|&p| is_job_process(p)) {
             seen = Some(Instant::now());
         } else if let Some(last) = seen.filter(|t| t.elapsed() > LAUNCHER_GRACE) {
