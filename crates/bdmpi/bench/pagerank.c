@@ -46,16 +46,22 @@ static void read_at(int fd, const char *path, void *buf, size_t len, off_t off) 
     }
 }
 
-/* The rows [lo, hi) of the CSR file at `path` (n vertices): their local row offsets and their
- * targets, in storage-backed memory. */
-static void read_rows(const char *path, long lo, long hi, size_t **rowptr, int **col) {
+/* Opens the CSR file at `path` and reads its header into `head`, or exits. */
+static int open_graph(const char *path, uint64_t head[5]) {
     int fd = open(path, O_RDONLY);
-    uint64_t head[5];
     if (fd < 0) {
         fprintf(stderr, "pagerank: %s: cannot open\n", path);
         exit(1);
     }
-    read_at(fd, path, head, sizeof head, 0);
+    read_at(fd, path, head, 5 * sizeof *head, 0);
+    return fd;
+}
+
+/* The rows [lo, hi) of the CSR file at `path` (n vertices): their local row offsets and their
+ * targets, in storage-backed memory. */
+static void read_rows(const char *path, long lo, long hi, size_t **rowptr, int **col) {
+    uint64_t head[5];
+    int fd = open_graph(path, head);
     uint64_t *offs = BDMPI_sbmalloc((size_t)(hi - lo + 1) * sizeof *offs);
     BDMPI_Entercritical();
     read_at(fd, path, offs, (size_t)(hi - lo + 1) * 8, (off_t)(head[3] + 8 * (uint64_t)lo));
@@ -72,13 +78,8 @@ static void read_rows(const char *path, long lo, long hi, size_t **rowptr, int *
 
 /* The vertex count of the CSR file at `path`, or exits. */
 static long graph_vertices(const char *path) {
-    int fd = open(path, O_RDONLY);
     uint64_t head[5];
-    if (fd < 0) {
-        fprintf(stderr, "pagerank: %s: cannot open\n", path);
-        exit(1);
-    }
-    read_at(fd, path, head, sizeof head, 0);
+    int fd = open_graph(path, head);
     close(fd);
     if (memcmp(head, "SPWYCSR1", 8) != 0 || head[1] >= (1ull << 31)) {
         fprintf(stderr, "pagerank: %s: not a CSR file of spillway-bench serial-ooc build\n", path);
