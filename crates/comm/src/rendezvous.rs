@@ -114,6 +114,7 @@ impl CollRing {
                         departed: AtomicUsize::new(0),
                         stage: AtomicU32::new(0),
                         done: AtomicUsize::new(0),
+                        readers: AtomicUsize::new(0),
                         slots: OnceLock::new(),
                         uses_slots: AtomicBool::new(false),
                         inbox: OnceLock::new(),
@@ -151,6 +152,9 @@ pub(crate) struct Rendezvous {
     pub(crate) stage: AtomicU32,
     /// Members (or readers) done with the others' buffers.
     pub(crate) done: AtomicUsize,
+    /// Reads of members' buffers under way, plus `node::CLOSED` once a member left the call
+    /// early (see `Entered::reading`).
+    pub(crate) readers: AtomicUsize,
     /// Per member: where its data is (made at the first call that publishes buffers).
     pub(crate) slots: OnceLock<Box<[Slot]>>,
     /// Whether the current call uses `slots` and `inbox` (then the reset clears them).
@@ -225,6 +229,7 @@ impl Rendezvous {
         self.departed.store(0, Ordering::Relaxed);
         self.stage.store(0, Ordering::Relaxed);
         self.done.store(0, Ordering::Relaxed);
+        self.readers.store(0, Ordering::Relaxed);
         self.next_block.store(0, Ordering::Relaxed);
         self.blocks_done.store(0, Ordering::Relaxed);
         self.nblocks.store(0, Ordering::Relaxed);

@@ -539,6 +539,87 @@ fn a_failing_rank_ends_the_job_with_its_error() {
     }
 }
 
+/// An anonymous mapping of `len` f64 values (filled with 1.0) that is unmapped when dropped,
+/// so that a read of it after it is gone faults instead of reading freed heap memory.
+struct Mapped {
+    ptr: *mut f64,
+    len: usize,
+}
+
+impl Mapped {
+    fn new(len: usize) -> Mapped {
+        let bytes = len * std::mem::size_of::<f64>();
+        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(ptr, libc::MAP_FAILED, "mmap of {bytes} bytes");
+        let mut m = Mapped {
+            ptr: ptr.cast(),
+            len,
+        };
+        m.as_mut().fill(1.0);
+        m
+    }
+
+    fn as_mut(&mut self) -> &mut [f64] {
+        // SAFETY: the mapping holds `len` f64 values and lives as long as `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once; no slice of it outlives `self`.
+        unsafe { libc::munmap(self.ptr.cast(), self.len * std::mem::size_of::<f64>()) };
+    }
+}
+
+#[test]
+fn members_leaving_a_failing_collective_wait_until_nobody_reads_their_buffers() {
+    // Node 0 folds large operands while a rank of node 1 fails the job at a varying moment:
+    // node 0's members leave the all-reduce early and unmap their operands at once, so a
+    // member still folding them would crash the test. Then the same for the in-place
+    // all-reduce, the zero-copy broadcast and the all-to-all.
+    const N: usize = 6 << 16;
+    for round in 0..240u64 {
+        let config = Config::new(6).nodes(2).running(3);
+        let err = run(&config, |rank| -> TestResult {
+            let world = Comm::world(rank);
+            if world.rank() >= 3 {
+                if world.rank() == 3 {
+                    std::thread::sleep(std::time::Duration::from_micros(round * 37 % 1500));
+                    return Err(Box::new(Custom));
+                }
+                world.barrier()?;
+                return Ok(());
+            }
+            let mut buf = Mapped::new(N);
+            let outcome = match round % 4 {
+                0 => world.allreduce(buf.as_mut(), Sum).map(drop),
+                1 => world.allreduce_into(buf.as_mut(), Sum),
+                2 => world.bcast_into(0, buf.as_mut()),
+                _ => world.alltoall(buf.as_mut()).map(drop),
+            };
+            drop(buf);
+            // A broadcast may complete on the root's node before the failure reaches it.
+            Ok(outcome?)
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("custom failure"),
+            "round {round}: {err}"
+        );
+    }
+}
+
 #[test]
 fn deadlocks_are_reported_with_what_each_rank_waits_for() {
     for (ranks, nodes, running) in layouts() {

@@ -205,6 +205,16 @@ impl Rank {
         self.job.aborted()
     }
 
+    /// Why this rank's blocking calls fail at the moment: the job is being aborted
+    /// ([`Error::Aborted`]), or processes were lost and this rank has not acknowledged it yet
+    /// ([`Error::ProcessLost`]); `None` while they work.
+    pub fn interrupted(&self) -> Option<Error> {
+        if self.job.aborted() {
+            return Some(Error::Aborted);
+        }
+        self.job.loss_unacknowledged(self.rank)
+    }
+
     /// Whether processes of this job can be lost while the others go on: the MPI backend over
     /// more than one process, built against an MPI with ULFM. Layers that recover from lost
     /// ranks keep what a recovery from a real loss needs only then.

@@ -184,13 +184,36 @@ impl Comm<'_> {
             Vec::new()
         };
         let local_blocks = std::mem::take(&mut *lock(&e.rv.inbox()[my_i]));
-        let local_count = local_blocks.len();
-        let mut incoming: Vec<(usize, &[u8])> = local_blocks
+        let result = e
+            .reading(|| self.deliver(local_blocks, &bundles, my_i, reserve, sink))
+            .and_then(|r| r);
+        // Others (and the leader's packing) may read this member's buffers until everybody is
+        // done; a buffered member's copy belongs to the rendezvous.
+        e.mark_done();
+        if !buffered {
+            e.wait(|| e.done() == e.rv.size)?;
+        }
+        drop(remote);
+        result
+    }
+
+    /// Hands this member's blocks to `sink` in source order: `local` as pushed by the senders
+    /// of this node (read in place), the rest from the other nodes' `bundles`.
+    fn deliver(
+        &self,
+        local: Vec<(u32, usize, usize)>,
+        bundles: &[Arc<AlignedBuf>],
+        my_i: usize,
+        reserve: &mut dyn FnMut(usize),
+        sink: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let local_count = local.len();
+        let mut incoming: Vec<(usize, &[u8])> = local
             .into_iter()
             .map(|(src, addr, len)| {
                 // SAFETY: the sender pushed a block that stays valid until every member is done
-                // (zero-copy senders wait for `done == size`; buffered copies live as long as
-                // the rendezvous).
+                // (zero-copy senders wait for `done == size`, or for the reads under way if
+                // they leave early; buffered copies live as long as the rendezvous).
                 (src as usize, unsafe { bytes_of(addr, len) })
             })
             .collect();
@@ -210,13 +233,6 @@ impl Comm<'_> {
         for b in local_reads {
             self.rank.release_read(b);
         }
-        // Others (and the leader's packing) may read this member's buffers until everybody is
-        // done; a buffered member's copy belongs to the rendezvous.
-        e.mark_done();
-        if !buffered {
-            e.wait(|| e.done() == e.rv.size)?;
-        }
-        drop(remote);
         result
     }
 
@@ -235,6 +251,31 @@ impl Comm<'_> {
                 )
             })
             .collect();
+        let packed = e.reading(|| self.pack_bundles(e))?;
+        for (h, buf) in packed {
+            self.csend(shape.leader(h), tag, Payload::Owned(buf))?;
+        }
+        let just_ids: Vec<_> = ids.iter().map(|&(_, id)| id).collect();
+        self.rank
+            .wait_recv_all(&just_ids, WaitKind::Collective(name))?;
+        let mut bundles = Vec::with_capacity(ids.len());
+        for (h, id) in ids {
+            let env = self.rank.test_recv(id)?.expect("every bundle has arrived");
+            bundles.push((h, env.payload.into_shared()));
+        }
+        *lock(&e.rv.bundles) = bundles;
+        e.set_stage(1);
+        Ok(())
+    }
+
+    /// At a leader, once every member arrived: the bundle of this node's blocks for each other
+    /// node, read from the members' published lists (kept while the members wait for stage
+    /// 1, or until the reads under way end if they leave early).
+    fn pack_bundles(&self, e: &Entered<'_, '_>) -> Vec<(usize, AlignedBuf)> {
+        let shape = self.shape();
+        let l = shape.groups();
+        let my_g = self.inner.my_group;
+        let mut packed = Vec::with_capacity(l.saturating_sub(1));
         // Every block of this node's members for other nodes, by destination node, as
         // (receiver index, sender rank, address, length).
         let mut per_node: Vec<Vec<(u64, u64, usize, usize)>> = vec![Vec::new(); l];
@@ -285,19 +326,9 @@ impl Comm<'_> {
                 self.rank.release_read(block);
                 at = start + len;
             }
-            self.csend(shape.leader(h), tag, Payload::Owned(buf))?;
+            packed.push((h, buf));
         }
-        let just_ids: Vec<_> = ids.iter().map(|&(_, id)| id).collect();
-        self.rank
-            .wait_recv_all(&just_ids, WaitKind::Collective(name))?;
-        let mut bundles = Vec::with_capacity(ids.len());
-        for (h, id) in ids {
-            let env = self.rank.test_recv(id)?.expect("every bundle has arrived");
-            bundles.push((h, env.payload.into_shared()));
-        }
-        *lock(&e.rv.bundles) = bundles;
-        e.set_stage(1);
-        Ok(())
+        packed
     }
 }
 

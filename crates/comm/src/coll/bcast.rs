@@ -103,19 +103,23 @@ impl Comm<'_> {
                 let ptr = e.rv.src.ptr::<u8>();
                 let len = e.rv.src.len();
                 // SAFETY: the root published `len` readable bytes at `ptr` and does not return
-                // (nor touch them) before every member has marked itself done.
-                let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
+                // (nor touch them) before every member has marked itself done, or before the
+                // reads under way end if it leaves early (`reading`).
+                let bytes = || unsafe { std::slice::from_raw_parts(ptr, len) };
                 if forward {
-                    let buf = Arc::new(AlignedBuf::from_bytes(bytes));
+                    let buf = Arc::new(e.reading(|| AlignedBuf::from_bytes(bytes()))?);
                     e.mark_done();
                     let out = sink(buf.as_bytes());
                     self.leaders_bcast(root_g, Some(buf), tag, name)?;
                     out
                 } else {
-                    let out = sink(bytes);
-                    self.rank.release_read(bytes);
+                    let out = e.reading(|| {
+                        let out = sink(bytes());
+                        self.rank.release_read(bytes());
+                        out
+                    });
                     e.mark_done();
-                    out
+                    out?
                 }
             }
         };
@@ -136,13 +140,17 @@ impl Comm<'_> {
         }
         let ptr = e.rv.src.ptr::<u8>();
         let len = e.rv.src.len();
-        // SAFETY: the leader published `len` readable bytes at `ptr` and does not return (nor
-        // write them) before every member has marked itself done.
-        let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
-        let out = sink(bytes);
-        self.rank.release_read(bytes);
+        let out = e.reading(|| {
+            // SAFETY: the leader published `len` readable bytes at `ptr` and does not return
+            // (nor write them) before every member has marked itself done, or before the reads
+            // under way end if it leaves early (`reading`).
+            let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
+            let out = sink(bytes);
+            self.rank.release_read(bytes);
+            out
+        });
         e.mark_done();
-        out
+        out?
     }
 
     /// Whether a broadcast of `len` bytes into the members' own buffers goes the direct way:

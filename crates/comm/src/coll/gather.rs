@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytemuck::Pod;
 use spillway_runtime::WaitKind;
-use spillway_transport::AlignedBuf;
+use spillway_transport::{AlignedBuf, Payload};
 
 use super::node::{lock, Entered};
 use crate::codec::{bundle, bundle_items};
@@ -96,22 +96,22 @@ pub(crate) fn concat<T: Pod>(pieces: &Gathered) -> Result<(Vec<T>, Vec<usize>)> 
 }
 
 impl Comm<'_> {
-    /// The published data of the node's members as bundle items.
-    ///
-    /// # Safety
-    /// Every member has arrived with a pointer and byte length that stay valid until it is
-    /// released (stage 1).
-    unsafe fn local_items(&self, e: &Entered<'_, '_>) -> Vec<(usize, &[u8])> {
+    /// The published data of the node's members in one bundle, once every member has arrived
+    /// (each keeps its data until stage 1, or until the reads under way end if it leaves
+    /// early).
+    fn local_bundle(&self, e: &Entered<'_, '_>) -> Result<Payload> {
         let shape = self.shape();
         let g = self.inner.my_group;
-        (0..shape.group_len(g))
-            .map(|i| {
+        e.reading(|| {
+            let items = (0..shape.group_len(g)).map(|i| {
                 let slot = &e.rv.slots()[i];
-                // SAFETY: guaranteed by the caller.
+                // SAFETY: every member arrived with a pointer and byte length that stay valid
+                // while the reads are open (see above).
                 let bytes = unsafe { std::slice::from_raw_parts(slot.ptr::<u8>(), slot.len()) };
                 (shape.group_member(g, i), bytes)
-            })
-            .collect()
+            });
+            bundle(items)
+        })
     }
 
     /// Gathers every member's bytes at the root, in rank order.
@@ -131,9 +131,7 @@ impl Comm<'_> {
         if my_g != root_g {
             if self.is_leader() {
                 e.wait(|| e.all_arrived())?;
-                // SAFETY: every member arrived and waits for stage 1.
-                let local = unsafe { self.local_items(&e) };
-                let b = bundle(local.iter().copied());
+                let b = self.local_bundle(&e)?;
                 e.set_stage(1);
                 self.csend(root, tag, b)?;
             } else {
@@ -151,9 +149,7 @@ impl Comm<'_> {
             .map(|&h| self.rank.post_recv(self.coll_pattern(shape.leader(h), tag)))
             .collect();
         e.wait(|| e.all_arrived())?;
-        // SAFETY: every member arrived and waits for stage 1.
-        let local = unsafe { self.local_items(&e) };
-        let mut bufs = vec![bundle(local.iter().copied()).into_shared()];
+        let mut bufs = vec![self.local_bundle(&e)?.into_shared()];
         e.set_stage(1);
         self.rank.wait_recv_all(&ids, WaitKind::Collective(name))?;
         for id in ids {
@@ -172,9 +168,7 @@ impl Comm<'_> {
         e.arrive(data.as_ptr() as usize, data.len(), 0, 0);
         if self.is_leader() {
             e.wait(|| e.all_arrived())?;
-            // SAFETY: every member arrived and waits for stage 1.
-            let local = unsafe { self.local_items(&e) };
-            let mine = bundle(local.iter().copied()).into_shared();
+            let mine = self.local_bundle(&e)?.into_shared();
             let others: Vec<usize> = (0..shape.groups()).filter(|&h| h != my_g).collect();
             let ids: Vec<_> = others
                 .iter()
@@ -247,15 +241,18 @@ impl Comm<'_> {
         if my_g == root_g {
             e.wait(|| e.stage() >= 1)?;
             let table = e.rv.src.ptr::<[usize; 2]>();
-            // SAFETY: the root published a table of `size` entries and waits until every
-            // member of its node is done.
-            let part = unsafe {
-                let entry = *table.add(self.rank());
-                std::slice::from_raw_parts(entry[0] as *const u8, entry[1])
-            };
-            let out = sink(part);
+            let out = e.reading(|| {
+                // SAFETY: the root published a table of `size` entries and waits until every
+                // member of its node is done, or until the reads under way end if it leaves
+                // early.
+                let part = unsafe {
+                    let entry = *table.add(self.rank());
+                    std::slice::from_raw_parts(entry[0] as *const u8, entry[1])
+                };
+                sink(part)
+            });
             e.mark_done();
-            return out;
+            return out?;
         }
         if self.is_leader() {
             let buf = self.crecv(root, tag, name)?.into_shared();

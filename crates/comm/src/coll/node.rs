@@ -15,7 +15,10 @@
 //!   pass).
 //!
 //! A member whose buffer others read does not return before they are done with it (it waits on
-//! the rendezvous, giving up its slot if that takes long), so the pointers stay valid. Buffers
+//! the rendezvous, giving up its slot if that takes long), so the pointers stay valid. When
+//! the job fails (its waits return an error) a member may have to leave first: it then closes
+//! the rendezvous to reads and waits for the reads under way, which never block
+//! ([`Entered::reading`]). Buffers
 //! may be storage-backed (`SbVec`) and their owners blocked: a blocked rank's allocation may be
 //! unloaded at any time, but unloading changes residency, never contents, so a reader simply
 //! faults the pages back in.
@@ -28,7 +31,7 @@
 //! Operands are always combined in rank order (the published inputs are folded from the first
 //! member to the last), so results do not depend on timing or on how many ranks run.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytemuck::Pod;
@@ -38,6 +41,7 @@ use crate::comm::Comm;
 use crate::ops::Operation;
 use crate::rendezvous::RING;
 pub(crate) use crate::rendezvous::{lock, Rendezvous};
+use crate::Error;
 use crate::Result;
 
 /// A member's presence at a rendezvous; leaving (dropping) counts its departure, and the last
@@ -53,6 +57,11 @@ pub(crate) struct Entered<'c, 'r> {
 
 impl Drop for Entered<'_, '_> {
     fn drop(&mut self) {
+        // A member that leaves because the job is failing may leave before the others are
+        // done with its buffers: stop their reads first (see `reading`).
+        if std::thread::panicking() || self.comm.rank.interrupted().is_some() {
+            self.close_reads();
+        }
         if self.rv.departed.fetch_add(1, Ordering::AcqRel) + 1 == self.rv.size {
             let kept = self.rv.reset(self.seq.wrapping_add(RING as u32));
             self.comm.rank.wake_all(&self.rv.queue);
@@ -155,6 +164,46 @@ impl<'c, 'r> Entered<'c, 'r> {
         self.comm.rank.wake_all(&self.rv.queue);
     }
 
+    /// Runs `read`, which reads or writes buffers other members published, unless a member
+    /// has left the call early (the job is failing: see [`close_reads`](Self::close_reads)).
+    /// `read` must not block: a member that leaves early waits for the reads under way.
+    ///
+    /// # Errors
+    /// Why the rank's blocking calls fail ([`Rank::interrupted`]) when the reads are closed.
+    ///
+    /// [`Rank::interrupted`]: spillway_runtime::Rank::interrupted
+    pub(crate) fn reading<R>(&self, read: impl FnOnce() -> R) -> Result<R> {
+        struct Release<'a>(&'a AtomicUsize);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Release);
+            }
+        }
+        let ticket = self.rv.readers.fetch_add(1, Ordering::AcqRel);
+        let _release = Release(&self.rv.readers);
+        if ticket & CLOSED != 0 {
+            return Err(self.comm.rank.interrupted().unwrap_or(Error::Aborted));
+        }
+        Ok(read())
+    }
+
+    /// Stops reads of the members' buffers from starting and waits for those under way: a
+    /// member that leaves before the others are done with its buffers (its wait failed)
+    /// calls it, so that nobody touches them once it has returned. The reads do not block,
+    /// so the wait is short.
+    fn close_reads(&self) {
+        self.rv.readers.fetch_or(CLOSED, Ordering::AcqRel);
+        let mut spins = 0u32;
+        while self.rv.readers.load(Ordering::Acquire) & !CLOSED != 0 {
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
     /// Blocks until `poll` returns true (see the module notes on waiting).
     pub(crate) fn wait(&self, mut poll: impl FnMut() -> bool) -> Result<()> {
         self.comm.rank.wait_until(
@@ -199,22 +248,25 @@ impl<'c, 'r> Entered<'c, 'r> {
     ///
     /// # Safety
     /// Every member's slot holds a pointer to `n` readable elements of `T` that stay valid and
-    /// unchanged until the fold is complete, and the fold was opened for `n` elements of `T`.
+    /// unchanged until the fold is complete or the reads are closed (a member that leaves
+    /// early closes them first), and the fold was opened for `n` elements of `T`.
     pub(crate) unsafe fn fold<T: Pod, O: Operation<T> + ?Sized>(&self, n: usize, op: &O) -> bool {
         let release = |s: &[T]| self.comm.rank.release_read(bytemuck::cast_slice(s));
         let nblocks = self.rv.nblocks.load(Ordering::Relaxed);
         let per_block = (FOLD_BLOCK / std::mem::size_of::<T>()).max(1);
         let acc = self.rv.acc_ptr.load(Ordering::Relaxed) as *mut T;
         let mut finished_last = false;
-        loop {
+        // One block per read: a member that leaves early waits for at most one block each.
+        let fold_one = || {
             let b = self.rv.next_block.fetch_add(1, Ordering::Relaxed);
             if b >= nblocks {
-                return finished_last;
+                return false;
             }
             let start = b * per_block;
             let len = per_block.min(n - start.min(n));
             // SAFETY: blocks are disjoint ranges of the accumulator of `n` elements, each
-            // handed to exactly one member by `next_block`; the caller guarantees the inputs.
+            // handed to exactly one member by `next_block`; the caller guarantees the inputs
+            // while the reads are open (`reading`).
             unsafe {
                 let slots = self.rv.slots();
                 let first = slots[0].ptr::<T>().add(start);
@@ -233,10 +285,14 @@ impl<'c, 'r> Entered<'c, 'r> {
                     release(other);
                 }
             }
+            true
+        };
+        while let Ok(true) = self.reading(fold_one) {
             if self.rv.blocks_done.fetch_add(1, Ordering::AcqRel) + 1 == nblocks {
                 finished_last = true;
             }
         }
+        finished_last
     }
 
     /// The accumulator as a slice of `n` elements, for reading.
@@ -392,6 +448,10 @@ impl Comm<'_> {
 /// node buffer (one pass less for that member, no node buffer), at the price of that member
 /// waiting for the others to copy the result.
 pub(crate) const IN_PLACE_MIN: usize = 16 << 10;
+
+/// Set in a rendezvous's count of reads once a member left the call early: no read of the
+/// members' buffers starts any more (see [`Entered::reading`]).
+const CLOSED: usize = 1 << (usize::BITS - 1);
 
 /// Bytes folded per block of a shared reduction: small enough to share the work among the
 /// running members and to stay in cache, large enough to amortise taking a block.

@@ -83,7 +83,8 @@ impl Comm<'_> {
         e.wait(|| {
             let stage = e.stage();
             // SAFETY: every member published `n` elements (checked by the last to arrive
-            // before stage 1) and stays in this call until at least stage 2.
+            // before stage 1) and stays in this call until at least stage 2, or closes the
+            // reads before it leaves early.
             if stage == 1 && unsafe { e.fold(n, op) } {
                 e.set_stage(2);
                 return true;
@@ -118,9 +119,15 @@ impl Comm<'_> {
         if wanted {
             let ready = if multi { 3 } else { 2 };
             e.wait(|| e.stage() >= ready)?;
-            // SAFETY: the result is complete (stage `ready`) and nobody writes it any more.
-            let result = unsafe { e.acc_ref::<T>(n) };
-            let outcome = sink(result);
+            let outcome = e
+                .reading(|| {
+                    // SAFETY: the result is complete (stage `ready`) and nobody writes it any
+                    // more; it may be the first member's output, which stays while reads are
+                    // open (`reading`).
+                    let result = unsafe { e.acc_ref::<T>(n) };
+                    sink(result)
+                })
+                .and_then(|r| r);
             if e.folds_in_place() {
                 // The result lives in the first member's output: it stays until the others
                 // have copied it.

@@ -39,11 +39,12 @@ impl Comm<'_> {
                 return Err(self.misuse(name, "operands differ in length"));
             }
             // SAFETY: every member published `n` input elements and an output of `n`
-            // elements, and waits for stage 1 without touching them.
+            // elements, and waits for stage 1 without touching them (or, leaving early,
+            // waits for the reads under way: both phases below run under `reading`).
             let input = |i: usize| unsafe { std::slice::from_raw_parts(slots[i].ptr::<T>(), n) };
             // SAFETY: member `i`'s output holds `n` elements (checked above) that only the
-            // leader writes until stage 1; each slice made here is used and dropped before the
-            // next one for the same member is made, so no two live `&mut` alias.
+            // leader writes until stage 1 (as above); each slice made here is used and dropped
+            // before the next one for the same member is made, so no two live `&mut` alias.
             let output = |i: usize| unsafe {
                 std::slice::from_raw_parts_mut(
                     slots[i].out.load(std::sync::atomic::Ordering::Relaxed) as *mut T,
@@ -52,35 +53,40 @@ impl Comm<'_> {
             };
             let len = slots.len();
             // Inclusive prefixes inside the node.
-            let mut run = input(0).to_vec();
-            output(0).copy_from_slice(&run);
-            for i in 1..len {
-                op.combine(&mut run, input(i));
-                output(i).copy_from_slice(&run);
-            }
+            let run = e.reading(|| {
+                let mut run = input(0).to_vec();
+                output(0).copy_from_slice(&run);
+                for i in 1..len {
+                    op.combine(&mut run, input(i));
+                    output(i).copy_from_slice(&run);
+                }
+                run
+            })?;
             let before = if self.shape().groups() > 1 {
                 self.leaders_exscan(&run, op, tag, name)?
             } else {
                 None
             };
-            if let Some(p) = &before {
-                let mut tmp = Vec::with_capacity(n);
-                for i in 0..len {
-                    tmp.clear();
-                    tmp.extend_from_slice(p);
-                    op.combine(&mut tmp, output(i));
-                    output(i).copy_from_slice(&tmp);
-                }
-            }
-            if !inclusive {
-                for i in (1..len).rev() {
-                    let (lower, upper) = (output(i - 1).to_vec(), output(i));
-                    upper.copy_from_slice(&lower);
-                }
+            e.reading(|| {
                 if let Some(p) = &before {
-                    output(0).copy_from_slice(p);
+                    let mut tmp = Vec::with_capacity(n);
+                    for i in 0..len {
+                        tmp.clear();
+                        tmp.extend_from_slice(p);
+                        op.combine(&mut tmp, output(i));
+                        output(i).copy_from_slice(&tmp);
+                    }
                 }
-            }
+                if !inclusive {
+                    for i in (1..len).rev() {
+                        let (lower, upper) = (output(i - 1).to_vec(), output(i));
+                        upper.copy_from_slice(&lower);
+                    }
+                    if let Some(p) = &before {
+                        output(0).copy_from_slice(p);
+                    }
+                }
+            })?;
             e.set_stage(1);
         }
         e.wait(|| e.stage() >= 1)?;
