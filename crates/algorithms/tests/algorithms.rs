@@ -86,14 +86,22 @@ fn graph_rows_are_complete_and_balanced() {
 
 #[test]
 fn pagerank_matches_a_sequential_loop_at_every_layout() {
-    let spec = RmatSpec::parse("rmat:8:6:11").unwrap();
+    let spec = RmatSpec::parse("rmat:12:6:11").unwrap();
     let mut edges = Vec::new();
     spec.edges(0..spec.num_edges(), &mut edges);
     let n = spec.num_vertices() as usize;
     for iterations in [1, 9] {
         let expect = sequential_pagerank(n, &edges, iterations, 0.85);
-        for (ranks, nodes, running) in layouts() {
-            let config = Config::new(ranks).nodes(nodes).running(running);
+        // Without a budget; with one so small that the vertex values are storage-backed;
+        // with one that keeps them resident (out of core, an eighth of the budget).
+        let budgets = [None, Some(64u64 << 10), Some(4u64 << 20)];
+        for ((ranks, nodes, running), budget) in
+            layouts().into_iter().flat_map(|l| budgets.map(|b| (l, b)))
+        {
+            let mut config = Config::new(ranks).nodes(nodes).running(running);
+            if let Some(b) = budget {
+                config = config.mem_budget(b);
+            }
             let parts = run(&config, |rank| -> Result<_, AlgoError> {
                 let world = Comm::world(rank);
                 let g = load_graph(&world, &GraphSource::Rmat(spec))?;
@@ -113,7 +121,8 @@ fn pagerank_matches_a_sequential_loop_at_every_layout() {
             let l1: f64 = got.iter().zip(&expect).map(|(a, b)| (a - b).abs()).sum();
             assert!(
                 l1 < 1e-12,
-                "layout {ranks}/{nodes}/{running}, {iterations} iterations: L1 {l1}"
+                "layout {ranks}/{nodes}/{running} budget {budget:?}, {iterations} \
+                 iterations: L1 {l1}"
             );
         }
     }

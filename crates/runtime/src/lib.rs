@@ -59,7 +59,7 @@ pub use mailbox::{MessageInfo, Pattern, RecvId};
 /// The system calls of storage-backed memory, shared with libbdmpi's `BDMPI_sbmalloc`.
 #[doc(hidden)]
 pub use memory::pages as sbpages;
-pub use memory::{current_rss, peak_rss, MemoryStats, NodeBuf, Policy, SbVec};
+pub use memory::{current_rss, peak_rss, MemoryStats, NodeBuf, Policy, SbVec, Scratch};
 pub use node::{NodeTable, WaitQueue};
 pub use rank::{CriticalGuard, Rank};
 pub use sched::{Describe, WaitKind};

@@ -597,6 +597,18 @@ impl Rank {
         Ok(mem.buffer(len)?)
     }
 
+    /// Zero-filled working memory of `len` elements for one stretch of computation between
+    /// blocking calls ([`Scratch`](crate::Scratch)): anonymous memory the node's ranks pass
+    /// on to each other, never written to storage, counted against the budget.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `len` elements do not fit in the address space;
+    /// [`Error::Io`] when the memory cannot be mapped.
+    pub fn scratch<T: bytemuck::Pod>(&self, len: usize) -> Result<crate::Scratch<T>, Error> {
+        let (mem, _) = self.job.node_mem(self.rank);
+        crate::Scratch::new(mem, len)
+    }
+
     /// Tells the runtime that this rank has read `bytes`, part of another rank's buffer, in
     /// place (inside a collective). Pages of a storage-backed allocation whose owner holds it
     /// unloaded are dropped again, so that reading other ranks' data does not keep it

@@ -65,6 +65,7 @@ pub mod pages;
 mod region;
 mod residency;
 mod sbvec;
+mod scratch;
 pub(crate) mod spill;
 
 pub use buf::NodeBuf;
@@ -72,6 +73,7 @@ pub(crate) use msglog::Spilled;
 pub(crate) use node::NodeMem;
 pub(crate) use region::{Owner, Region};
 pub use sbvec::SbVec;
+pub use scratch::Scratch;
 pub(crate) use spill::SpillStore;
 
 pub(crate) use spillway_transport::lock;

@@ -44,6 +44,8 @@ pub(crate) struct NodeMem {
     /// The ranks' regions by start address (to recognise storage-backed memory that another
     /// rank read in place).
     by_addr: Mutex<BTreeMap<usize, Weak<Region>>>,
+    /// Free scratch buffers, for the next rank to take (see [`super::Scratch`]).
+    pub(crate) scratch: super::scratch::Pool,
     /// The node's index and first rank (for trace events).
     pub(crate) node_id: u32,
     pub(crate) first_rank: u32,
@@ -102,6 +104,7 @@ impl NodeMem {
             message_spill_threshold,
             first_error: Mutex::new(None),
             by_addr: Mutex::new(BTreeMap::new()),
+            scratch: Default::default(),
             node_id: 0,
             first_rank: 0,
         }

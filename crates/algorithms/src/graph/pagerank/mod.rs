@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 
 use spillway_checkpoint::{header, split_header, Checkpointer};
 use spillway_comm::{Collectives, Comm, Sum};
-use spillway_runtime::SbVec;
+use spillway_runtime::{SbVec, Scratch};
 
 use crate::error::AlgoError;
 use crate::graph::DistGraph;
@@ -244,7 +244,7 @@ pub(crate) fn run_pagerank(
     let pull = set_up(comm, graph)?;
     let n = graph.n as f64;
     let d = options.damping;
-    let mut x: SbVec<f64> = SbVec::zeroed(rt, rows)?;
+    let mut x = Array::values(rt, rows, graph.n)?;
     x.as_mut_slice().iter_mut().for_each(|v| *v = 1.0 / n);
     let mut dangling_local: f64 = pull
         .inv_deg
@@ -254,15 +254,12 @@ pub(crate) fn run_pagerank(
         .map(|_| 1.0 / n)
         .sum();
     let slots = pull.remote_off.lists();
-    let mut contrib: SbVec<f64> = SbVec::zeroed(rt, rows)?;
-    let mut outgoing: SbVec<f64> = SbVec::zeroed(rt, slots)?;
-    let mut next: SbVec<f64> = SbVec::zeroed(rt, rows)?;
     let iteration_bytes = pull.local_off.bytes()
         + pull.remote_off.bytes()
         + pull.local_src.bytes()
         + pull.remote_src.bytes()
         + pull.incoming.bytes()
-        + 8 * (pull.inv_deg.len() + x.len() + contrib.len() + outgoing.len() + next.len()) as u64;
+        + 8 * (pull.inv_deg.len() + x.len() + 3 * rows + slots) as u64;
     let mut times = Vec::new();
     let mut delta = f64::INFINITY;
     let mut done = 0;
@@ -337,25 +334,36 @@ pub(crate) fn run_pagerank(
         }
         Ok(())
     };
-    // Out of core, the per-iteration buffers that are overwritten before they are read again
-    // (the contributions, the sums sent, the next values) are discarded once dead: blocking
-    // calls then neither write them back nor load them again. In memory discarding would only
-    // cost page faults.
-    let discard = rt.mem_budget().is_some();
-    // In memory the contributions of an iteration are written by the update of the one before
-    // (a pass over `x` and the inverse degrees saved) and kept; out of core they are made
-    // again from `x` where they are needed, since `x` and the inverse degrees are read there
-    // anyway.
-    let keep_contrib = !discard;
+    // The per-iteration buffers, overwritten before they are read again (the contributions,
+    // the sums sent, the next values): out of core they are scratch memory, taken for one
+    // iteration and given back before it blocks, so that they are never written out or read
+    // back, and the ranks of a node pass the same pages on to each other (no page faults).
+    let per_iteration = rt.mem_budget().is_some();
+    let scratch = || -> Result<Work, AlgoError> {
+        Ok(Work {
+            contrib: Array::new(rt, rows, per_iteration)?,
+            next: Array::new(rt, rows, per_iteration)?,
+            outgoing: Array::new(rt, slots, per_iteration)?,
+        })
+    };
+    // In memory the buffers stay, and the contributions of an iteration are written by the
+    // update of the one before (a pass over `x` and the inverse degrees saved); out of core
+    // they are made again from `x` where they are needed, since `x` and the inverse degrees
+    // are read there anyway.
+    let keep_contrib = !per_iteration;
+    let mut kept: Option<Work> = None;
     let mut contrib_ready = false;
     if first < options.iterations {
-        let c = contrib.as_mut_slice();
-        contributions(c, x.as_slice(), pull.inv_deg.as_slice());
-        send_sums(c, outgoing.as_mut_slice(), first)?;
+        let mut w = scratch()?;
+        contributions(
+            w.contrib.as_mut_slice(),
+            x.as_slice(),
+            pull.inv_deg.as_slice(),
+        );
+        send_sums(w.contrib.as_slice(), w.outgoing.as_mut_slice(), first)?;
         contrib_ready = keep_contrib;
-        if discard {
-            contrib.discard();
-            outgoing.discard();
+        if !per_iteration {
+            kept = Some(w);
         }
     }
     // After the sends of the first round, so that its receives rarely wait.
@@ -375,42 +383,67 @@ pub(crate) fn run_pagerank(
     for it in first..options.iterations {
         let start = Instant::now();
         let more = it + 1 < options.iterations;
-        {
-            // Slices are taken after every blocking call so that loads are accounted.
-            let c = contrib.as_mut_slice();
-            if !contrib_ready {
-                contributions(c, x.as_slice(), pull.inv_deg.as_slice());
-            }
-            pull.local_off
-                .pull(c, rows, &pull.local_src, next.as_mut_slice());
-        }
         // Round `it` was sent before the all-reduce that ended the last iteration: these
-        // receives wait only in the first iteration.
-        for (b, &(sender, count, _)) in pull.incoming.blocks.iter().enumerate() {
+        // receives wait only in the first iteration. They come before the scratch buffers are
+        // taken, so that no rank holds scratch memory while it waits.
+        let mut received = Vec::with_capacity(pull.incoming.blocks.len());
+        for &(sender, count, _) in &pull.incoming.blocks {
             let (buf, _) = values.recv_shared(sender, tag(it))?;
-            let sums: &[f64] = bytemuck::try_cast_slice(buf.as_bytes())
-                .ok()
-                .filter(|v: &&[f64]| v.len() == count)
-                .ok_or(AlgoError::Comm(spillway_comm::Error::Truncated {
+            if buf.len() != 8 * count {
+                return Err(AlgoError::Comm(spillway_comm::Error::Truncated {
                     message_bytes: buf.len(),
                     buffer_bytes: 8 * count,
-                }))?;
-            pull.incoming.add_from(b, sums, next.as_mut_slice());
+                }));
+            }
+            received.push(buf);
         }
+        let mut w = match kept.take() {
+            Some(w) => w,
+            None => scratch()?,
+        };
+        // Slices of storage-backed arrays are taken after every blocking call so that loads
+        // are accounted.
+        if !contrib_ready {
+            contributions(
+                w.contrib.as_mut_slice(),
+                x.as_slice(),
+                pull.inv_deg.as_slice(),
+            );
+        }
+        pull.local_off.pull(
+            w.contrib.as_slice(),
+            rows,
+            &pull.local_src,
+            w.next.as_mut_slice(),
+        );
+        for (b, buf) in received.iter().enumerate() {
+            let sums: &[f64] = bytemuck::try_cast_slice(buf.as_bytes()).map_err(|_| {
+                AlgoError::Comm(spillway_comm::Error::TypeMismatch {
+                    expected: "f64 sums",
+                    message_bytes: buf.len(),
+                })
+            })?;
+            pull.incoming.add_from(b, sums, w.next.as_mut_slice());
+        }
+        drop(received);
         let base = (1.0 - d) / n + d * dangling / n;
         let local_delta;
         {
-            let c = contrib.as_mut_slice();
+            let Work {
+                contrib,
+                next,
+                outgoing,
+            } = &mut w;
             (local_delta, dangling_local) = update(
                 x.as_mut_slice(),
                 next.as_slice(),
                 pull.inv_deg.as_slice(),
-                more.then_some(&mut *c),
+                more.then_some(contrib.as_mut_slice()),
                 base,
                 d,
             );
             if more {
-                send_sums(c, outgoing.as_mut_slice(), it + 1)?;
+                send_sums(contrib.as_slice(), outgoing.as_mut_slice(), it + 1)?;
             }
             contrib_ready = more && keep_contrib;
         }
@@ -420,10 +453,10 @@ pub(crate) fn run_pagerank(
                 k.replicate(replicas, it + 1, x.as_slice(), pull.row_of.as_slice())?;
             }
         }
-        if discard {
-            contrib.discard();
-            next.discard();
-            outgoing.discard();
+        if !per_iteration {
+            kept = Some(w);
+        } else {
+            drop(w);
         }
         // With `keep`: the replication's time and the iteration's, summed over the ranks to
         // plan the next replication alike on every rank.
@@ -484,6 +517,63 @@ pub(crate) fn run_pagerank(
         iteration_times: times,
         iteration_bytes,
     })
+}
+
+/// An array of the iterations: scratch memory (never written out, counted against the
+/// budget while it exists) or storage-backed (in memory, an ordinary allocation).
+enum Array {
+    Scratch(Scratch<f64>),
+    Backed(SbVec<f64>),
+}
+
+impl Array {
+    /// `len` zeros, in scratch memory or storage-backed.
+    fn new(rt: &spillway_runtime::Rank, len: usize, scratch: bool) -> Result<Array, AlgoError> {
+        Ok(match scratch {
+            true => Array::Scratch(rt.scratch(len)?),
+            false => Array::Backed(SbVec::zeroed(rt, len)?),
+        })
+    }
+
+    /// This rank's vertex values. Out of core they stay in memory (scratch memory kept for the
+    /// whole run) when the values of the node's ranks take at most an eighth of the budget: an
+    /// iteration then neither writes them back nor reads them again, nor faults on their pages
+    /// to write them. Otherwise, and in memory, they are storage-backed.
+    fn values(rt: &spillway_runtime::Rank, rows: usize, n: u64) -> Result<Array, AlgoError> {
+        let node_bytes = 8 * n as u128 * u128::from(rt.local_size()) / u128::from(rt.size());
+        let resident = rt
+            .mem_budget()
+            .is_some_and(|b| node_bytes <= u128::from(b / 8));
+        Array::new(rt, rows, resident)
+    }
+
+    fn as_slice(&self) -> &[f64] {
+        match self {
+            Array::Scratch(s) => s,
+            Array::Backed(v) => v.as_slice(),
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [f64] {
+        match self {
+            Array::Scratch(s) => s,
+            Array::Backed(v) => v.as_mut_slice(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+}
+
+/// The buffers one iteration writes before it reads them (see [`run_pagerank`]).
+struct Work {
+    /// `x(u) / deg(u)` per row.
+    contrib: Array,
+    /// The new sums per row.
+    next: Array,
+    /// The sums for other ranks' rows, by slot.
+    outgoing: Array,
 }
 
 /// `x` (by position) back in row order: `row_of` is the row of each position.
