@@ -27,6 +27,11 @@
 //! * **load**: the pages are read back (aggressive: the whole allocation at its first access
 //!   after a block, with one `MADV_POPULATE_READ`; lazy: page by page as the rank touches them).
 //!
+//! * **scratch**: arrays that a rank writes before it reads them and no longer needs once it
+//!   blocks are [`Scratch`] buffers instead: private anonymous memory from a pool of the node,
+//!   counted against the budget and never written out, passed from rank to rank (see
+//!   `scratch`).
+//!
 //! Unloading never invalidates a slice: a page that is touched again is simply read back. So
 //! the policies below decide *when* memory is released and can never corrupt data.
 //!
