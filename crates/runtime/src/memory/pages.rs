@@ -56,6 +56,29 @@ pub fn reserve(file: &File, from: usize, to: usize) -> io::Result<()> {
     }
 }
 
+/// Maps `len` bytes of fresh private anonymous memory (zero-filled), readable and writable.
+///
+/// # Errors
+/// The mapping cannot be made (address space, map count).
+pub fn map_anonymous(len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a fresh private anonymous mapping; the kernel picks the address; no existing
+    // memory is affected; failure is checked.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ptr.cast())
+}
+
 /// Maps the first `len` bytes of `file` (of at least that length), shared and writable.
 ///
 /// # Errors

@@ -100,24 +100,7 @@ impl Region {
         };
         let ptr = match &file {
             Some(f) => pages::map_shared(f, map_len)?,
-            None => {
-                // SAFETY: a fresh private anonymous read-write mapping of `map_len` bytes; the
-                // kernel picks the address; failure is checked below.
-                let ptr = unsafe {
-                    libc::mmap(
-                        std::ptr::null_mut(),
-                        map_len,
-                        libc::PROT_READ | libc::PROT_WRITE,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                        -1,
-                        0,
-                    )
-                };
-                if ptr == libc::MAP_FAILED {
-                    return Err(io::Error::last_os_error());
-                }
-                ptr.cast::<u8>()
-            }
+            None => pages::map_anonymous(map_len)?,
         };
         if file.is_none() && map_len >= HUGE_PAGE {
             // Nothing is in use yet: a huge page faulted in by the first write to a large

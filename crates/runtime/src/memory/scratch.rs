@@ -32,29 +32,12 @@ unsafe impl Send for Block {}
 
 impl Block {
     fn map(cap: usize) -> std::io::Result<Block> {
-        // SAFETY: a fresh private anonymous read-write mapping; the kernel picks the address;
-        // failure is checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                cap,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
+        let ptr = super::pages::map_anonymous(cap)?;
         if cap >= HUGE {
             // SAFETY: advice on the whole mapping just made; it changes no contents.
-            unsafe { libc::madvise(ptr, cap, libc::MADV_HUGEPAGE) };
+            unsafe { libc::madvise(ptr.cast(), cap, libc::MADV_HUGEPAGE) };
         }
-        Ok(Block {
-            ptr: ptr.cast(),
-            cap,
-        })
+        Ok(Block { ptr, cap })
     }
 }
 
