@@ -429,6 +429,12 @@ BDMPI_NOTE = ("crates/bdmpi/bench/pagerank.c (ours, BDMPI's API) reading the sam
               "iteration include the first; its ranks are not written (no L1 check)")
 
 
+def portable(command, work):
+    """`command` as recorded in the results: paths in the repository relative to it, the work
+    directory as WORK (the results name no path of the machine that ran them)."""
+    return command.replace(work, "WORK").replace(ROOT + os.sep, "")
+
+
 def build_bdmpi_pagerank(work):
     """Compiles crates/bdmpi/bench/pagerank.c against libbdmpi (target/release)."""
     lib = os.path.join(ROOT, "target", "release")
@@ -567,7 +573,7 @@ def run_scale(a, scale, work, spill, dev, bound_bw, swap_state, results):
         label = LABEL[key]
         row = {"key": key, "label": label}
         if key in commands:
-            row["command"] = shlex.join(commands[key])
+            row["command"] = portable(shlex.join(commands[key]), work)
         entry["alternatives"].append(row)
         if key == "bdmpi":
             row["note"] = BDMPI_NOTE
