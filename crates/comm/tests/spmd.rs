@@ -549,18 +549,8 @@ struct Mapped {
 impl Mapped {
     fn new(len: usize) -> Mapped {
         let bytes = len * std::mem::size_of::<f64>();
-        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(ptr, libc::MAP_FAILED, "mmap of {bytes} bytes");
+        let ptr = spillway_runtime::sbpages::map_anonymous(bytes)
+            .unwrap_or_else(|e| panic!("mmap of {bytes} bytes: {e}"));
         let mut m = Mapped {
             ptr: ptr.cast(),
             len,
