@@ -365,7 +365,21 @@ impl NodeMem {
         static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let off =
             *OFF.get_or_init(|| std::env::var_os("SPILLWAY_NO_PREFETCH").is_some_and(|v| v == "1"));
-        if self.budget.is_none() || self.policy == Policy::Lrlw || off {
+        let Some(budget) = self.budget else {
+            return;
+        };
+        if self.policy == Policy::Lrlw || off {
+            return;
+        }
+        // Read ahead only what the budget can take beside what is resident now: the page
+        // cache is charged to the job's memory cgroup too, and read-ahead that does not fit
+        // is evicted before the rank runs and read again (R-MAT scale 24 on 64 ranks at a
+        // 256 MiB budget: 3.2 GB read an iteration with it, 1.3-1.8 GB without).
+        let room = {
+            let st = lock(&self.state);
+            st.resident + self.message_bytes.load(Ordering::Relaxed) + st.allocated[local] <= budget
+        };
+        if !room {
             return;
         }
         let regions = self.regions_of(local);
