@@ -397,3 +397,41 @@ fn unloaded_pages_leave_the_page_cache() {
         }
     }
 }
+
+#[test]
+fn queued_messages_take_at_most_half_the_budget() {
+    // Nothing storage-backed is resident, so the budget alone would let all five 1 MiB
+    // messages for rank 0 wait in memory (5 MiB of 8); at most half of it may hold messages
+    // (the rest is for the running ranks' data and the copies receivers hold), so at least one
+    // goes to a spill file, and rank 0 still receives every byte.
+    let (ranks, words) = (6usize, (1usize << 20) / 8);
+    let config = Config::new(ranks as u32)
+        .running(1)
+        .mem_budget(8 << 20)
+        .policy(Policy::Araw);
+    let (out, stats) = run_with_stats(&config, |rank| -> TestResult<u64> {
+        let world = Comm::world(rank);
+        let me = world.rank();
+        if me != 0 {
+            let data: Vec<u64> = (0..words).map(|i| pattern(me, i)).collect();
+            world.send(0, 5, &data)?;
+        }
+        world.barrier()?;
+        let mut bad = 0;
+        if me == 0 {
+            for from in 1..ranks {
+                let (got, _) = world.recv::<u64>(from, 5)?;
+                bad += (0..words).filter(|&i| got[i] != pattern(from, i)).count() as u64;
+            }
+        }
+        Ok(bad)
+    })
+    .unwrap();
+    assert!(out.iter().all(|&bad| bad == 0), "corrupted values: {out:?}");
+    let m = stats.memory;
+    let total = ((ranks - 1) * words * 8) as u64;
+    assert!(
+        total - m.message_bytes_spilled <= 4 << 20,
+        "more than half the budget of messages stayed in memory: {m:?}"
+    );
+}
