@@ -435,3 +435,47 @@ fn queued_messages_take_at_most_half_the_budget() {
         "more than half the budget of messages stayed in memory: {m:?}"
     );
 }
+
+#[test]
+fn ranges_touched_a_round_at_a_time_are_not_read_ahead_whole() {
+    // Four ranks on one worker under ARAW: each round, every rank writes the next eighth of a
+    // 4 MiB array and blocks. What it touches between blocks is an eighth of the array, so
+    // reading all of it ahead at every resumption would read eight times what is used.
+    let (ranks, rounds, bytes) = (4usize, 8usize, 4usize << 20);
+    let words = bytes / 8;
+    let config = Config::new(ranks as u32)
+        .running(1)
+        .mem_budget(16 << 20)
+        .policy(Policy::Araw);
+    let (out, stats) = run_with_stats(&config, |rank| -> TestResult<u64> {
+        let world = Comm::world(rank);
+        let me = world.rank();
+        let mut big: SbVec<u64> = SbVec::zeroed(rank, words)?;
+        let piece = words / rounds;
+        for r in 0..rounds {
+            world.barrier()?;
+            for (i, x) in big
+                .range_mut(r * piece..(r + 1) * piece)
+                .iter_mut()
+                .enumerate()
+            {
+                *x = pattern(me, r * piece + i);
+            }
+        }
+        world.barrier()?;
+        let bad = (0..words)
+            .filter(|&i| big.as_slice()[i] != pattern(me, i))
+            .count();
+        Ok(bad as u64)
+    })
+    .unwrap();
+    assert!(out.iter().all(|&bad| bad == 0), "corrupted values: {out:?}");
+    let m = stats.memory;
+    let bound = (ranks * bytes) as u64;
+    assert!(
+        m.prefetched_bytes <= bound,
+        "prefetched {} bytes for ranges of {} each: {m:?}",
+        m.prefetched_bytes,
+        bytes / rounds
+    );
+}

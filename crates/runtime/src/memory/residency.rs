@@ -188,13 +188,17 @@ impl Region {
         pages::drop_cache(file, 0, self.map_len());
     }
 
-    /// The owner blocks: records whether the region is in its working set (loaded now).
+    /// The owner blocks: records whether the region is in its working set (loaded now, or at
+    /// least half of it). A region the owner touches a small range at a time (a loader's
+    /// rounds over its edges) is not: read ahead whole for every range, it made loading R-MAT
+    /// scale 24 at 64 ranks under a 256 MiB budget read 39 GB from the device in 54 s (29 GB
+    /// in 42.5 s without).
     pub(crate) fn note_block(&self) {
         if self.file.is_none() {
             return;
         }
         let mut st = lock(&self.state);
-        st.warm = st.loaded || st.partial > 0;
+        st.warm = st.loaded || st.partial >= self.map_len() as u64 / 2;
     }
 
     /// Asks the kernel to read the unloaded allocation into the page cache in the background,
