@@ -72,7 +72,11 @@ def compress(
 
 def decompress(buf: Any) -> np.ndarray:
     """The array of a buffer written by :func:`compress` (or ``spillway compress``), with
-    its shape and dtype."""
+    its shape and dtype.
+
+    A buffer that is not one (wrong magic bytes, cut short, changed: the checksum does not
+    match) raises :class:`InvalidRequest` whose message starts with ``buf:``; a buffer that
+    is not bytes-like raises :class:`TypeError`."""
     if isinstance(buf, np.ndarray):
         buf = buf.tobytes()
     if isinstance(buf, (bytearray, memoryview)):
@@ -119,12 +123,25 @@ class SpillwayCodec(_CodecBase):  # type: ignore[misc, valid-type]
         return compress(a, abs=self.abs, rel=self.rel, method=self.method)
 
     def decode(self, buf: Any, out: Any = None) -> Any:
+        """The array of ``buf`` (errors name ``buf``), written into ``out`` when given
+        (an array or buffer of the same number of bytes; errors name ``out``)."""
         values = decompress(buf)
-        if out is not None:
-            target = np.asarray(out)
-            target.reshape(-1)[...] = values.reshape(-1).view(target.dtype) if target.dtype != values.dtype else values.reshape(-1)
-            return out
-        return values
+        if out is None:
+            return values
+        target = np.asarray(out)
+        if target.nbytes != values.nbytes:
+            raise InvalidRequest(
+                f"out: holds {target.nbytes} bytes; the decoded chunk {values.shape} of {values.dtype} needs {values.nbytes}"
+            )
+        if not target.flags.writeable:
+            raise InvalidRequest("out: is read-only")
+        if target.dtype == values.dtype:
+            target[...] = values.reshape(target.shape)
+        elif target.flags.c_contiguous:
+            target.reshape(-1)[...] = values.reshape(-1).view(target.dtype)
+        else:
+            raise InvalidRequest(f"out: of {target.dtype}, not {values.dtype}, must be C-contiguous")
+        return out
 
     def get_config(self) -> Dict[str, Any]:
         return {"id": self.codec_id, "abs": self.abs, "rel": self.rel, "method": self.method}

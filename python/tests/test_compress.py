@@ -75,6 +75,30 @@ def test_corrupt_buffers_are_refused():
             spillway.decompress(bad)
 
 
+def test_junk_buffers_raise_errors_naming_the_argument():
+    a = field((1000,))
+    buf = spillway.compress(a, abs=1e-3)
+    changed = bytearray(buf)
+    changed[len(buf) // 2] ^= 0xFF
+    junk = [b"", b"x", b"not a spillway buffer", bytes(64), buf[: len(buf) // 2], bytes(changed)]
+    codec = spillway.SpillwayCodec(abs=1e-3)
+    for bad in junk:
+        for decode in (spillway.decompress, codec.decode):
+            with pytest.raises(spillway.InvalidRequest, match=r"^buf: "):
+                decode(bad)
+    with pytest.raises(spillway.InvalidRequest, match=r"^buf: .*magic"):
+        spillway.decompress(b"not a spillway buffer")
+    for decode in (spillway.decompress, codec.decode):
+        with pytest.raises(TypeError, match=r"^buf "):
+            decode(12345)
+    with pytest.raises(spillway.InvalidRequest, match=r"^out: "):
+        codec.decode(buf, out=np.empty(999))
+    # A strided `out` receives the values (checked against the original array, not a copy).
+    out = np.zeros(2000)[::2]
+    codec.decode(buf, out=out)
+    assert np.abs(out - a).max() <= 1e-3
+
+
 if given is not None:
     finite = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False, width=64)
 

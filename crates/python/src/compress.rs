@@ -33,6 +33,16 @@ fn compress_error(e: CompressError) -> PyErr {
     }
 }
 
+/// An error reading the compressed buffer given as the argument `name`: the message starts
+/// with the argument's name (`buf: not a spillway compressed file (bad magic bytes)`).
+fn buffer_error(name: &str, e: CompressError) -> PyErr {
+    if e.is_bad_input() {
+        request_error(format!("{name}: {e}"))
+    } else {
+        compress_error(e)
+    }
+}
+
 /// `compress_values(values, dims, epsilon, method)`: the values (1-D, C order) of a grid with
 /// extents `dims` (fastest axis first), every value restored within `epsilon`.
 #[pyfunction]
@@ -63,18 +73,19 @@ pub(crate) fn compress_values<'py>(
 }
 
 /// `decompress_values(buf)`: `(values, dims, epsilon)` with the values 1-D (float32 or float64
-/// as compressed) and `dims` the grid's extents, fastest axis first.
+/// as compressed) and `dims` the grid's extents, fastest axis first. Errors name `buf`.
 #[pyfunction]
 pub(crate) fn decompress_values<'py>(
     py: Python<'py>,
     buf: &[u8],
 ) -> PyResult<(Bound<'py, PyAny>, Vec<usize>, f64)> {
-    let (header, decoded) = job::detached(py, || decompress(buf, None)).map_err(compress_error)?;
+    let (header, decoded) =
+        job::detached(py, || decompress(buf, None)).map_err(|e| buffer_error("buf", e))?;
     let dims = match header.grid {
         HeaderGrid::Structured(d) => d,
         HeaderGrid::Unstructured { .. } => {
             return Err(request_error(
-                "the buffer holds values of an unstructured grid; only arrays are supported",
+                "buf: holds values of an unstructured grid; only arrays are supported",
             ))
         }
     };
@@ -86,9 +97,10 @@ pub(crate) fn decompress_values<'py>(
 }
 
 /// `header_of(buf)`: `(dtype, dims, epsilon, method)` from a compressed buffer's header.
+/// Errors name `buf`.
 #[pyfunction]
 pub(crate) fn header_of(buf: &[u8]) -> PyResult<(String, Vec<usize>, f64, String)> {
-    let h = read_header(buf).map_err(compress_error)?;
+    let h = read_header(buf).map_err(|e| buffer_error("buf", e))?;
     let dims = match h.grid {
         HeaderGrid::Structured(d) => d,
         HeaderGrid::Unstructured { .. } => Vec::new(),
