@@ -18,7 +18,12 @@ def colour_run(
     graph: Tuple[Any, ...], strategy: str, seed: int, passes: int, config: Any
 ) -> Tuple[npt.NDArray[np.int64], _Report]: ...
 def kmeans_run(
-    x: npt.NDArray[np.float64], init: npt.NDArray[np.float64], max_iter: int, config: Any, progress: _Progress = ...
+    x: npt.NDArray[np.float64],
+    init: npt.NDArray[np.float64],
+    max_iter: int,
+    tol: Optional[float],
+    config: Any,
+    progress: _Progress = ...,
 ) -> Tuple[npt.NDArray[np.float64], npt.NDArray[np.int32], int, bool, float, _Report]: ...
 def nearest_centres(
     x: npt.NDArray[np.float64], centres: npt.NDArray[np.float64]

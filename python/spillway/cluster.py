@@ -48,6 +48,14 @@ def _kmeans_plus_plus(X: np.ndarray, k: int, rng: np.random.RandomState) -> np.n
     return centres
 
 
+def _tolerance(X: np.ndarray, tol: float) -> float:
+    """``tol`` scaled as scikit-learn scales it for dense data: times the mean of the
+    per-feature variances of ``X``."""
+    if tol == 0:
+        return 0.0
+    return float(np.mean(np.var(X, axis=0)) * tol)
+
+
 class KMeans:
     """Lloyd's K-means with scikit-learn's interface (``sklearn.cluster.KMeans``).
 
@@ -56,16 +64,20 @@ class KMeans:
     n_clusters : int, default 8
     init : {"k-means++", "random"} or ndarray of shape (n_clusters, n_features)
         Initial centres: greedy k-means++, ``n_clusters`` distinct samples chosen at random,
-        or the given centres. With the same given centres, the labels equal scikit-learn's
-        ``KMeans(init=centres, n_init=1, algorithm="lloyd", tol=0)``.
+        or the given centres. With the same given centres and ``tol``, the labels and
+        ``n_iter_`` equal scikit-learn's ``KMeans(init=centres, n_init=1, algorithm="lloyd",
+        tol=tol)``.
     n_init : "auto" or int, default "auto"
         Runs from different initial centres; the one of lowest inertia is kept. ``"auto"``
         is 1 for k-means++ and given centres, 10 for random.
     max_iter : int, default 300
     tol : float, default 1e-4
-        Accepted for compatibility (must be >= 0). A run stops when an iteration moves no
-        point (scikit-learn's strict convergence) or at ``max_iter``; it has no test on how
-        far the centres moved.
+        scikit-learn's tolerance: a run also stops after an iteration whose update moved the
+        centres by at most ``tol`` times the mean of the per-feature variances of ``X`` (the
+        sum over centres of their squared movements); it stops anyway when an iteration
+        moves no point (strict convergence) or at ``max_iter``. After a stop on ``tol`` or
+        ``max_iter`` the labels are those of the centres returned. ``tol=0`` stops only
+        when no point moves (or the centres did not move at all).
     random_state : None, int or numpy RandomState
     config : Config, optional
     progress : bool or callable, optional
@@ -77,7 +89,8 @@ class KMeans:
     inertia_ : float
         Sum of squared distances of the samples to their centres.
     n_iter_ : int
-        Assignment passes of the kept run (the last one moved no point when it converged).
+        Iterations of the kept run (assignment passes before the stop, scikit-learn's
+        ``n_iter_``).
     n_features_in_ : int
     stats_ : dict
         The report of the kept run (see :func:`spillway.run_stats`).
@@ -152,10 +165,11 @@ class KMeans:
         cfg = _resolve(self.config)
         rng = _random_state(self.random_state)
         callback = _progress(self.progress, "kmeans")
+        tol = _tolerance(X, float(self.tol))
         best: Optional[tuple] = None
         for _ in range(runs):
             init = self._initial(X, self.n_clusters, rng)
-            out = _native.kmeans_run(X, init, self.max_iter, cfg, callback)
+            out = _native.kmeans_run(X, init, self.max_iter, tol, cfg, callback)
             if best is None or out[4] < best[4]:
                 best = out
         assert best is not None

@@ -18,7 +18,7 @@ def blobs():
 def test_kmeans_labels_equal_scikit_learn_with_the_same_centres(blobs, config):
     for k, pick in ((5, [0, 1, 2, 3, 4]), (8, range(100, 900, 100))):
         init = blobs[list(pick)].copy()
-        ours = spillway.KMeans(k, init=init, max_iter=300, config=config).fit(blobs)
+        ours = spillway.KMeans(k, init=init, max_iter=300, tol=0, config=config).fit(blobs)
         ref = SkKMeans(k, init=init, n_init=1, max_iter=300, tol=0, algorithm="lloyd").fit(blobs)
         assert np.array_equal(ours.labels_, ref.labels_)
         assert ours.n_iter_ == ref.n_iter_
@@ -26,6 +26,19 @@ def test_kmeans_labels_equal_scikit_learn_with_the_same_centres(blobs, config):
         assert ours.inertia_ == pytest.approx(ref.inertia_, rel=1e-10)
         assert np.array_equal(ours.predict(blobs[:500]), ref.predict(blobs[:500]))
         assert ours.score(blobs) == pytest.approx(ref.score(blobs), rel=1e-10)
+
+
+@pytest.mark.parametrize("tol", [1e-4, 1e-3, 1e-2])
+def test_kmeans_tol_stops_where_scikit_learn_stops(blobs, config, tol):
+    init = blobs[list(range(100, 900, 100))].copy()
+    ref = SkKMeans(8, init=init, n_init=1, algorithm="lloyd", tol=tol).fit(blobs)
+    strict = SkKMeans(8, init=init, n_init=1, algorithm="lloyd", tol=0).fit(blobs)
+    assert ref.n_iter_ < strict.n_iter_  # the tolerance decides the stop on these data
+    ours = spillway.KMeans(8, init=init, tol=tol, config=config).fit(blobs)
+    assert ours.n_iter_ == ref.n_iter_
+    assert np.array_equal(ours.labels_, ref.labels_)
+    np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-10, atol=1e-10)
+    assert ours.inertia_ == pytest.approx(ref.inertia_, rel=1e-10)
 
 
 def test_kmeans_inits_and_attributes(blobs):

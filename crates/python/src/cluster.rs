@@ -17,7 +17,9 @@ use numpy::{
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use spillway::algorithms::cluster::kmeans::{kmeans, nearest, Init, KMeansOptions};
+use spillway::algorithms::cluster::kmeans::{
+    kmeans_with, nearest, Init, KMeansExtra, KMeansOptions,
+};
 use spillway::algorithms::cluster::points::DistPoints;
 use spillway::algorithms::cluster::spkmeans::{normalize_rows, spkmeans, SpKMeansOptions};
 use spillway::algorithms::io::DistRows;
@@ -72,17 +74,20 @@ impl Drop for CentreFile {
     }
 }
 
-/// `kmeans(X, init, max_iter, config, progress)`: Lloyd's K-means from the centres `init`
-/// (k x d); returns the centres, each point's cluster, the iterations, whether it converged
-/// (an iteration moved no point), the inertia and the report.
+/// `kmeans(X, init, max_iter, tol, config, progress)`: Lloyd's K-means from the centres
+/// `init` (k x d), stopping when an iteration moves no point or (with `tol`) moves the centres
+/// by at most `tol` (sum of squared movements, already scaled as scikit-learn scales it);
+/// returns the centres, each point's cluster, the iterations, whether it converged, the
+/// inertia and the report.
 #[pyfunction]
-#[pyo3(signature = (x, init, max_iter, config, progress=None))]
+#[pyo3(signature = (x, init, max_iter, tol, config, progress=None))]
 #[allow(clippy::type_complexity)]
 pub(crate) fn kmeans_run<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'py, f64>,
     init: PyReadonlyArray2<'py, f64>,
     max_iter: usize,
+    tol: Option<f64>,
     config: PyConfig,
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<(
@@ -108,6 +113,7 @@ pub(crate) fn kmeans_run<'py>(
         max_iterations: max_iter,
         init: Init::File(file.0.clone()),
     };
+    let extra = KMeansExtra { tolerance: tol };
     let labels = Gathered::new(n);
     let (results, stats) = job::run(py, &config, progress.as_ref(), |rank, reporter| {
         let world = Comm::world(rank);
@@ -120,7 +126,9 @@ pub(crate) fn kmeans_run<'py>(
             values: SbVec::from_slice(rank, &values[first as usize * dim..end as usize * dim])?,
             more: Vec::new(),
         };
-        let result = kmeans(&world, &points, &options, &mut |p| reporter.report(rank, p))?;
+        let result = kmeans_with(&world, &points, &options, &extra, &mut |p| {
+            reporter.report(rank, p)
+        })?;
         labels.put(first as usize, result.assignment.as_slice());
         Ok((
             result.centroids,

@@ -9,6 +9,12 @@
 //! point changes cluster, or after `max_iterations`. With the same initial centroids this is
 //! scikit-learn's `lloyd` (which, unlike this, relocates empty clusters).
 //!
+//! [`kmeans_with`] adds, through [`KMeansExtra`], scikit-learn's tolerance: it also stops after an iteration that moved some point but whose
+//! update moved the centroids by at most `tolerance` (the sum over centroids of the squared
+//! distance between old and new: `center_shift_tot <= tol`), and then assigns the points
+//! once more to the centroids it returns. The iteration count is then scikit-learn's
+//! `n_iter_`.
+//!
 //! # Cost per iteration (n local points, d dimensions, k clusters)
 //! O(n k d) local work (the blocked kernel of [`crate::cluster::assign`]); one allreduce of k (d + 1) + 1 values.
 //!
@@ -102,6 +108,16 @@ pub struct KMeansOptions {
     pub init: Init,
 }
 
+/// What [`kmeans_with`] adds to [`KMeansOptions`] (a struct of its own, so that the options
+/// keep their fields). The default changes nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KMeansExtra {
+    /// Also stop when an iteration's update moves the centroids by at most this: the sum
+    /// over centroids of the squared Euclidean distance between their old and new positions
+    /// (scikit-learn's `tol` after its scaling). `None`: stop only when no point moves.
+    pub tolerance: Option<f64>,
+}
+
 /// The result; centroids are the same on every rank.
 #[derive(Debug)]
 pub struct KMeansResult {
@@ -111,7 +127,8 @@ pub struct KMeansResult {
     pub assignment: SbVec<u32>,
     /// Iterations performed (assignment passes).
     pub iterations: usize,
-    /// Whether the last iteration moved no point.
+    /// Whether the last iteration moved no point, or (with [`KMeansExtra::tolerance`]) moved
+    /// the centroids by at most the tolerance.
     pub converged: bool,
     /// Wall time of each iteration on this rank.
     pub iteration_times: Vec<Duration>,
@@ -298,6 +315,29 @@ pub fn kmeans(
     kmeans_checkpointed(comm, points, options, progress, None)
 }
 
+/// [`kmeans`] with what `extra` adds: a tolerance on the centroids' movement (see the module
+/// notes).
+///
+/// # Errors
+/// As [`kmeans`]; [`AlgoError::BadParameter`] if the tolerance is negative or not finite.
+pub fn kmeans_with(
+    comm: &Comm,
+    points: &DistPoints,
+    options: &KMeansOptions,
+    extra: &KMeansExtra,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<KMeansResult, AlgoError> {
+    if let Some(t) = extra.tolerance {
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(AlgoError::BadParameter {
+                name: "tolerance",
+                reason: format!("{t} is not a finite number at least 0"),
+            });
+        }
+    }
+    run_kmeans(comm, points, options, progress, None, None, None, extra)
+}
+
 /// Words before the centroids in a checkpoint part: iterations done, converged, values per
 /// set of centroids.
 const STATE_WORDS: usize = 3;
@@ -317,7 +357,10 @@ pub fn kmeans_checkpointed(
     progress: &mut dyn FnMut(&Progress),
     checkpoint: Option<&mut Checkpointer>,
 ) -> Result<KMeansResult, AlgoError> {
-    run_kmeans(comm, points, options, progress, checkpoint, None, None)
+    let extra = KMeansExtra::default();
+    run_kmeans(
+        comm, points, options, progress, checkpoint, None, None, &extra,
+    )
 }
 
 /// The state after an iteration, the same on every rank: what a run that survives lost
@@ -360,7 +403,8 @@ impl State {
 }
 
 /// [`kmeans_checkpointed`], from `resume` if given, recording its state after every
-/// iteration in `keep` if given.
+/// iteration in `keep` if given, with what `extra` adds.
+#[allow(clippy::too_many_arguments)]
 fn run_kmeans(
     comm: &Comm,
     points: &DistPoints,
@@ -369,6 +413,7 @@ fn run_kmeans(
     mut checkpoint: Option<&mut Checkpointer>,
     resume: Option<State>,
     mut keep: Option<&mut State>,
+    extra: &KMeansExtra,
 ) -> Result<KMeansResult, AlgoError> {
     let k = options.k;
     let dim = points.dim;
@@ -379,11 +424,14 @@ fn run_kmeans(
         .for_each(|a| *a = u32::MAX);
     let mut times = Vec::new();
     let mut converged = false;
+    // Whether the last iteration moved the centroids (a final assignment is then due).
+    let mut updated = false;
     let mut iterations = 0;
     let mut centroids = match &resume {
         Some(r) if r.done > 0 => {
             iterations = r.done;
             converged = r.converged;
+            updated = !converged && iterations > 0;
             // The assignment the last iteration made: against the centroids it started with.
             assign_chunked(
                 points.values.as_slice(),
@@ -429,6 +477,7 @@ fn run_kmeans(
             }
             iterations = seq as usize;
             converged = values[1] != 0;
+            updated = !converged && iterations > 0;
             let (prev, now) = values[STATE_WORDS..].split_at(k * dim);
             let prev: Vec<f64> = prev.iter().map(|&w| f64::from_bits(w)).collect();
             centroids = now.iter().map(|&w| f64::from_bits(w)).collect();
@@ -461,15 +510,23 @@ fn run_kmeans(
         let moved = total[k * dim + k];
         if moved == 0.0 {
             converged = true;
+            updated = false;
         } else {
+            // The sum of the centroids' squared movements (the same on every rank).
+            let mut shift = 0.0;
             for c in 0..k {
                 let count = total[k * dim + c];
                 if count > 0.0 {
                     for j in 0..dim {
-                        centroids[c * dim + j] = total[c * dim + j] / count;
+                        let new = total[c * dim + j] / count;
+                        let step = new - centroids[c * dim + j];
+                        shift += step * step;
+                        centroids[c * dim + j] = new;
                     }
                 }
             }
+            updated = true;
+            converged = extra.tolerance.is_some_and(|t| shift <= t);
             // The sums are the same on every rank: all stop together.
             if let Some(bad) = centroids.iter().position(|v| !v.is_finite()) {
                 return Err(AlgoError::Diverged {
@@ -511,7 +568,7 @@ fn run_kmeans(
             break;
         }
     }
-    if !converged && iterations > 0 {
+    if updated {
         // The last update moved the centroids: assign once more so that the assignment
         // belongs to the centroids returned.
         Centres::new(&centroids, dim).assign(points.values.as_slice(), assignment.as_mut_slice());
@@ -523,4 +580,136 @@ fn run_kmeans(
         converged,
         iteration_times: times,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spillway_runtime::{run, Config};
+
+    /// Points around `k` centres on a line, spread enough that clusters overlap (a
+    /// deterministic generator, so that the test needs nothing else).
+    fn overlapping(n: usize, dim: usize, k: usize) -> Vec<f64> {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut unit = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        (0..n)
+            .flat_map(|i| (0..dim).map(move |j| (i % k, j)))
+            .map(|(c, j)| if j == 0 { c as f64 } else { 0.0 } + 2.0 * (unit() - 0.5))
+            .collect()
+    }
+
+    /// Sequential Lloyd as scikit-learn's `lloyd` runs it: stop when no label changes, or
+    /// after an update that moved the centroids by at most `tol` (sum of squared movements),
+    /// then assign once more. Returns the labels, iterations and centroids.
+    fn lloyd(
+        x: &[f64],
+        dim: usize,
+        mut c: Vec<f64>,
+        max_iter: usize,
+        tol: f64,
+    ) -> (Vec<u32>, usize, Vec<f64>) {
+        let k = c.len() / dim;
+        let label = |c: &[f64]| -> Vec<u32> {
+            x.chunks(dim)
+                .map(|p| {
+                    let d = |j: usize| -> f64 {
+                        p.iter()
+                            .zip(&c[j * dim..(j + 1) * dim])
+                            .map(|(a, b)| (a - b) * (a - b))
+                            .sum()
+                    };
+                    (0..k).fold(0, |best, j| if d(j) < d(best) { j } else { best }) as u32
+                })
+                .collect()
+        };
+        let mut labels = vec![u32::MAX; x.len() / dim];
+        for it in 1..=max_iter {
+            let fresh = label(&c);
+            if fresh == labels {
+                return (labels, it, c);
+            }
+            labels = fresh;
+            let mut next = c.clone();
+            for j in 0..k {
+                let members: Vec<&[f64]> = x
+                    .chunks(dim)
+                    .zip(&labels)
+                    .filter(|(_, &l)| l as usize == j)
+                    .map(|(p, _)| p)
+                    .collect();
+                if !members.is_empty() {
+                    for t in 0..dim {
+                        next[j * dim + t] =
+                            members.iter().map(|p| p[t]).sum::<f64>() / members.len() as f64;
+                    }
+                }
+            }
+            let shift: f64 = next.iter().zip(&c).map(|(a, b)| (a - b) * (a - b)).sum();
+            c = next;
+            if shift <= tol {
+                return (label(&c), it, c);
+            }
+        }
+        (label(&c), max_iter, c)
+    }
+
+    #[test]
+    fn tolerance_matches_sequential_lloyd() {
+        let (n, dim, k) = (3000, 3, 4);
+        let x = overlapping(n, dim, k);
+        let init: Vec<f64> = x[..k * dim].to_vec();
+        for tol in [None, Some(0.0), Some(1e-4), Some(1e-2)] {
+            let (labels, iters, centres) = lloyd(&x, dim, init.clone(), 300, tol.unwrap_or(-1.0));
+            for (ranks, nodes) in [(1, 1), (3, 2)] {
+                let parts = run(
+                    &Config::new(ranks).nodes(nodes),
+                    |rank| -> Result<_, AlgoError> {
+                        let world = Comm::world(rank);
+                        let (p, r) = (world.size(), world.rank());
+                        let (lo, hi) = (n * r / p, n * (r + 1) / p);
+                        let points = DistPoints {
+                            dim,
+                            total: n as u64,
+                            first: lo as u64,
+                            values: SbVec::from_slice(rank, &x[lo * dim..hi * dim])?,
+                            more: Vec::new(),
+                        };
+                        let options = KMeansOptions {
+                            k,
+                            max_iterations: 300,
+                            init: Init::First,
+                        };
+                        let extra = KMeansExtra { tolerance: tol };
+                        let out = kmeans_with(&world, &points, &options, &extra, &mut |_| {})?;
+                        Ok((
+                            out.assignment.to_vec(),
+                            out.iterations,
+                            out.centroids,
+                            out.converged,
+                        ))
+                    },
+                )
+                .expect("the job runs");
+                let got: Vec<u32> = parts.iter().flat_map(|p| p.0.clone()).collect();
+                assert_eq!(got, labels, "tol {tol:?}, {ranks} ranks");
+                for p in &parts {
+                    assert_eq!(p.1, iters, "tol {tol:?}, {ranks} ranks");
+                    assert!(p.3 && p.1 < 300);
+                    let diff =
+                        p.2.iter()
+                            .zip(&centres)
+                            .map(|(a, b)| (a - b).abs())
+                            .fold(0.0, f64::max);
+                    assert!(diff < 1e-9, "tol {tol:?}: centroids differ by {diff}");
+                }
+            }
+        }
+        // A larger tolerance stops earlier than none.
+        assert!(lloyd(&x, dim, init.clone(), 300, 1e-2).1 < lloyd(&x, dim, init, 300, -1.0).1);
+    }
 }

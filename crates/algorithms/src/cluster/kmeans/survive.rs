@@ -6,7 +6,7 @@ use spillway_checkpoint::Checkpointer;
 use spillway_comm::{Collectives, Comm};
 use spillway_runtime::SbVec;
 
-use super::{run_kmeans, KMeansOptions, KMeansResult, State};
+use super::{run_kmeans, KMeansExtra, KMeansOptions, KMeansResult, State};
 use crate::cluster::points::{
     load_points, reload_lost_points, DistPoints, PointCopies, PointSource,
 };
@@ -146,6 +146,7 @@ pub fn kmeans_surviving<'r>(
                         checkpoint.as_deref_mut(),
                         resume.clone(),
                         keeping,
+                        &KMeansExtra::default(),
                     )?;
                     finish(&comm, &r, &points)?;
                     // Over once every rank got here: a loss some rank saw in `finish`'s
