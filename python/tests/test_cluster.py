@@ -1,5 +1,7 @@
 """KMeans against scikit-learn, spherical K-means against a numpy reference."""
 
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -39,6 +41,21 @@ def test_kmeans_tol_stops_where_scikit_learn_stops(blobs, config, tol):
     assert np.array_equal(ours.labels_, ref.labels_)
     np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-10, atol=1e-10)
     assert ours.inertia_ == pytest.approx(ref.inertia_, rel=1e-10)
+
+
+def test_kmeans_given_centres_go_in_memory(monkeypatch, tmp_path):
+    # No file carries the centres: the temporary directory stays empty while the job runs
+    # (looked at from the progress callback), and the labels are scikit-learn's from the same
+    # centres, passed bit for bit.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    X = np.random.default_rng(4).random((400_000, 4))
+    init = X[:16] * (1 + 1e-15)
+    seen = []
+    ours = spillway.KMeans(16, init=init, tol=0, max_iter=25, config=spillway.Config(ranks=2),
+                           progress=lambda *a: seen.append(sorted(os.listdir(tmp_path)))).fit(X)
+    assert seen and all(names == [] for names in seen)
+    ref = SkKMeans(16, init=init, n_init=1, algorithm="lloyd", tol=0, max_iter=25).fit(X)
+    assert np.array_equal(ours.labels_, ref.labels_) and ours.n_iter_ == ref.n_iter_
 
 
 def test_kmeans_inits_and_attributes(blobs):

@@ -4,13 +4,8 @@
 //! # Semantics
 //! The points are split over the ranks in contiguous blocks of rows and copied into
 //! storage-backed memory; the initial centres come from Python (scikit-learn's `init`
-//! choices are made there) and reach the kernel as its `file:` initialisation, written with
-//! the shortest decimal that reads back to the same `f64`, so the kernel starts from exactly
-//! these centres.
-
-use std::io::Write;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+//! choices are made there) and reach the kernel in memory ([`KMeansExtra::centroids`]), so
+//! the kernel starts from exactly these centres.
 
 use numpy::{
     PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
@@ -34,44 +29,6 @@ fn matrix<'a>(a: &'a PyReadonlyArray2<'_, f64>, name: &str) -> PyResult<(&'a [f6
         .as_slice()
         .map_err(|_| request_error(format!("{name} must be a C-contiguous float64 array")))?;
     Ok((values, shape[0], shape[1]))
-}
-
-/// A temporary file holding `k` centres of `dim` values as CSV, removed when dropped.
-struct CentreFile(PathBuf);
-
-impl CentreFile {
-    fn write(dir: Option<&std::path::Path>, centres: &[f64], dim: usize) -> PyResult<CentreFile> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = dir.map_or_else(std::env::temp_dir, |d| d.to_path_buf());
-        let name = format!(
-            "spillway-centres-{}-{}.csv",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = dir.join(name);
-        let mut text = String::with_capacity(centres.len() * 24);
-        for row in centres.chunks(dim.max(1)) {
-            let line: Vec<String> = row.iter().map(|v| format!("{v:e}")).collect();
-            text.push_str(&line.join(","));
-            text.push('\n');
-        }
-        let file = CentreFile(path);
-        std::fs::File::create(&file.0)
-            .and_then(|mut f| f.write_all(text.as_bytes()))
-            .map_err(|e| {
-                crate::job::request_error(format!(
-                    "cannot write the initial centres to {}: {e}",
-                    file.0.display()
-                ))
-            })?;
-        Ok(file)
-    }
-}
-
-impl Drop for CentreFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// `kmeans(X, init, max_iter, tol, config, progress)`: Lloyd's K-means from the centres
@@ -98,7 +55,6 @@ pub(crate) fn kmeans_run<'py>(
     f64,
     Bound<'py, PyDict>,
 )> {
-    let spill_dir = config.spill_dir().map(|p| p.to_path_buf());
     let config = config.config()?;
     let (values, n, dim) = matrix(&x, "X")?;
     let (centres, k, cdim) = matrix(&init, "init")?;
@@ -107,13 +63,16 @@ pub(crate) fn kmeans_run<'py>(
             "init has {cdim} features per centre, X has {dim}"
         )));
     }
-    let file = CentreFile::write(spill_dir.as_deref(), centres, dim)?;
     let options = KMeansOptions {
         k,
         max_iterations: max_iter,
-        init: Init::File(file.0.clone()),
+        // Not used: the centres given replace it.
+        init: Init::First,
     };
-    let extra = KMeansExtra { tolerance: tol };
+    let extra = KMeansExtra {
+        centroids: Some(centres.to_vec()),
+        tolerance: tol,
+    };
     let labels = Gathered::new(n);
     let (results, stats) = job::run(py, &config, progress.as_ref(), |rank, reporter| {
         let world = Comm::world(rank);
@@ -137,7 +96,6 @@ pub(crate) fn kmeans_run<'py>(
             result.iteration_times,
         ))
     })?;
-    drop(file);
     let labels = labels.take();
     let (centroids, iterations, converged) = results
         .first()

@@ -38,11 +38,6 @@ pub(crate) struct PyConfig {
 }
 
 impl PyConfig {
-    /// The spill directory, if one was given.
-    pub(crate) fn spill_dir(&self) -> Option<&std::path::Path> {
-        self.spill_dir.as_deref()
-    }
-
     /// The runtime's configuration, as the CLI makes it from the same options: under a memory
     /// budget without `running`, the number of running ranks follows memory.
     pub(crate) fn config(&self) -> PyResult<Config> {

@@ -9,7 +9,8 @@
 //! point changes cluster, or after `max_iterations`. With the same initial centroids this is
 //! scikit-learn's `lloyd` (which, unlike this, relocates empty clusters).
 //!
-//! [`kmeans_with`] adds, through [`KMeansExtra`], scikit-learn's tolerance: it also stops after an iteration that moved some point but whose
+//! [`kmeans_with`] adds, through [`KMeansExtra`], initial centroids held in memory and
+//! scikit-learn's tolerance: it also stops after an iteration that moved some point but whose
 //! update moved the centroids by at most `tolerance` (the sum over centroids of the squared
 //! distance between old and new: `center_shift_tot <= tol`), and then assigns the points
 //! once more to the centroids it returns. The iteration count is then scikit-learn's
@@ -112,6 +113,9 @@ pub struct KMeansOptions {
 /// keep their fields). The default changes nothing.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KMeansExtra {
+    /// Initial centroids held in memory, used instead of [`KMeansOptions::init`]: `k` rows of
+    /// the points' dimension, row-major, the same on every rank.
+    pub centroids: Option<Vec<f64>>,
     /// Also stop when an iteration's update moves the centroids by at most this: the sum
     /// over centroids of the squared Euclidean distance between their old and new positions
     /// (scikit-learn's `tol` after its scaling). `None`: stop only when no point moves.
@@ -245,6 +249,39 @@ fn read_centroids(path: &Path, k: usize, dim: usize) -> Result<Vec<f64>, AlgoErr
     Ok(chunk.values)
 }
 
+/// Initial centroids given in memory, checked: `k` (valid for the points) rows of the
+/// points' dimension, finite.
+fn given_centroids(
+    points: &DistPoints,
+    k: usize,
+    given: Option<&[f64]>,
+) -> Result<Vec<f64>, AlgoError> {
+    initial_indices(points, k, &Init::First)?;
+    let given = given.unwrap_or_default();
+    if given.len() != k * points.dim {
+        return Err(AlgoError::BadParameter {
+            name: "centroids",
+            reason: format!(
+                "{} values given; {k} centroids of {} values need {}",
+                given.len(),
+                points.dim,
+                k * points.dim
+            ),
+        });
+    }
+    if let Some(i) = given.iter().position(|v| !v.is_finite()) {
+        return Err(AlgoError::BadParameter {
+            name: "centroids",
+            reason: format!(
+                "centroid {} has the non-finite value {}",
+                i / points.dim.max(1),
+                given[i]
+            ),
+        });
+    }
+    Ok(given.to_vec())
+}
+
 /// Index of the centroid nearest to `x` (squared Euclidean distance summed in index order,
 /// ties to the lower index): the reference that the blocked kernel of every iteration matches.
 pub fn nearest(x: &[f64], centroids: &[f64], dim: usize) -> usize {
@@ -315,11 +352,12 @@ pub fn kmeans(
     kmeans_checkpointed(comm, points, options, progress, None)
 }
 
-/// [`kmeans`] with what `extra` adds: a tolerance on the centroids' movement (see the module
-/// notes).
+/// [`kmeans`] with what `extra` adds: initial centroids held in memory, a tolerance on the
+/// centroids' movement (see the module notes).
 ///
 /// # Errors
-/// As [`kmeans`]; [`AlgoError::BadParameter`] if the tolerance is negative or not finite.
+/// As [`kmeans`]; [`AlgoError::BadParameter`] if the given centroids are not `k` rows of the
+/// points' dimension, hold a non-finite value, or the tolerance is negative or not finite.
 pub fn kmeans_with(
     comm: &Comm,
     points: &DistPoints,
@@ -441,6 +479,7 @@ fn run_kmeans(
             );
             r.centroids.clone()
         }
+        _ if extra.centroids.is_some() => given_centroids(points, k, extra.centroids.as_deref())?,
         _ => {
             let mut centroids = initial_centroids(comm, points, k, &options.init)?;
             // Harp: the driver's centroids are broadcast to every worker.
@@ -659,7 +698,7 @@ mod tests {
     }
 
     #[test]
-    fn tolerance_matches_sequential_lloyd() {
+    fn given_centroids_and_tolerance_match_sequential_lloyd() {
         let (n, dim, k) = (3000, 3, 4);
         let x = overlapping(n, dim, k);
         let init: Vec<f64> = x[..k * dim].to_vec();
@@ -682,9 +721,12 @@ mod tests {
                         let options = KMeansOptions {
                             k,
                             max_iterations: 300,
-                            init: Init::First,
+                            init: Init::Random(9),
                         };
-                        let extra = KMeansExtra { tolerance: tol };
+                        let extra = KMeansExtra {
+                            centroids: Some(init.clone()),
+                            tolerance: tol,
+                        };
                         let out = kmeans_with(&world, &points, &options, &extra, &mut |_| {})?;
                         Ok((
                             out.assignment.to_vec(),
@@ -711,5 +753,36 @@ mod tests {
         }
         // A larger tolerance stops earlier than none.
         assert!(lloyd(&x, dim, init.clone(), 300, 1e-2).1 < lloyd(&x, dim, init, 300, -1.0).1);
+    }
+
+    #[test]
+    fn given_centroids_are_checked() {
+        let x = overlapping(10, 2, 2);
+        let err = run(&Config::new(2), |rank| -> Result<_, AlgoError> {
+            let world = Comm::world(rank);
+            let points = DistPoints {
+                dim: 2,
+                total: 10,
+                first: 5 * world.rank() as u64,
+                values: SbVec::from_slice(rank, &x[10 * world.rank()..10 * world.rank() + 10])?,
+                more: Vec::new(),
+            };
+            let options = KMeansOptions {
+                k: 2,
+                max_iterations: 5,
+                init: Init::First,
+            };
+            let extra = KMeansExtra {
+                centroids: Some(vec![0.0; 3]),
+                tolerance: None,
+            };
+            kmeans_with(&world, &points, &options, &extra, &mut |_| {}).map(drop)
+        })
+        .unwrap_err();
+        let algo = err.rank_error::<AlgoError>().expect("an algorithm error");
+        assert!(
+            algo.is_bad_input() && algo.to_string().contains("3 values given"),
+            "{algo}"
+        );
     }
 }
