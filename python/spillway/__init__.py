@@ -6,6 +6,7 @@ larger than memory through :class:`Config`:
 * :func:`pagerank` (networkx), :func:`connected_components` (scipy.sparse.csgraph),
   :func:`greedy_color` (networkx);
 * :class:`KMeans` (scikit-learn), :class:`SphericalKMeans`;
+* :func:`sgd_factorize` (matrix factorisation of ratings by SGD);
 * :func:`word_count`;
 * :func:`compress` / :func:`decompress` (error-bounded, as zfpy/pysz) and
   :class:`SpillwayCodec` (numcodecs);
@@ -25,6 +26,7 @@ from .bsp import fft, sort
 from .cluster import KMeans, SphericalKMeans
 from .compression import SpillwayCodec, compress, decompress, register_codec
 from .errors import ConvergenceWarning, InputError, InvalidRequest, JobFailed, SpillwayError
+from .factor import sgd_factorize
 from .graph import connected_components, greedy_color, pagerank
 from .text import word_count
 from ._native import __version__
@@ -38,6 +40,7 @@ __all__ = [
     "greedy_color",
     "KMeans",
     "SphericalKMeans",
+    "sgd_factorize",
     "word_count",
     "compress",
     "decompress",

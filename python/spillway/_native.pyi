@@ -39,6 +39,20 @@ def spkmeans_run(
     config: Any,
     progress: _Progress = ...,
 ) -> Tuple[npt.NDArray[np.float64], npt.NDArray[np.int32], int, bool, _Report]: ...
+def sgd_run(
+    users: npt.NDArray[Any],
+    items: npt.NDArray[Any],
+    values: npt.NDArray[np.float64],
+    n_users: int,
+    n_items: int,
+    factors: int,
+    learning_rate: float,
+    regularisation: float,
+    max_iter: int,
+    seed: int,
+    config: Any,
+    progress: _Progress = ...,
+) -> Tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], _Report]: ...
 def word_count_run(paths: List[str], config: Any) -> Tuple[List[bytes], List[int], _Report]: ...
 def compress_values(values: npt.NDArray[Any], dims: List[int], epsilon: float, method: str) -> bytes: ...
 def decompress_values(buf: bytes) -> Tuple[npt.NDArray[Any], List[int], float]: ...

@@ -139,6 +139,47 @@ def test_kmeans_arguments():
         km.predict(np.zeros((4, 2)))
 
 
+def test_sgd_arguments():
+    u, i, v = np.array([0, 1, 2]), np.array([1, 0, 1]), np.array([5.0, 3.0, 4.0])
+    one = spillway.Config(ranks=1)
+    with raises(spillway.InvalidRequest, "config.ranks", "square"):
+        spillway.sgd_factorize((u, i, v), config=spillway.Config(ranks=2))
+    with raises(spillway.InvalidRequest, "n_factors"):
+        spillway.sgd_factorize((u, i, v), 0, config=one)
+    with raises(TypeError, "n_factors"):
+        spillway.sgd_factorize((u, i, v), 2.5, config=one)
+    with raises(spillway.InvalidRequest, "learning_rate"):
+        spillway.sgd_factorize((u, i, v), learning_rate=0, config=one)
+    with raises(spillway.InvalidRequest, "regularisation"):
+        spillway.sgd_factorize((u, i, v), regularisation=-1, config=one)
+    with raises(spillway.InvalidRequest, "max_iter"):
+        spillway.sgd_factorize((u, i, v), max_iter=0, config=one)
+    with raises(spillway.InvalidRequest, "random_state"):
+        spillway.sgd_factorize((u, i, v), random_state=-1, config=one)
+    with raises(TypeError, "ratings"):
+        spillway.sgd_factorize(np.ones((3, 2)), config=one)
+    with raises(spillway.InvalidRequest, "ratings", "length"):
+        spillway.sgd_factorize((u, i[:2], v), config=one)
+    with raises(spillway.InvalidRequest, "users"):
+        spillway.sgd_factorize((u - 1, i, v), config=one)
+    with raises(spillway.InvalidRequest, "items", "0..1"):
+        spillway.sgd_factorize((u, i, v), shape=(3, 1), config=one)
+    with raises(TypeError, "items"):
+        spillway.sgd_factorize((u, i.astype(float), v), config=one)
+    with raises(spillway.InvalidRequest, "finite"):
+        spillway.sgd_factorize((u, i, np.array([1.0, np.nan, 2.0])), config=one)
+    with raises(spillway.InvalidRequest, "no ratings"):
+        spillway.sgd_factorize(sp.csr_matrix((3, 2)), config=one)
+    with raises(spillway.InvalidRequest, "shape"):
+        spillway.sgd_factorize(sp.csr_matrix((3, 2)), shape=(2, 3), config=one)
+    with raises(TypeError, "shape"):
+        spillway.sgd_factorize((u, i, v), shape=5, config=one)
+    with raises(spillway.JobFailed, "learning rate"):
+        spillway.sgd_factorize((u, i, v * 1e200), learning_rate=10.0, config=one)
+    with raises(NotImplementedError, "comm"):
+        spillway.sgd_factorize((u, i, v), comm=object())
+
+
 def test_other_arguments(tmp_path):
     a = np.linspace(0, 1, 100)
     with raises(spillway.InvalidRequest, "abs", "rel"):

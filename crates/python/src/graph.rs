@@ -35,7 +35,7 @@ pub(crate) enum Ints<'py> {
 
 impl Ints<'_> {
     /// The values, borrowed (a contiguous array) or copied.
-    fn values(&self) -> IntSlice<'_> {
+    pub(crate) fn values(&self) -> IntSlice<'_> {
         match self {
             Ints::I32(a) => IntSlice::I32(a.as_slice().map_or_else(
                 |_| Cow::Owned(a.as_array().iter().copied().collect()),
@@ -56,7 +56,7 @@ pub(crate) enum IntSlice<'a> {
 }
 
 impl IntSlice<'_> {
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             IntSlice::I32(v) => v.len(),
             IntSlice::I64(v) => v.len(),
@@ -65,7 +65,7 @@ impl IntSlice<'_> {
 
     /// The ids as `u32`, each checked to be in `0..n`; `name` names the argument in the
     /// message. An `int32` array of valid ids is borrowed as it is.
-    fn ids(&self, n: u64, name: &str) -> Result<Cow<'_, [u32]>, String> {
+    pub(crate) fn ids(&self, n: u64, name: &str) -> Result<Cow<'_, [u32]>, String> {
         let bad = |i: usize, v: i64| format!("{name}[{i}] = {v} is not a vertex id in 0..{n}");
         match self {
             IntSlice::I32(v) => {

@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 mod bsp;
 mod cluster;
 mod compress;
+mod factor;
 mod graph;
 mod job;
 mod text;
@@ -29,6 +30,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cluster::kmeans_run, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::nearest_centres, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::spkmeans_run, m)?)?;
+    m.add_function(wrap_pyfunction!(factor::sgd_run, m)?)?;
     m.add_function(wrap_pyfunction!(text::word_count_run, m)?)?;
     m.add_function(wrap_pyfunction!(compress::compress_values, m)?)?;
     m.add_function(wrap_pyfunction!(compress::decompress_values, m)?)?;

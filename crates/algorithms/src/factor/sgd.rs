@@ -154,9 +154,13 @@ pub fn load_ratings(
     let read = read_entries(comm, &SparseSource::MatrixMarket(train.to_path_buf()))?;
     let (users, items) = (read.rows, read.cols);
     let owner = |e: &Entry| {
-        let bi = block_of(users, q, u64::from(entry_row(e)));
-        let bj = block_of(items, q, u64::from(entry_col(e)));
-        bi * q + bj
+        block_owner(
+            users,
+            items,
+            q,
+            u64::from(entry_row(e)),
+            u64::from(entry_col(e)),
+        )
     };
     let mut mine = distribute_entries(comm, &read.entries, &owner)?;
     drop(read.entries);
@@ -195,8 +199,64 @@ pub fn load_ratings(
     })
 }
 
+impl RatingBlock {
+    /// This rank's block of a `users` x `items` matrix whose ratings are held in memory:
+    /// `train` holds the ratings of the block (those [`block_owner`] gives to this rank), each
+    /// packed as [`entry`](crate::io::entry)`(user, item, rating, position)` with its position
+    /// in the whole input (standing for its position in a file), in any order; `train_total`
+    /// counts the ratings of the whole matrix. The ratings are put in canonical order, as
+    /// [`load_ratings`] puts them; there are no held-out ratings.
+    ///
+    /// # Errors
+    /// A number of ranks that is not a square; a rating outside this rank's block.
+    pub fn from_entries(
+        comm: &Comm,
+        users: u64,
+        items: u64,
+        mut train: SbVec<Entry>,
+        train_total: u64,
+    ) -> Result<RatingBlock, AlgoError> {
+        let q = grid_side(comm.size())?;
+        let r = comm.rank();
+        let foreign = train.as_slice().iter().find(|e| {
+            let (u, i) = (u64::from(entry_row(e)), u64::from(entry_col(e)));
+            u >= users || i >= items || block_owner(users, items, q, u, i) != r
+        });
+        if let Some(e) = foreign {
+            return Err(AlgoError::BadParameter {
+                name: "ratings",
+                reason: format!(
+                    "rank {r} was given the rating ({}, {}), not of its block of the {users} x \
+                     {items} matrix",
+                    entry_row(e),
+                    entry_col(e)
+                ),
+            });
+        }
+        train.as_mut_slice().sort_unstable_by_key(|e| (e[0], e[2]));
+        Ok(RatingBlock {
+            users,
+            items,
+            q,
+            bi: r / q,
+            bj: r % q,
+            train,
+            train_total,
+            test: SbVec::with_capacity(comm.runtime(), 0)?,
+            test_total: 0,
+        })
+    }
+}
+
+/// The rank that holds rating `(user, item)` of a `users` x `items` matrix on a `q` x `q`
+/// grid: `bi * q + bj`, with `bi` the block of `user` and `bj` that of `item` (as
+/// [`block_range`] cuts them).
+pub fn block_owner(users: u64, items: u64, q: usize, user: u64, item: u64) -> usize {
+    block_of(users, q, user) * q + block_of(items, q, item)
+}
+
 /// The block of `x` among `n` rows cut into `q` blocks (as [`block_range`]).
-fn block_of(n: u64, q: usize, x: u64) -> usize {
+pub fn block_of(n: u64, q: usize, x: u64) -> usize {
     // The largest b with n * b / q <= x.
     let mut b = ((x * q as u64) / n.max(1)) as usize;
     while b + 1 < q && block_range(n, q, b + 1).0 <= x {
@@ -376,4 +436,149 @@ pub fn sgd(
         test_rmse,
         iteration_times: times,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::entry;
+    use spillway_runtime::{run, Config};
+
+    /// Ratings `(user, item, rating)` of a `users` x `items` matrix, some repeated.
+    fn ratings(users: u32, items: u32, n: usize) -> Vec<(u32, u32, f64)> {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut out: Vec<(u32, u32, f64)> = (0..n)
+            .map(|_| {
+                let (u, i) = (
+                    (next() % users as u64) as u32,
+                    (next() % items as u64) as u32,
+                );
+                (u, i, (next() % 5 + 1) as f64)
+            })
+            .collect();
+        out.extend_from_within(..n / 10);
+        out
+    }
+
+    /// The documented schedule run sequentially: in step `s` of an iteration, the blocks
+    /// `(bi, (bi + s) mod q)`, each applying its ratings (sorted by user, item, position) in
+    /// [`update_order`]. Returns `U`, `V` and the training RMSE after each iteration.
+    fn sequential(
+        r: &[(u32, u32, f64)],
+        (users, items): (u64, u64),
+        q: usize,
+        o: &SgdOptions,
+    ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let k = o.factors;
+        let init = |which, n: u64| -> Vec<f64> {
+            (0..n)
+                .flat_map(|x| (0..k).map(move |f| initial_factor(o.seed, which, x, f as u64, k)))
+                .collect()
+        };
+        let (mut u, mut v) = (init(1, users), init(2, items));
+        let mut blocks = vec![Vec::new(); q * q];
+        for (j, &(a, b, _)) in r.iter().enumerate() {
+            blocks[block_owner(users, items, q, a.into(), b.into())].push(j);
+        }
+        for b in &mut blocks {
+            b.sort_by_key(|&j| (r[j].0, r[j].1, j));
+        }
+        let mut rmse = Vec::new();
+        for it in 0..o.iterations {
+            for s in 0..q {
+                for bi in 0..q {
+                    let block = bi * q + (bi + s) % q;
+                    let mine = &blocks[block];
+                    for &x in &update_order(o.seed, it as u64, block as u64, mine.len()) {
+                        let (a, b, rating) = r[mine[x as usize]];
+                        let (a, b) = (a as usize * k, b as usize * k);
+                        let dot: f64 = (0..k).map(|f| u[a + f] * v[b + f]).sum();
+                        let e = rating - dot;
+                        for f in 0..k {
+                            let (uf, vf) = (u[a + f], v[b + f]);
+                            u[a + f] = uf + o.learning_rate * (e * vf - o.regularisation * uf);
+                            v[b + f] = vf + o.learning_rate * (e * uf - o.regularisation * vf);
+                        }
+                    }
+                }
+            }
+            let sse: f64 = r
+                .iter()
+                .map(|&(a, b, rating)| {
+                    let (a, b) = (a as usize * k, b as usize * k);
+                    rating - (0..k).map(|f| u[a + f] * v[b + f]).sum::<f64>()
+                })
+                .map(|e| e * e)
+                .sum();
+            rmse.push((sse / r.len() as f64).sqrt());
+        }
+        (u, v, rmse)
+    }
+
+    #[test]
+    fn ratings_in_memory_follow_the_sequential_schedule() {
+        let (users, items) = (37u64, 23u64);
+        let r = ratings(users as u32, items as u32, 400);
+        let options = SgdOptions {
+            factors: 4,
+            learning_rate: 0.02,
+            regularisation: 0.05,
+            iterations: 3,
+            seed: 7,
+        };
+        for (ranks, nodes) in [(1, 1), (4, 2), (9, 3)] {
+            let q = grid_side(ranks).expect("a square");
+            let (u_ref, v_ref, rmse_ref) = sequential(&r, (users, items), q, &options);
+            let parts = run(&Config::new(ranks as u32).nodes(nodes), |rank| {
+                let world = Comm::world(rank);
+                let mine: Vec<Entry> = r
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &(a, b, _))| {
+                        block_owner(users, items, q, a.into(), b.into()) == world.rank()
+                    })
+                    .map(|(j, &(a, b, x))| entry(a, b, x, j as u64))
+                    .rev()
+                    .collect();
+                let mine = SbVec::from_slice(rank, &mine)?;
+                let block = RatingBlock::from_entries(&world, users, items, mine, r.len() as u64)?;
+                let out = sgd(&world, &block, &options, &mut |_| {})?;
+                Ok::<_, AlgoError>((out.u_lo, out.u, out.v_lo, out.v, out.train_rmse))
+            })
+            .expect("the job runs");
+            let k = options.factors;
+            for (u_lo, u, v_lo, v, rmse) in &parts {
+                let (a, b) = (*u_lo as usize * k, *v_lo as usize * k);
+                assert_eq!(u[..], u_ref[a..a + u.len()], "U at {ranks} ranks");
+                assert_eq!(v[..], v_ref[b..b + v.len()], "V at {ranks} ranks");
+                for (x, y) in rmse.iter().zip(&rmse_ref) {
+                    assert!((x - y).abs() <= 1e-12 * y, "RMSE {x} against {y}");
+                }
+            }
+            let held: usize = parts.iter().map(|p| p.1.len()).sum();
+            assert_eq!(held, users as usize * k, "the diagonal holds all of U");
+        }
+    }
+
+    #[test]
+    fn ratings_of_another_block_are_refused() {
+        let err = run(&Config::new(4), |rank| {
+            let world = Comm::world(rank);
+            // Rating (0, 0) is block (0, 0)'s: every other rank is given it too.
+            let mine = SbVec::from_slice(rank, &[entry(0, 0, 1.0, 0)])?;
+            RatingBlock::from_entries(&world, 10, 10, mine, 1).map(drop)
+        })
+        .unwrap_err();
+        let algo = err.rank_error::<AlgoError>().expect("an algorithm error");
+        assert!(
+            algo.is_bad_input() && algo.to_string().contains("not of its block"),
+            "{algo}"
+        );
+    }
 }
