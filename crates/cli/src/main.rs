@@ -83,6 +83,9 @@ enum Generator {
     Rmat(gen::GenRmat),
     /// Points around Gaussian blobs, as `run kmeans --generate blobs:N:D:K[:SEED]` makes them.
     Blobs(gen::GenBlobs),
+    /// A document-term matrix of term counts, as `run spkmeans --generate
+    /// zipf:DOCS:TERMS:AVG[:SEED]` makes it (Matrix Market).
+    Zipf(gen::GenZipf),
 }
 
 fn main() -> ExitCode {
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
         Command::Gen { what } => match what {
             Generator::Rmat(c) => drive(c),
             Generator::Blobs(c) => drive(c),
+            Generator::Zipf(c) => drive(c),
         },
         Command::Compress(c) => drive(c),
         Command::Decompress(c) => drive(c),

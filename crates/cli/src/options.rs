@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use spillway::algorithms::generate::{BlobsSpec, RmatSpec};
+use spillway::algorithms::generate::{BlobsSpec, RmatSpec, ZipfDocsSpec};
 
 /// Generated input: `rmat:SCALE:EDGEFACTOR[:SEED]`, `blobs:N:D:K[:SEED]` or
 /// `random:LOG2N[:SEED]`; one type for every `--generate`.
@@ -16,6 +16,8 @@ pub(crate) enum GenSpec {
     Rmat(RmatSpec),
     /// Points around Gaussian blobs.
     Blobs(BlobsSpec),
+    /// A Zipf document-term matrix.
+    Zipf(ZipfDocsSpec),
     /// `2^log2n` random values (FFT: complex, sort: u64).
     Random {
         /// log2 of the number of values.
@@ -34,6 +36,7 @@ impl GenSpec {
         match self {
             GenSpec::Rmat(_) => "rmat",
             GenSpec::Blobs(_) => "blobs",
+            GenSpec::Zipf(_) => "zipf",
             GenSpec::Random { .. } => "random",
         }
     }
@@ -60,6 +63,17 @@ impl GenSpec {
         }
     }
 
+    /// The document-term spec, or why this is not one.
+    pub(crate) fn zipf(self) -> Result<ZipfDocsSpec, String> {
+        match self {
+            GenSpec::Zipf(z) => Ok(z),
+            other => Err(format!(
+                "a {} generator; this command needs zipf:DOCS:TERMS:AVG[:SEED]",
+                other.kind()
+            )),
+        }
+    }
+
     /// `(log2n, seed)` of a random spec, or why this is not one.
     pub(crate) fn random(self) -> Result<(u32, u64), String> {
         match self {
@@ -79,6 +93,7 @@ impl FromStr for GenSpec {
         match s.split(':').next() {
             Some("rmat") => RmatSpec::parse(s).map(GenSpec::Rmat),
             Some("blobs") => BlobsSpec::parse(s).map(GenSpec::Blobs),
+            Some("zipf") => ZipfDocsSpec::parse(s).map(GenSpec::Zipf),
             Some("random") => {
                 const USAGE: &str = "expected random:LOG2N[:SEED]";
                 let fields: Vec<&str> = s.split(':').skip(1).collect();
@@ -103,7 +118,7 @@ impl FromStr for GenSpec {
             }
             _ => Err(format!(
                 "unknown generator '{s}' (expected rmat:SCALE:EDGEFACTOR[:SEED], \
-                 blobs:N:D:K[:SEED] or random:LOG2N[:SEED])"
+                 blobs:N:D:K[:SEED], zipf:DOCS:TERMS:AVG[:SEED] or random:LOG2N[:SEED])"
             )),
         }
     }
@@ -114,6 +129,7 @@ impl fmt::Display for GenSpec {
         match self {
             GenSpec::Rmat(r) => write!(f, "rmat:{}:{}:{}", r.scale, r.edge_factor, r.seed),
             GenSpec::Blobs(b) => write!(f, "blobs:{}:{}:{}:{}", b.n, b.d, b.k, b.seed),
+            GenSpec::Zipf(z) => write!(f, "zipf:{}:{}:{}:{}", z.docs, z.terms, z.avg, z.seed),
             GenSpec::Random { log2n, seed } => write!(f, "random:{log2n}:{seed}"),
         }
     }
@@ -127,6 +143,11 @@ pub(crate) fn rmat_spec(text: &str) -> Result<RmatSpec, String> {
 /// `--generate` of a command that needs points.
 pub(crate) fn blobs_spec(text: &str) -> Result<BlobsSpec, String> {
     text.parse::<GenSpec>()?.blobs()
+}
+
+/// `--generate` of a command that needs a document-term matrix.
+pub(crate) fn zipf_spec(text: &str) -> Result<ZipfDocsSpec, String> {
+    text.parse::<GenSpec>()?.zipf()
 }
 
 /// `--generate` of a command that needs random values: `(log2n, seed)`.
@@ -306,6 +327,17 @@ mod tests {
                 .prop_map(|(n, d, k, seed)| GenSpec::Blobs(BlobsSpec { n, d, k, seed })),
             (0u32..=MAX_RANDOM_LOG2N, any::<u64>())
                 .prop_map(|(log2n, seed)| GenSpec::Random { log2n, seed }),
+            (
+                1u64..=u64::from(u32::MAX),
+                3u64..=u64::from(u32::MAX),
+                any::<u64>()
+            )
+                .prop_map(|(docs, terms, seed)| GenSpec::Zipf(ZipfDocsSpec {
+                    docs,
+                    terms,
+                    avg: terms / 3,
+                    seed
+                })),
         ]
     }
 

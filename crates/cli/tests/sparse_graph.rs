@@ -228,8 +228,10 @@ fn write_svmlight_rows(path: &Path, rows: &[Vec<(usize, f64)>]) {
     std::fs::write(path, text).unwrap();
 }
 
+/// Runs `run spkmeans` on `input` (or on `--generate generate`, whose matrix `input` holds)
+/// at each layout and checks it against the reference on `input`.
 fn spkmeans_check(
-    input: &Path,
+    (input, generate): (&Path, Option<&str>),
     k: usize,
     iterations: usize,
     dir: &Path,
@@ -242,9 +244,13 @@ fn spkmeans_check(
         let out = dir.join(format!("centroids-{tag}.csv"));
         let assign = dir.join(format!("assign-{tag}.txt"));
         let (k, iterations) = (k.to_string(), iterations.to_string());
+        let source = match generate {
+            Some(spec) => ["--generate", spec].map(OsStr::new),
+            None => [OsStr::new("--input"), input.as_os_str()],
+        };
         let cmd = Cmd::spillway()
-            .args(["run", "spkmeans", "--input"])
-            .arg(input)
+            .args(["run", "spkmeans"])
+            .args(source)
             .args(["--k", &k, "--iterations", &iterations, "--out"])
             .arg(&out)
             .arg("--assign")
@@ -298,14 +304,14 @@ const SPK_LAYOUTS: [(u32, u32, u32); 4] = [(1, 1, 1), (3, 1, 2), (3, 2, 1), (7, 
 fn spkmeans_mtx_matches_numpy_at_several_layouts() {
     let dir = tempdir();
     let input = rows_file(dir.path(), base_seed() ^ 0x5b, (1500, 400, 8), true);
-    spkmeans_check(&input, 8, 100, dir.path(), &SPK_LAYOUTS, None);
+    spkmeans_check((&input, None), 8, 100, dir.path(), &SPK_LAYOUTS, None);
 }
 
 #[test]
 fn spkmeans_svmlight_matches_numpy_at_several_layouts() {
     let dir = tempdir();
     let input = rows_file(dir.path(), base_seed() ^ 0x5c, (1200, 300, 5), false);
-    spkmeans_check(&input, 7, 100, dir.path(), &SPK_LAYOUTS, None);
+    spkmeans_check((&input, None), 7, 100, dir.path(), &SPK_LAYOUTS, None);
 }
 
 #[test]
@@ -314,12 +320,33 @@ fn spkmeans_iteration_limit_and_memory_budget_match_numpy() {
     let input = rows_file(dir.path(), base_seed() ^ 0x5d, (2000, 500, 10), true);
     // Three iterations do not converge: the final assignment follows the last centroids.
     spkmeans_check(
-        &input,
+        (&input, None),
         12,
         3,
         dir.path(),
         &[(1, 1, 1), (7, 2, 2)],
         Some("4M"),
+    );
+}
+
+#[test]
+fn spkmeans_of_a_generated_matrix_matches_numpy_on_the_written_one() {
+    let dir = tempdir();
+    let input = dir.path().join("zipf.mtx");
+    Cmd::spillway()
+        .args([
+            "gen", "zipf", "--docs", "1500", "--terms", "600", "--avg", "20",
+        ])
+        .args(["--seed", "7", "--out"])
+        .arg(&input)
+        .ok();
+    spkmeans_check(
+        (&input, Some("zipf:1500:600:20:7")),
+        6,
+        5,
+        dir.path(),
+        &[(1, 1, 1), (4, 1, 2), (7, 2, 2)],
+        Some("1M"),
     );
 }
 

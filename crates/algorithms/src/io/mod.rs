@@ -43,8 +43,8 @@ pub use mtx::{parse_mtx_chunk, parse_mtx_entries, parse_mtx_header, MtxChunk, Mt
 pub use ordered::{in_rank_order, write_ordered};
 pub use snap::{parse_snap_chunk, parse_snap_chunk_into, EdgeChunk, MAX_VERTEX_ID};
 pub use sparse::{
-    distribute_entries, entry, entry_col, entry_row, entry_value, load_rows, read_entries,
-    DistRows, Entry, ReadEntries, SparseSource,
+    distribute_entries, entry, entry_col, entry_row, entry_value, generate_rows, load_rows,
+    read_entries, DistRows, Entry, ReadEntries, SparseSource,
 };
 pub use split::{count_lines, line_aligned_range, read_range};
 

@@ -24,6 +24,7 @@ use super::error::InputError;
 use super::mtx::{parse_mtx_entries, parse_mtx_header, read_mtx};
 use super::svmlight::parse_svmlight_chunk;
 use crate::error::AlgoError;
+use crate::generate::ZipfDocsSpec;
 use crate::state::{check_state, Origin};
 
 /// A sparse-matrix file.
@@ -355,6 +356,59 @@ pub fn load_rows(comm: &Comm, source: &SparseSource) -> Result<DistRows, AlgoErr
     Ok(DistRows {
         rows: n,
         cols: read.cols,
+        total_nnz,
+        lo,
+        hi,
+        offsets,
+        colidx,
+        values,
+    })
+}
+
+/// Generates a [`ZipfDocsSpec`] document-term matrix as consecutive rows per rank (`docs * r / p`
+/// to `docs * (r + 1) / p`: documents have the same length on average, so this balances
+/// non-zeros too), each rank writing its own rows straight into storage-backed memory.
+///
+/// # Errors
+/// Matrices larger than the job can hold (checked on every rank before any work);
+/// communication or storage errors.
+pub fn generate_rows(comm: &Comm, spec: &ZipfDocsSpec) -> Result<DistRows, AlgoError> {
+    let (p, r) = (comm.size() as u64, comm.rank() as u64);
+    check_state(
+        comm,
+        spec.docs.saturating_mul(spec.max_len()).saturating_mul(12),
+        &format!("{} documents of up to {} terms", spec.docs, spec.max_len()),
+        Origin::Parameter {
+            name: "generate",
+            what: "the matrix",
+        },
+    )?;
+    let (lo, hi) = (spec.docs * r / p, spec.docs * (r + 1) / p);
+    let rows = (hi - lo) as usize;
+    // Exactly the non-zeros of these rows: growing would double the arrays.
+    let expected = (lo..hi).map(|doc| spec.doc_len(doc) as usize).sum();
+    let mut colidx: SbVec<u32> = SbVec::with_capacity(comm.runtime(), expected)?;
+    let mut values: SbVec<f64> = SbVec::with_capacity(comm.runtime(), expected)?;
+    let mut ends = Vec::with_capacity(rows + 1);
+    ends.push(0u64);
+    let (mut words, mut cols, mut vals) = (Vec::new(), Vec::new(), Vec::new());
+    for doc in lo..hi {
+        spec.document(doc, &mut words, &mut cols, &mut vals);
+        ends.push((colidx.len() + cols.len()) as u64);
+        if cols.len() >= 1 << 16 || doc + 1 == hi {
+            colidx.extend_from_slice(&cols)?;
+            values.extend_from_slice(&vals)?;
+            cols.clear();
+            vals.clear();
+        }
+    }
+    let mut offsets: SbVec<u64> = SbVec::with_capacity(comm.runtime(), rows + 1)?;
+    offsets.extend_from_slice(&ends)?;
+    drop(ends);
+    let total_nnz = comm.allreduce(&[values.len() as u64], Sum)?[0];
+    Ok(DistRows {
+        rows: spec.docs,
+        cols: spec.terms,
         total_nnz,
         lo,
         hi,

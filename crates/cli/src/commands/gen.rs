@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use serde::Serialize;
-use spillway::algorithms::generate::{BlobsSpec, RmatSpec};
+use spillway::algorithms::generate::{BlobsSpec, RmatSpec, ZipfDocsSpec};
 use spillway::algorithms::graph::rmat::rmat_dedup;
 use spillway::Comm;
 
@@ -278,6 +278,113 @@ impl Command for GenBlobs {
             points: spec.n,
             dimensions: spec.d,
             blobs: spec.k,
+        }))
+    }
+}
+
+/// `gen zipf`: a document-term matrix of term counts, as `run spkmeans --generate
+/// zipf:DOCS:TERMS:AVG[:SEED]` makes it, written as Matrix Market.
+#[derive(Args, Debug)]
+pub(crate) struct GenZipf {
+    /// Documents: rows (1 to 2^32 - 1).
+    #[arg(long)]
+    docs: u64,
+    /// Vocabulary: columns (2 to 2^32 - 1).
+    #[arg(long)]
+    terms: u64,
+    /// Average distinct terms a document (at least 1, at most a third of --terms).
+    #[arg(long)]
+    avg: u64,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output file (Matrix Market coordinate, integer values, rows in order; `-`: standard
+    /// output).
+    #[arg(long)]
+    out: PathBuf,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// What `gen zipf` reports.
+#[derive(Debug, Serialize)]
+pub(crate) struct GenZipfFacts {
+    rows: u64,
+    columns: u64,
+    nonzeros: u64,
+}
+
+impl GenZipf {
+    fn spec(&self) -> Result<ZipfDocsSpec, String> {
+        ZipfDocsSpec::parse(&format!(
+            "zipf:{}:{}:{}:{}",
+            self.docs, self.terms, self.avg, self.seed
+        ))
+    }
+}
+
+impl Command for GenZipf {
+    const NAME: &'static str = "gen zipf";
+    type Facts = GenZipfFacts;
+
+    fn declare(&self) -> Declared<'_> {
+        Declared::new(&self.common)
+            .output("--out", Some(&self.out))
+            .generated(self.spec().ok().map(|s| GenSpec::Zipf(s).to_string()))
+    }
+
+    fn check(&self) -> Result<(), Failure> {
+        self.spec().map(drop).map_err(|e| {
+            Failure::usage(format!(
+                "--docs {} --terms {} --avg {}: {e}",
+                self.docs, self.terms, self.avg
+            ))
+        })
+    }
+
+    fn estimate(&self, _: Inputs<'_>) -> Result<Estimate, Failure> {
+        let nonzeros = self.docs.saturating_mul(self.avg);
+        // Two ids and a count of at most this many digits, two spaces and a newline each.
+        let digits = |n: u64| u64::from(n.max(1).ilog10()) + 1;
+        Ok(Estimate {
+            // One document at a time.
+            data: self.avg.saturating_mul(32),
+            because: format!("--docs {} --avg {}", self.docs, self.avg),
+            items: nonzeros,
+            outputs: vec![(
+                "--out",
+                nonzeros.saturating_mul(digits(self.docs) + digits(self.terms) + 6),
+            )],
+            ..Default::default()
+        })
+    }
+
+    fn run(&self, job: &Job<'_>) -> Result<Option<GenZipfFacts>, Failure> {
+        let spec = self.spec().map_err(Failure::usage)?;
+        // The size line needs the non-zeros: each document's length is its stream's first draw.
+        let nonzeros: u64 = (0..spec.docs).map(|doc| spec.doc_len(doc)).sum();
+        job.write(&self.out, |w| {
+            writeln!(w, "%%MatrixMarket matrix coordinate integer general")?;
+            writeln!(w, "% {}", GenSpec::Zipf(spec))?;
+            writeln!(w, "{} {} {nonzeros}", spec.docs, spec.terms)?;
+            let (mut words, mut cols, mut vals) = (Vec::new(), Vec::new(), Vec::new());
+            let mut line = String::new();
+            for doc in 0..spec.docs {
+                cols.clear();
+                vals.clear();
+                spec.document(doc, &mut words, &mut cols, &mut vals);
+                line.clear();
+                for (c, v) in cols.iter().zip(&vals) {
+                    let _ = writeln!(line, "{} {} {v}", doc + 1, c + 1);
+                }
+                w.write_all(line.as_bytes())?;
+            }
+            Ok(())
+        })?;
+        Ok(Some(GenZipfFacts {
+            rows: spec.docs,
+            columns: spec.terms,
+            nonzeros,
         }))
     }
 }

@@ -8,7 +8,8 @@ use clap::Args;
 use serde::Serialize;
 use spillway::algorithms::cluster::kmeans::Init;
 use spillway::algorithms::cluster::spkmeans::{normalize_rows, spkmeans, SpKMeansOptions};
-use spillway::algorithms::io::{load_rows, SparseSource};
+use spillway::algorithms::generate::ZipfDocsSpec;
+use spillway::algorithms::io::{generate_rows, load_rows, SparseSource};
 use spillway::algorithms::Progress;
 use spillway::{Collectives, Comm, Max};
 
@@ -16,7 +17,11 @@ use super::write_clustering;
 use crate::driver::{
     Command, Declared, Estimate, Failure, Inputs, Job, RankOut, RuntimeArgs, Timing,
 };
-use crate::options::is_matrix_market;
+use crate::iostat::lead_probe;
+use crate::options::{is_matrix_market, zipf_spec, GenSpec};
+
+/// The rows when neither `--input` nor `--generate` is given.
+const DEFAULT_ROWS: &str = "zipf:100000:20000:50";
 
 /// `run spkmeans`.
 #[derive(Args, Debug)]
@@ -24,8 +29,12 @@ pub(crate) struct SpKMeans {
     /// Sparse rows: Matrix Market coordinate (.mtx, "row col value") or SVMlight/libsvm
     /// ("label idx:val ...", 1-based indices; any other extension); `-` reads standard input
     /// (Matrix Market if it starts with %%MatrixMarket).
-    #[arg(long)]
-    input: PathBuf,
+    #[arg(long, conflicts_with = "generate")]
+    input: Option<PathBuf>,
+    /// Generated input: zipf:DOCS:TERMS:AVG[:SEED], a document-term matrix of term counts
+    /// whose terms follow Zipf's law (default zipf:100000:20000:50).
+    #[arg(long, value_parser = zipf_spec)]
+    generate: Option<ZipfDocsSpec>,
     /// Number of clusters (at least 1, at most the number of rows).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     k: u64,
@@ -56,15 +65,27 @@ pub(crate) struct SpKMeansFacts {
     converged: bool,
 }
 
+impl SpKMeans {
+    fn spec(&self) -> ZipfDocsSpec {
+        self.generate
+            .unwrap_or_else(|| zipf_spec(DEFAULT_ROWS).expect("the default spec parses"))
+    }
+
+    fn generated_name(&self) -> String {
+        GenSpec::Zipf(self.spec()).to_string()
+    }
+}
+
 impl Command for SpKMeans {
     const NAME: &'static str = "spkmeans";
     type Facts = SpKMeansFacts;
 
     fn declare(&self) -> Declared<'_> {
         Declared::job(&self.runtime)
-            .input("--input", Some(&self.input))
+            .input("--input", self.input.as_deref())
             .output("--out", self.out.as_deref())
             .output("--assign", self.assign.as_deref())
+            .generated(self.input.is_none().then(|| self.generated_name()))
     }
 
     fn check(&self) -> Result<(), Failure> {
@@ -75,31 +96,80 @@ impl Command for SpKMeans {
                 "file: is not available for sparse rows",
             ));
         }
+        if self.input.is_none() && self.k > self.spec().docs {
+            return Err(Failure::option(
+                "--k",
+                self.k,
+                format!(
+                    "more clusters than the {} rows of --generate {}",
+                    self.spec().docs,
+                    self.generated_name()
+                ),
+            ));
+        }
         Ok(())
     }
 
     fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
-        let path = inputs.path(&self.input);
-        let columns = sparse_columns(&path, is_matrix_market(&self.input, &path));
-        // The rows as read, moved and kept (12 bytes a nonzero from 8 to 20 of text); every
-        // rank keeps the k dense centroids and their partial sums, and per rank of the job
-        // the counts of its exchanges (measured at 1,000 and 10,000 ranks).
-        let per_rank = (32 << 10) + self.k.saturating_mul(columns).saturating_mul(16);
-        let estimate = Estimate::of_input(&self.input, inputs.bytes(&self.input), 5);
+        let (data, because, columns) = match &self.input {
+            // 12 bytes a non-zero (column and value), 8 a row's offset, 4 its assignment.
+            None => {
+                let s = self.spec();
+                let because = format!("--generate {} --k {}", self.generated_name(), self.k);
+                (s.docs.saturating_mul(s.avg * 12 + 12), because, s.terms)
+            }
+            // The rows as read, moved and kept (12 bytes a nonzero from 8 to 20 of text).
+            Some(given) => {
+                let path = inputs.path(given);
+                let columns = sparse_columns(&path, is_matrix_market(given, &path));
+                let e = Estimate::of_input(given, inputs.bytes(given), 5);
+                (
+                    e.data,
+                    format!("{} ({columns} columns)", e.because),
+                    columns,
+                )
+            }
+        };
+        // Every rank keeps the k dense centroids and their partial sums, storage-backed:
+        // data under a budget, resident beside each rank without. Per rank of the job, the
+        // counts of its exchanges (measured at 1,000 and 10,000 ranks).
+        let centroids = self.k.saturating_mul(columns).saturating_mul(16);
+        let (data, per_rank) = match self.runtime.mem_budget {
+            Some(_) => (
+                data.saturating_add(centroids.saturating_mul(u64::from(self.runtime.ranks))),
+                0,
+            ),
+            None => (data, centroids),
+        };
+        let estimate = match &self.input {
+            Some(given) => Estimate::of_input(given, inputs.bytes(given), 5),
+            None => Estimate {
+                items: self.spec().docs.saturating_mul(self.spec().avg),
+                outputs: vec![
+                    ("--out", self.k.saturating_mul(columns).saturating_mul(24)),
+                    ("--assign", self.spec().docs.saturating_mul(8)),
+                ],
+                ..Estimate::default()
+            },
+        };
         Ok(Estimate {
-            because: format!("{} ({columns} columns)", estimate.because),
+            data,
+            because,
             ..estimate
         }
-        .ranks(per_rank, 32))
+        .ranks((32 << 10) + per_rank, 32))
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<SpKMeansFacts>, Failure> {
-        let path = job.input(&self.input);
-        let source = if is_matrix_market(&self.input, &path) {
-            SparseSource::MatrixMarket(path)
-        } else {
-            SparseSource::Svmlight(path)
-        };
+        let source = self.input.as_ref().map(|given| {
+            let path = job.input(given);
+            if is_matrix_market(given, &path) {
+                SparseSource::MatrixMarket(path)
+            } else {
+                SparseSource::Svmlight(path)
+            }
+        });
+        let spec = self.spec();
         let options = SpKMeansOptions {
             k: self.k as usize,
             max_iterations: self.iterations as usize,
@@ -108,11 +178,18 @@ impl Command for SpKMeans {
         job.spmd(options.max_iterations, "spkmeans", |rank, bar| {
             let world = Comm::world(rank);
             let t0 = Instant::now();
-            let mut rows = load_rows(&world, &source)?;
+            let mut rows = match &source {
+                Some(source) => load_rows(&world, source)?,
+                None => generate_rows(&world, &spec)?,
+            };
             normalize_rows(&mut rows);
             world.barrier()?;
             let load = t0.elapsed();
+            let mut probe = lead_probe(rank, &world);
             let mut on_progress = |p: &Progress| {
+                if let Some(probe) = probe.as_mut() {
+                    probe.sample();
+                }
                 bar.tick(&world, p.iteration, format!("{} rows moved", p.delta));
             };
             let t1 = Instant::now();
@@ -138,7 +215,10 @@ impl Command for SpKMeans {
             Ok(Some(RankOut::of(
                 &world,
                 facts,
-                Timing::new(result.iterations, result.iteration_times, load, compute),
+                Timing {
+                    io: probe.map(|p| p.per_iteration()).unwrap_or_default(),
+                    ..Timing::new(result.iterations, result.iteration_times, load, compute)
+                },
             )))
         })
     }
