@@ -202,9 +202,9 @@ pub fn load_ratings(
 impl RatingBlock {
     /// This rank's block of a `users` x `items` matrix whose ratings are held in memory:
     /// `train` holds the ratings of the block (those [`block_owner`] gives to this rank), each
-    /// packed as [`entry`](crate::io::entry)`(user, item, rating, position)` with its position
-    /// in the whole input (standing for its position in a file), in any order; `train_total`
-    /// counts the ratings of the whole matrix. The ratings are put in canonical order, as
+    /// packed as [`crate::io::entry`]`(user, item, rating, position)` with its position in the
+    /// whole input (standing for its position in a file), in any order; `train_total` counts
+    /// the ratings of the whole matrix. The ratings are put in canonical order, as
     /// [`load_ratings`] puts them; there are no held-out ratings.
     ///
     /// # Errors
