@@ -86,6 +86,9 @@ enum Generator {
     /// A document-term matrix of term counts, as `run spkmeans --generate
     /// zipf:DOCS:TERMS:AVG[:SEED]` makes it (Matrix Market).
     Zipf(gen::GenZipf),
+    /// Ratings of a rank-4 model, as `run sgd --generate ratings:USERS:ITEMS:AVG[:SEED]` makes
+    /// them (Matrix Market).
+    Ratings(gen::GenRatings),
 }
 
 fn main() -> ExitCode {
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
             Generator::Rmat(c) => drive(c),
             Generator::Blobs(c) => drive(c),
             Generator::Zipf(c) => drive(c),
+            Generator::Ratings(c) => drive(c),
         },
         Command::Compress(c) => drive(c),
         Command::Decompress(c) => drive(c),

@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use spillway::algorithms::generate::{BlobsSpec, RmatSpec, ZipfDocsSpec};
+use spillway::algorithms::generate::{BlobsSpec, RatingsSpec, RmatSpec, ZipfDocsSpec};
 
 /// Generated input: `rmat:SCALE:EDGEFACTOR[:SEED]`, `blobs:N:D:K[:SEED]` or
 /// `random:LOG2N[:SEED]`; one type for every `--generate`.
@@ -18,6 +18,8 @@ pub(crate) enum GenSpec {
     Blobs(BlobsSpec),
     /// A Zipf document-term matrix.
     Zipf(ZipfDocsSpec),
+    /// Ratings of a low-rank model.
+    Ratings(RatingsSpec),
     /// `2^log2n` random values (FFT: complex, sort: u64).
     Random {
         /// log2 of the number of values.
@@ -37,6 +39,7 @@ impl GenSpec {
             GenSpec::Rmat(_) => "rmat",
             GenSpec::Blobs(_) => "blobs",
             GenSpec::Zipf(_) => "zipf",
+            GenSpec::Ratings(_) => "ratings",
             GenSpec::Random { .. } => "random",
         }
     }
@@ -74,6 +77,17 @@ impl GenSpec {
         }
     }
 
+    /// The ratings spec, or why this is not one.
+    pub(crate) fn ratings(self) -> Result<RatingsSpec, String> {
+        match self {
+            GenSpec::Ratings(r) => Ok(r),
+            other => Err(format!(
+                "a {} generator; this command needs ratings:USERS:ITEMS:AVG[:SEED]",
+                other.kind()
+            )),
+        }
+    }
+
     /// `(log2n, seed)` of a random spec, or why this is not one.
     pub(crate) fn random(self) -> Result<(u32, u64), String> {
         match self {
@@ -94,6 +108,7 @@ impl FromStr for GenSpec {
             Some("rmat") => RmatSpec::parse(s).map(GenSpec::Rmat),
             Some("blobs") => BlobsSpec::parse(s).map(GenSpec::Blobs),
             Some("zipf") => ZipfDocsSpec::parse(s).map(GenSpec::Zipf),
+            Some("ratings") => RatingsSpec::parse(s).map(GenSpec::Ratings),
             Some("random") => {
                 const USAGE: &str = "expected random:LOG2N[:SEED]";
                 let fields: Vec<&str> = s.split(':').skip(1).collect();
@@ -118,7 +133,8 @@ impl FromStr for GenSpec {
             }
             _ => Err(format!(
                 "unknown generator '{s}' (expected rmat:SCALE:EDGEFACTOR[:SEED], \
-                 blobs:N:D:K[:SEED], zipf:DOCS:TERMS:AVG[:SEED] or random:LOG2N[:SEED])"
+                 blobs:N:D:K[:SEED], zipf:DOCS:TERMS:AVG[:SEED], \
+                 ratings:USERS:ITEMS:AVG[:SEED] or random:LOG2N[:SEED])"
             )),
         }
     }
@@ -130,6 +146,9 @@ impl fmt::Display for GenSpec {
             GenSpec::Rmat(r) => write!(f, "rmat:{}:{}:{}", r.scale, r.edge_factor, r.seed),
             GenSpec::Blobs(b) => write!(f, "blobs:{}:{}:{}:{}", b.n, b.d, b.k, b.seed),
             GenSpec::Zipf(z) => write!(f, "zipf:{}:{}:{}:{}", z.docs, z.terms, z.avg, z.seed),
+            GenSpec::Ratings(r) => {
+                write!(f, "ratings:{}:{}:{}:{}", r.users, r.items, r.avg, r.seed)
+            }
             GenSpec::Random { log2n, seed } => write!(f, "random:{log2n}:{seed}"),
         }
     }
@@ -148,6 +167,11 @@ pub(crate) fn blobs_spec(text: &str) -> Result<BlobsSpec, String> {
 /// `--generate` of a command that needs a document-term matrix.
 pub(crate) fn zipf_spec(text: &str) -> Result<ZipfDocsSpec, String> {
     text.parse::<GenSpec>()?.zipf()
+}
+
+/// `--generate` of a command that needs ratings.
+pub(crate) fn ratings_spec(text: &str) -> Result<RatingsSpec, String> {
+    text.parse::<GenSpec>()?.ratings()
 }
 
 /// `--generate` of a command that needs random values: `(log2n, seed)`.

@@ -507,6 +507,57 @@ fn sgd_factors_equal_the_sequential_schedule_bit_for_bit() {
 }
 
 #[test]
+fn sgd_of_generated_ratings_equals_the_sequential_schedule_on_the_written_ones() {
+    let dir = tempdir();
+    let input = dir.path().join("ratings.mtx");
+    Cmd::spillway()
+        .args([
+            "gen", "ratings", "--users", "150", "--items", "90", "--avg", "12",
+        ])
+        .args(["--seed", "5", "--out"])
+        .arg(&input)
+        .ok();
+    for (p, nodes, running, budget) in [(1, 1, 1, None), (4, 2, 2, Some("1M")), (9, 1, 2, None)] {
+        let tag = format!("p{p}n{nodes}");
+        let (u, v) = (
+            dir.path().join(format!("u-{tag}.csv")),
+            dir.path().join(format!("v-{tag}.csv")),
+        );
+        Cmd::spillway()
+            .args(["run", "sgd", "--generate", "ratings:150:90:12:5"])
+            .args([
+                "--factors",
+                "3",
+                "--iterations",
+                "3",
+                "--seed",
+                "4",
+                "--out-u",
+            ])
+            .arg(&u)
+            .arg("--out-v")
+            .arg(&v)
+            .layout((p, nodes, running))
+            .mem_budget(budget)
+            .ok();
+        check_reference(
+            "sgd_ref.py",
+            &[
+                input.as_os_str(),
+                OsStr::new(&p.to_string()),
+                OsStr::new("3"),
+                OsStr::new("0.01"),
+                OsStr::new("0.05"),
+                OsStr::new("3"),
+                OsStr::new("4"),
+                u.as_os_str(),
+                v.as_os_str(),
+            ],
+        );
+    }
+}
+
+#[test]
 fn sgd_test_rmse_decreases_below_the_global_mean() {
     let dir = tempdir();
     let (train, test) = low_rank_ratings(base_seed() ^ 0x59e, 200, 150, 3, 0.3);

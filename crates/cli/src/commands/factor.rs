@@ -6,7 +6,10 @@ use std::time::Instant;
 
 use clap::Args;
 use serde::Serialize;
-use spillway::algorithms::factor::sgd::{grid_side, load_ratings, sgd, SgdOptions};
+use spillway::algorithms::factor::sgd::{
+    generate_ratings, grid_side, load_ratings, sgd, SgdOptions,
+};
+use spillway::algorithms::generate::RatingsSpec;
 use spillway::algorithms::Progress;
 use spillway::{Collectives, Comm};
 
@@ -14,15 +17,23 @@ use crate::commands::cluster::csv_line;
 use crate::driver::{
     Command, Declared, Estimate, Failure, Inputs, Job, RankOut, RuntimeArgs, Timing,
 };
-use crate::options::{non_negative, positive};
+use crate::iostat::lead_probe;
+use crate::options::{non_negative, positive, ratings_spec, GenSpec};
+
+/// The ratings when neither `--input` nor `--generate` is given.
+const DEFAULT_RATINGS: &str = "ratings:100000:20000:50";
 
 /// `run sgd`.
 #[derive(Args, Debug)]
 pub(crate) struct Sgd {
     /// Training ratings: Matrix Market coordinate "user item rating"; `-` reads standard
     /// input.
-    #[arg(long)]
-    input: PathBuf,
+    #[arg(long, conflicts_with = "generate")]
+    input: Option<PathBuf>,
+    /// Generated ratings: ratings:USERS:ITEMS:AVG[:SEED], a rank-4 model with noise, AVG
+    /// ratings a user on average (default ratings:100000:20000:50).
+    #[arg(long, value_parser = ratings_spec, conflicts_with = "test")]
+    generate: Option<RatingsSpec>,
     /// Held-out ratings (same format): their RMSE is reported after every iteration.
     #[arg(long)]
     test: Option<PathBuf>,
@@ -64,16 +75,28 @@ pub(crate) struct SgdFacts {
     test_rmse: Vec<f64>,
 }
 
+impl Sgd {
+    fn spec(&self) -> RatingsSpec {
+        self.generate
+            .unwrap_or_else(|| ratings_spec(DEFAULT_RATINGS).expect("the default spec parses"))
+    }
+
+    fn generated_name(&self) -> String {
+        GenSpec::Ratings(self.spec()).to_string()
+    }
+}
+
 impl Command for Sgd {
     const NAME: &'static str = "sgd";
     type Facts = SgdFacts;
 
     fn declare(&self) -> Declared<'_> {
         Declared::job(&self.runtime)
-            .input("--input", Some(&self.input))
+            .input("--input", self.input.as_deref())
             .input("--test", self.test.as_deref())
             .output("--out-u", self.out_u.as_deref())
             .output("--out-v", self.out_v.as_deref())
+            .generated(self.input.is_none().then(|| self.generated_name()))
     }
 
     fn check(&self) -> Result<(), Failure> {
@@ -83,18 +106,35 @@ impl Command for Sgd {
     }
 
     fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
+        // Per rank of the job, the counts of its exchanges (measured at 10,000 ranks).
+        let Some(input) = &self.input else {
+            // 24 bytes a rating kept; the item factors of a block column while generating.
+            let s = self.spec();
+            let ratings = s.users.saturating_mul(s.avg);
+            return Ok(Estimate {
+                data: ratings.saturating_mul(24),
+                because: format!("--generate {}", self.generated_name()),
+                items: ratings,
+                outputs: vec![
+                    ("--out-u", s.users.saturating_mul(self.factors * 24)),
+                    ("--out-v", s.items.saturating_mul(self.factors * 24)),
+                ],
+                ..Estimate::default()
+            }
+            .ranks(32 << 10, 24));
+        };
         // The ratings as read, moved and kept (16 bytes each from 8 to 20 of text) and the
         // test ones, the factor rows of this rank's block.
-        let bytes = inputs.bytes(&self.input) + self.test.as_ref().map_or(0, |t| inputs.bytes(t));
-        // Per rank of the job, the counts of its exchanges (measured at 10,000 ranks).
-        Ok(Estimate::of_input(&self.input, bytes, 6).ranks(32 << 10, 24))
+        let bytes = inputs.bytes(input) + self.test.as_ref().map_or(0, |t| inputs.bytes(t));
+        Ok(Estimate::of_input(input, bytes, 6).ranks(32 << 10, 24))
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<SgdFacts>, Failure> {
         let (input, test) = (
-            job.input(&self.input),
+            self.input.as_ref().map(|i| job.input(i)),
             self.test.as_ref().map(|t| job.input(t)),
         );
+        let spec = self.spec();
         let options = SgdOptions {
             factors: self.factors as usize,
             learning_rate: self.learning_rate,
@@ -105,10 +145,17 @@ impl Command for Sgd {
         job.spmd(options.iterations, "sgd", |rank, bar| {
             let world = Comm::world(rank);
             let t0 = Instant::now();
-            let block = load_ratings(&world, &input, test.as_deref())?;
+            let block = match &input {
+                Some(input) => load_ratings(&world, input, test.as_deref())?,
+                None => generate_ratings(&world, &spec)?,
+            };
             world.barrier()?;
             let load = t0.elapsed();
+            let mut probe = lead_probe(rank, &world);
             let mut on_progress = |p: &Progress| {
+                if let Some(probe) = probe.as_mut() {
+                    probe.sample();
+                }
                 bar.tick(&world, p.iteration, format!("training RMSE {:.5}", p.delta));
             };
             let t1 = Instant::now();
@@ -137,7 +184,10 @@ impl Command for Sgd {
             Ok(Some(RankOut::of(
                 &world,
                 facts,
-                Timing::new(options.iterations, result.iteration_times, load, compute),
+                Timing {
+                    io: probe.map(|p| p.per_iteration()).unwrap_or_default(),
+                    ..Timing::new(options.iterations, result.iteration_times, load, compute)
+                },
             )))
         })
     }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use serde::Serialize;
-use spillway::algorithms::generate::{BlobsSpec, RmatSpec, ZipfDocsSpec};
+use spillway::algorithms::generate::{BlobsSpec, RatingsSpec, RmatSpec, ZipfDocsSpec};
 use spillway::algorithms::graph::rmat::rmat_dedup;
 use spillway::Comm;
 
@@ -385,6 +385,107 @@ impl Command for GenZipf {
             rows: spec.docs,
             columns: spec.terms,
             nonzeros,
+        }))
+    }
+}
+
+/// `gen ratings`: ratings of a rank-4 model, as `run sgd --generate
+/// ratings:USERS:ITEMS:AVG[:SEED]` makes them, written as Matrix Market.
+#[derive(Args, Debug)]
+pub(crate) struct GenRatings {
+    /// Users: rows (1 to 2^32 - 1).
+    #[arg(long)]
+    users: u64,
+    /// Items: columns (1 to 2^32 - 1).
+    #[arg(long)]
+    items: u64,
+    /// Average ratings a user (1 to 2^20 - 1).
+    #[arg(long)]
+    avg: u64,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output file (Matrix Market coordinate, users in order, each value printed so that it
+    /// reads back exactly; `-`: standard output).
+    #[arg(long)]
+    out: PathBuf,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// What `gen ratings` reports.
+#[derive(Debug, Serialize)]
+pub(crate) struct GenRatingsFacts {
+    users: u64,
+    items: u64,
+    ratings: u64,
+}
+
+impl GenRatings {
+    fn spec(&self) -> Result<RatingsSpec, String> {
+        RatingsSpec::parse(&format!(
+            "ratings:{}:{}:{}:{}",
+            self.users, self.items, self.avg, self.seed
+        ))
+    }
+}
+
+impl Command for GenRatings {
+    const NAME: &'static str = "gen ratings";
+    type Facts = GenRatingsFacts;
+
+    fn declare(&self) -> Declared<'_> {
+        Declared::new(&self.common)
+            .output("--out", Some(&self.out))
+            .generated(self.spec().ok().map(|s| GenSpec::Ratings(s).to_string()))
+    }
+
+    fn check(&self) -> Result<(), Failure> {
+        self.spec().map(drop).map_err(|e| {
+            Failure::usage(format!(
+                "--users {} --items {} --avg {}: {e}",
+                self.users, self.items, self.avg
+            ))
+        })
+    }
+
+    fn estimate(&self, _: Inputs<'_>) -> Result<Estimate, Failure> {
+        let ratings = self.users.saturating_mul(self.avg);
+        Ok(Estimate {
+            // The items' hidden factors.
+            data: self.items.saturating_mul(32),
+            because: format!("--items {}", self.items),
+            items: ratings,
+            // Two ids and about 20 characters of value.
+            outputs: vec![("--out", ratings.saturating_mul(44))],
+            ..Default::default()
+        })
+    }
+
+    fn run(&self, job: &Job<'_>) -> Result<Option<GenRatingsFacts>, Failure> {
+        let spec = self.spec().map_err(Failure::usage)?;
+        let ratings: u64 = (0..spec.users).map(|u| spec.user_len(u)).sum();
+        let factors: Vec<_> = (0..spec.items).map(|i| spec.item_factors(i)).collect();
+        job.write(&self.out, |w| {
+            writeln!(w, "%%MatrixMarket matrix coordinate real general")?;
+            writeln!(w, "% {}", GenSpec::Ratings(spec))?;
+            writeln!(w, "{} {} {ratings}", spec.users, spec.items)?;
+            let mut line = String::new();
+            for u in 0..spec.users {
+                line.clear();
+                let item_factors = |i: u64| factors[i as usize];
+                spec.user_ratings(u, &|_| true, &item_factors, &mut |i, _, r| {
+                    // `Display` of f64 is the shortest text that parses back to the same value.
+                    let _ = writeln!(line, "{} {} {r}", u + 1, i + 1);
+                });
+                w.write_all(line.as_bytes())?;
+            }
+            Ok(())
+        })?;
+        Ok(Some(GenRatingsFacts {
+            users: spec.users,
+            items: spec.items,
+            ratings,
         }))
     }
 }
