@@ -28,6 +28,10 @@ pub(crate) struct NodeMem {
     /// When each rank last blocked (a node-wide count of blocking calls).
     blocked_at: Vec<AtomicU64>,
     blocks: AtomicU64,
+    /// Per rank: the [`wait_key`] bit of the wait it is blocked on (its next turn begins
+    /// after it), and of the wait its current turn began after.
+    next_after: Vec<AtomicU64>,
+    turn_after: Vec<AtomicU64>,
     ranks: Vec<Mutex<Vec<Weak<Region>>>>,
     /// Per rank: the messages for it that went to storage, read ahead with its memory
     /// before it resumes.
@@ -96,6 +100,8 @@ impl NodeMem {
             evictable: (0..ranks).map(|_| AtomicBool::new(false)).collect(),
             blocked_at: (0..ranks).map(|_| AtomicU64::new(0)).collect(),
             blocks: AtomicU64::new(0),
+            next_after: (0..ranks).map(|_| AtomicU64::new(0)).collect(),
+            turn_after: (0..ranks).map(|_| AtomicU64::new(0)).collect(),
             ranks: (0..ranks).map(|_| Mutex::new(Vec::new())).collect(),
             logs: (0..ranks).map(|_| Arc::default()).collect(),
             pending_drops: Mutex::new(VecDeque::new()),
@@ -387,9 +393,9 @@ impl NodeMem {
         if !room {
             return;
         }
-        let regions = self.regions_of(local);
-        for r in regions {
-            r.prefetch();
+        let after = self.next_after[local].load(Ordering::Relaxed);
+        for r in self.regions_of(local) {
+            r.prefetch(after);
         }
         // The messages waiting for it on disk: it reads them when it receives them.
         let waiting = self.logs[local].prefetch();
@@ -405,8 +411,9 @@ impl NodeMem {
         if self.budget.is_none() {
             return;
         }
+        let after = self.turn_after[local].load(Ordering::Relaxed);
         for r in self.regions_of(local) {
-            r.note_block();
+            r.note_block(after);
             if self.policy == Policy::Araw {
                 r.unload();
             }
@@ -452,7 +459,10 @@ impl NodeMem {
 
     /// The rank is about to give up its slot: from now on other ranks may evict its memory.
     /// Called before the slot is handed on, so a rank started in its place finds it evictable.
-    pub(crate) fn mark_blocked(&self, local: usize) {
+    ///
+    /// `wait` names what it waits on ([`wait_key`] of it is remembered for read-ahead).
+    pub(crate) fn mark_blocked(&self, local: usize, wait: &str) {
+        self.next_after[local].store(wait_key(wait), Ordering::Relaxed);
         let t = self.blocks.fetch_add(1, Ordering::Relaxed) + 1;
         self.blocked_at[local].store(t, Ordering::Relaxed);
         self.evictable[local].store(true, Ordering::Release);
@@ -461,5 +471,68 @@ impl NodeMem {
     /// The rank runs again: its allocations may no longer be evicted by others.
     pub(crate) fn on_resume(&self, local: usize) {
         self.evictable[local].store(false, Ordering::Release);
+        let after = self.next_after[local].load(Ordering::Relaxed);
+        self.turn_after[local].store(after, Ordering::Relaxed);
+    }
+}
+
+/// One of 64 bits for a kind of wait (a receive, a probe, each collective by name): FNV-1a
+/// of the name. Two kinds may share a bit; read-ahead is then less precise, never wrong.
+pub(crate) fn wait_key(name: &str) -> u64 {
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    1 << (h % 64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::region::Owner;
+    use crate::memory::spill::SpillStore;
+
+    /// One turn of rank 0: resumed from its last wait, it writes `region` if `touch`, then
+    /// blocks on `next`.
+    fn turn(mem: &NodeMem, region: &Arc<Region>, touch: bool, next: &str) {
+        mem.on_resume(0);
+        if touch {
+            region.ensure_loaded(true);
+        }
+        mem.mark_blocked(0, next);
+        mem.on_block(0);
+    }
+
+    #[test]
+    fn read_ahead_follows_what_turns_after_the_same_wait_touched() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = Arc::new(SpillStore::open(Some(dir.path())).unwrap());
+        let mem = Arc::new(NodeMem::new(
+            Some(64 << 20),
+            Policy::Araw,
+            spill,
+            1,
+            1 << 20,
+        ));
+        let region = Region::new(&mem, Owner::Rank(0), 1 << 20).unwrap();
+        let prefetched = || mem.counters.prefetched_bytes.load(Ordering::Relaxed);
+        mem.mark_blocked(0, "bcast");
+        mem.on_block(0);
+        // Two rounds: the turn after a broadcast writes the region, the one after a reduce
+        // does not.
+        for _ in 0..2 {
+            turn(&mem, &region, true, "reduce");
+            turn(&mem, &region, false, "bcast");
+        }
+        turn(&mem, &region, true, "reduce");
+        // Blocked on the reduce: its last turn touched the region, but turns after a reduce
+        // do not. Nothing is read ahead.
+        let before = prefetched();
+        mem.prefetch_rank(0);
+        assert_eq!(prefetched(), before, "read ahead for a turn after a reduce");
+        turn(&mem, &region, false, "bcast");
+        // Blocked on the broadcast: its last turn did not touch the region, turns after a
+        // broadcast do. The region is read ahead.
+        mem.prefetch_rank(0);
+        assert_eq!(prefetched() - before, region.map_len() as u64);
     }
 }

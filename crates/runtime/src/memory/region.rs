@@ -31,6 +31,12 @@ pub(super) struct RegionState {
     /// the rank did not touch between two blocking calls (a graph kept for later while the
     /// iterations run) is left on disk until it is touched again.
     pub(super) warm: bool,
+    /// The waits (by [`wait_key`](super::node::wait_key) bit) after which the owner's turn
+    /// was seen, and those after which it touched the region: a rank whose turns alternate
+    /// (compute after a broadcast, only a buffer after a reduce's receive) is read ahead
+    /// for what it touched the last time it resumed from the same wait.
+    pub(super) seen_after: u64,
+    pub(super) touched_after: u64,
     /// Counts loads and prefetches: a drop of the page cache deferred at an unload (see
     /// [`NodeMem::drop_written`]) is skipped if the region was loaded or prefetched since.
     pub(super) gen: u64,
@@ -123,6 +129,8 @@ impl Region {
                 dirty: false,
                 on_disk: false,
                 warm: true,
+                seen_after: 0,
+                touched_after: 0,
                 gen: 0,
             }),
         });

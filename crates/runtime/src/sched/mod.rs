@@ -467,8 +467,8 @@ impl Sched {
             return Released::Notified;
         }
         st.status[local] = Status::Blocking { woken: false };
+        self.mem.mark_blocked(local, info.kind.trace_name());
         st.wait[local] = Some(info);
-        self.mem.mark_blocked(local);
         if let Some(i) = st.running.iter().position(|&r| r as usize == local) {
             st.running.swap_remove(i);
         }
