@@ -153,7 +153,7 @@ def bench_kmeans(args, rows):
     X = centres[rng.integers(0, k, n)] + rng.normal(0, 3, (n, d))
     init = X[rng.choice(n, k, replace=False)].copy()
     print(f"kmeans: {n} points, {d} dimensions, k = {k}", flush=True)
-    t_ours, ours = timed(lambda: spillway.KMeans(k, init=init, max_iter=args.kmeans_iter).fit(X), args.reps)
+    t_ours, ours = timed(lambda: spillway.KMeans(k, init=init, max_iter=args.kmeans_iter, tol=0).fit(X), args.reps)
     t_sk, ref = timed(lambda: SkKMeans(k, init=init, n_init=1, max_iter=args.kmeans_iter, tol=0,
                                         algorithm="lloyd").fit(X), args.reps)
     same = np.array_equal(ours.labels_, ref.labels_)
