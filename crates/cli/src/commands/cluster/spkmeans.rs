@@ -111,23 +111,29 @@ impl Command for SpKMeans {
     }
 
     fn estimate(&self, inputs: Inputs<'_>) -> Result<Estimate, Failure> {
-        let (data, because, columns) = match &self.input {
+        let (base, columns) = match &self.input {
             // 12 bytes a non-zero (column and value), 8 a row's offset, 4 its assignment.
             None => {
                 let s = self.spec();
-                let because = format!("--generate {} --k {}", self.generated_name(), self.k);
-                (s.docs.saturating_mul(s.avg * 12 + 12), because, s.terms)
+                let base = Estimate {
+                    data: s.docs.saturating_mul(s.avg * 12 + 12),
+                    because: format!("--generate {} --k {}", self.generated_name(), self.k),
+                    items: s.docs.saturating_mul(s.avg),
+                    outputs: vec![
+                        ("--out", self.k.saturating_mul(s.terms).saturating_mul(24)),
+                        ("--assign", s.docs.saturating_mul(8)),
+                    ],
+                    ..Estimate::default()
+                };
+                (base, s.terms)
             }
             // The rows as read, moved and kept (12 bytes a nonzero from 8 to 20 of text).
             Some(given) => {
                 let path = inputs.path(given);
                 let columns = sparse_columns(&path, is_matrix_market(given, &path));
                 let e = Estimate::of_input(given, inputs.bytes(given), 5);
-                (
-                    e.data,
-                    format!("{} ({columns} columns)", e.because),
-                    columns,
-                )
+                let because = format!("{} ({columns} columns)", e.because);
+                (Estimate { because, ..e }, columns)
             }
         };
         // Every rank keeps the k dense centroids and their partial sums, storage-backed:
@@ -136,28 +142,13 @@ impl Command for SpKMeans {
         let centroids = self.k.saturating_mul(columns).saturating_mul(16);
         let (data, per_rank) = match self.runtime.mem_budget {
             Some(_) => (
-                data.saturating_add(centroids.saturating_mul(u64::from(self.runtime.ranks))),
+                base.data
+                    .saturating_add(centroids.saturating_mul(u64::from(self.runtime.ranks))),
                 0,
             ),
-            None => (data, centroids),
+            None => (base.data, centroids),
         };
-        let estimate = match &self.input {
-            Some(given) => Estimate::of_input(given, inputs.bytes(given), 5),
-            None => Estimate {
-                items: self.spec().docs.saturating_mul(self.spec().avg),
-                outputs: vec![
-                    ("--out", self.k.saturating_mul(columns).saturating_mul(24)),
-                    ("--assign", self.spec().docs.saturating_mul(8)),
-                ],
-                ..Estimate::default()
-            },
-        };
-        Ok(Estimate {
-            data,
-            because,
-            ..estimate
-        }
-        .ranks((32 << 10) + per_rank, 32))
+        Ok(Estimate { data, ..base }.ranks((32 << 10) + per_rank, 32))
     }
 
     fn run(&self, job: &Job<'_>) -> Result<Option<SpKMeansFacts>, Failure> {
