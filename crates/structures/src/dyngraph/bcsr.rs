@@ -3,6 +3,7 @@
 use super::batch::{for_each_run, max_id, merge_into, sorted_keys};
 use super::csr::Csr;
 use super::pool::Lists;
+use super::query::{self, QueryScratch, Traversal, Visit};
 use super::{vec_bytes, vertex_index, DynGraph};
 
 /// When BCSR folds its overflow lists into a new CSR.
@@ -216,7 +217,43 @@ impl Bcsr {
     }
 }
 
+impl Visit for Bcsr {
+    fn vertex_count(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// The CSR segment, then the overflow list (no merge: order does not matter).
+    #[inline]
+    fn visit(&self, v: u32, mut f: impl FnMut(u32)) {
+        let vi = v as usize;
+        self.segment(vi).iter().for_each(|&x| f(x));
+        if self.overflow.degrees[vi] != 0 {
+            self.overflow.for_each(vi, f);
+        }
+    }
+}
+
 impl DynGraph for Bcsr {
+    fn bft(&self, source: u32, whole: bool, scratch: &mut QueryScratch) -> Traversal {
+        query::bft(self, source, whole, scratch)
+    }
+
+    /// The two CSR segments in place when neither vertex has overflow arcs; otherwise merged
+    /// copies of both lists.
+    fn common_neighbours(&self, u: u32, v: u32, scratch: &mut QueryScratch) -> u64 {
+        let (ui, vi) = (u as usize, v as usize);
+        let n = self.lens.len();
+        if ui >= n || vi >= n {
+            return 0;
+        }
+        if self.overflow.degrees[ui] == 0 && self.overflow.degrees[vi] == 0 {
+            return query::intersect_sorted(self.segment(ui), self.segment(vi));
+        }
+        self.neighbours_into(u, &mut scratch.a);
+        self.neighbours_into(v, &mut scratch.b);
+        query::intersect_sorted(&scratch.a, &scratch.b)
+    }
+
     fn insert(&mut self, u: u32, v: u32) -> bool {
         let ui = vertex_index(u);
         self.ensure(ui.max(vertex_index(v)));

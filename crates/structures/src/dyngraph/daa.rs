@@ -1,6 +1,7 @@
 //! DAA: one exact-size sorted array per vertex (thesis section 4.2.3).
 
 use super::batch::{for_each_run, max_id, merge_into, sorted_keys};
+use super::query::{self, QueryScratch, Traversal, Visit};
 use super::{vec_bytes, vertex_index, DynGraph};
 
 /// Dynamic adjacency arrays: every vertex owns a heap array of exactly its degree, sorted.
@@ -45,7 +46,33 @@ impl Default for Daa {
     }
 }
 
+impl Visit for Daa {
+    fn vertex_count(&self) -> usize {
+        self.lists.len()
+    }
+
+    #[inline]
+    fn visit(&self, v: u32, f: impl FnMut(u32)) {
+        self.lists[v as usize].iter().copied().for_each(f);
+    }
+}
+
+impl Daa {
+    fn list(&self, v: u32) -> &[u32] {
+        self.lists.get(v as usize).map_or(&[], |l| l)
+    }
+}
+
 impl DynGraph for Daa {
+    fn bft(&self, source: u32, whole: bool, scratch: &mut QueryScratch) -> Traversal {
+        query::bft(self, source, whole, scratch)
+    }
+
+    /// A merge of the two arrays in place (galloping when one is much longer).
+    fn common_neighbours(&self, u: u32, v: u32, _: &mut QueryScratch) -> u64 {
+        query::intersect_sorted(self.list(u), self.list(v))
+    }
+
     fn insert(&mut self, u: u32, v: u32) -> bool {
         let ui = vertex_index(u);
         self.ensure(ui.max(vertex_index(v)));

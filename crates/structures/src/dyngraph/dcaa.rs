@@ -1,6 +1,7 @@
 //! DCAA: DIAA's intervals and residuals, gap-coded as varints (thesis section 4.2.5).
 
 use super::batch::{for_each_run, max_id, merge_into, sorted_keys};
+use super::query::{self, QueryScratch, Runs, Traversal, Visit};
 use super::{intervals, vec_bytes, vertex_index, DynGraph};
 use crate::varint::{put_varint, unzigzag, zigzag};
 
@@ -179,6 +180,79 @@ fn scan(bytes: &[u8], v: u32, degree: u32, mut f: impl FnMut(u32) -> bool) {
     }
 }
 
+/// Calls `f` with the ids of an encoded list in stream order (intervals, then residuals),
+/// decoding as it goes, without a buffer.
+#[inline]
+fn visit_encoded(bytes: &[u8], v: u32, degree: u32, mut f: impl FnMut(u32)) {
+    if bytes.is_empty() {
+        return;
+    }
+    let mut c = Cursor { bytes, at: 0 };
+    let i = c.next() as usize;
+    let base = i64::from(v);
+    let mut prev_end = 0u32;
+    let mut covered = 0u32;
+    for j in 0..i {
+        let s = if j == 0 {
+            (base + unzigzag(c.next())) as u32
+        } else {
+            prev_end + 2 + c.next() as u32
+        };
+        let l = c.next() as u32 + 2;
+        (s..s + l).for_each(&mut f);
+        covered += l;
+        prev_end = s + l - 1;
+    }
+    let left = degree - covered;
+    if left == 0 {
+        return;
+    }
+    let mut r = (base + unzigzag(c.next())) as u32;
+    f(r);
+    for _ in 1..left {
+        r += 2 + c.next() as u32;
+        f(r);
+    }
+}
+
+/// Whether the encoded list holds `x`: the intervals (first in the stream) are checked as
+/// they are read, then the residuals until one passes `x`; nothing is buffered.
+fn contains_encoded(bytes: &[u8], v: u32, degree: u32, x: u32) -> bool {
+    if bytes.is_empty() {
+        return false;
+    }
+    let mut c = Cursor { bytes, at: 0 };
+    let i = c.next() as usize;
+    let base = i64::from(v);
+    let mut prev_end = 0u32;
+    let mut covered = 0u32;
+    for j in 0..i {
+        let s = if j == 0 {
+            (base + unzigzag(c.next())) as u32
+        } else {
+            prev_end + 2 + c.next() as u32
+        };
+        let l = c.next() as u32 + 2;
+        if x >= s && x - s < l {
+            return true;
+        }
+        covered += l;
+        prev_end = s + l - 1;
+    }
+    let mut r = 0u32;
+    for k in 0..degree - covered {
+        r = if k == 0 {
+            (base + unzigzag(c.next())) as u32
+        } else {
+            r + 2 + c.next() as u32
+        };
+        if r >= x {
+            return r == x;
+        }
+    }
+    false
+}
+
 impl Dcaa {
     /// An empty graph.
     pub fn new() -> Dcaa {
@@ -226,7 +300,40 @@ impl Default for Dcaa {
     }
 }
 
+impl Visit for Dcaa {
+    fn vertex_count(&self) -> usize {
+        self.lists.len()
+    }
+
+    #[inline]
+    fn visit(&self, v: u32, f: impl FnMut(u32)) {
+        let vi = v as usize;
+        visit_encoded(&self.lists[vi], v, self.degrees[vi], f);
+    }
+}
+
+impl Dcaa {
+    /// Decodes `v`'s list into its flat intervalised form (empty beyond the range).
+    fn decode_into(&self, v: u32, out: &mut Vec<u32>) {
+        match self.lists.get(v as usize) {
+            Some(l) => decode(l, v, self.degrees[v as usize], out),
+            None => out.clear(),
+        }
+    }
+}
+
 impl DynGraph for Dcaa {
+    fn bft(&self, source: u32, whole: bool, scratch: &mut QueryScratch) -> Traversal {
+        query::bft(self, source, whole, scratch)
+    }
+
+    /// Decodes both lists to intervals and residuals, then intersects their runs.
+    fn common_neighbours(&self, u: u32, v: u32, scratch: &mut QueryScratch) -> u64 {
+        self.decode_into(u, &mut scratch.a);
+        self.decode_into(v, &mut scratch.b);
+        query::intersect_runs(Runs::new(&scratch.a), Runs::new(&scratch.b))
+    }
+
     fn insert(&mut self, u: u32, v: u32) -> bool {
         let ui = vertex_index(u);
         self.ensure(ui.max(vertex_index(v)));
@@ -284,12 +391,7 @@ impl DynGraph for Dcaa {
         if ui >= self.lists.len() {
             return false;
         }
-        let mut found = false;
-        scan(&self.lists[ui], u, self.degrees[ui], |x| {
-            found = x == v;
-            x < v
-        });
-        found
+        contains_encoded(&self.lists[ui], u, self.degrees[ui], v)
     }
 
     fn degree(&self, v: u32) -> usize {

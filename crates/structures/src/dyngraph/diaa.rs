@@ -1,6 +1,7 @@
 //! DIAA: exact-size arrays of intervals and residuals (thesis section 4.2.4).
 
 use super::batch::{for_each_run, max_id, merge_into, sorted_keys};
+use super::query::{self, QueryScratch, Runs, Traversal, Visit};
 use super::{intervals, vec_bytes, vertex_index, DynGraph};
 
 /// Dynamic intervalised adjacency arrays: every vertex owns one exact-size heap array
@@ -77,7 +78,33 @@ impl Default for Diaa {
     }
 }
 
+impl Visit for Diaa {
+    fn vertex_count(&self) -> usize {
+        self.lists.len()
+    }
+
+    #[inline]
+    fn visit(&self, v: u32, f: impl FnMut(u32)) {
+        intervals::visit(&self.lists[v as usize], f);
+    }
+}
+
+impl Diaa {
+    fn list(&self, v: u32) -> &[u32] {
+        self.lists.get(v as usize).map_or(&[], |l| l)
+    }
+}
+
 impl DynGraph for Diaa {
+    fn bft(&self, source: u32, whole: bool, scratch: &mut QueryScratch) -> Traversal {
+        query::bft(self, source, whole, scratch)
+    }
+
+    /// Intersects the runs of the two arrays in place, intervals whole.
+    fn common_neighbours(&self, u: u32, v: u32, _: &mut QueryScratch) -> u64 {
+        query::intersect_runs(Runs::new(self.list(u)), Runs::new(self.list(v)))
+    }
+
     fn insert(&mut self, u: u32, v: u32) -> bool {
         let ui = vertex_index(u);
         self.ensure(ui.max(vertex_index(v)));

@@ -82,6 +82,20 @@ pub(crate) fn for_each(a: &[u32], mut f: impl FnMut(u32)) {
     }
 }
 
+/// Calls `f` with every id, intervals first and then residuals (not in increasing order).
+#[inline]
+pub(crate) fn visit(a: &[u32], mut f: impl FnMut(u32)) {
+    if a.is_empty() {
+        return;
+    }
+    let i = count(a);
+    for j in 0..i {
+        let (s, l) = (a[1 + 2 * j], a[2 + 2 * j]);
+        (s..s + l).for_each(&mut f);
+    }
+    a[1 + 2 * i..].iter().for_each(|&x| f(x));
+}
+
 /// The canonical array of the increasing, repeat-free ids `ids` into `out` (cleared first;
 /// empty for no ids); `residuals` is scratch space.
 pub(crate) fn from_sorted(ids: &[u32], out: &mut Vec<u32>, residuals: &mut Vec<u32>) {

@@ -2,6 +2,7 @@
 
 use super::batch::{for_each_run, max_id, sorted_keys};
 use super::pool::Lists;
+use super::query::{self, QueryScratch, Traversal, Visit};
 use super::{vertex_index, DynGraph};
 
 /// Linked lists: every vertex has a sorted singly linked list of its neighbours.
@@ -39,7 +40,27 @@ impl Default for LinkedLists {
     }
 }
 
+impl Visit for LinkedLists {
+    fn vertex_count(&self) -> usize {
+        self.lists.heads.len()
+    }
+
+    #[inline]
+    fn visit(&self, v: u32, f: impl FnMut(u32)) {
+        self.lists.for_each(v as usize, f);
+    }
+}
+
 impl DynGraph for LinkedLists {
+    fn bft(&self, source: u32, whole: bool, scratch: &mut QueryScratch) -> Traversal {
+        query::bft(self, source, whole, scratch)
+    }
+
+    /// One merge walk of the two linked lists.
+    fn common_neighbours(&self, u: u32, v: u32, _: &mut QueryScratch) -> u64 {
+        self.lists.intersect(u as usize, v as usize)
+    }
+
     fn insert(&mut self, u: u32, v: u32) -> bool {
         let ui = vertex_index(u);
         self.lists.ensure(ui.max(vertex_index(v)));

@@ -26,6 +26,21 @@
 //!   allocation's requested size, capacity included), plus the structure itself; the
 //!   allocator's own overhead per allocation is not included.
 //!
+//! # Queries
+//! The thesis's three kernels (section 4.3) on every structure and on [`Csr`]:
+//! [`bft`](DynGraph::bft) (breadth-first traversal, levels in a [`QueryScratch`]),
+//! [`common_neighbours`](DynGraph::common_neighbours) (neighbour-set intersection) and
+//! [`contains`](DynGraph::contains) (adjacency lookup). How each structure answers them is in
+//! the `query` module's documentation, summarised here:
+//!
+//! | structure | traversal reads | intersection | lookup |
+//! |---|---|---|---|
+//! | LL | the linked list | merge of two linked lists | walk, O(Δ) |
+//! | BCSR | the CSR segment, then the overflow list | arrays when no overflow, else merged copies | binary search + overflow walk |
+//! | DAA, CSR | the array | merge, or gallop when one list is 16x longer | binary search |
+//! | DIAA | intervals, then residuals | runs (intervals whole) | binary searches of starts and residuals |
+//! | DCAA | varints decoded as they are read | decoded, then runs | decode until past the id |
+//!
 //! # Cost
 //! Per structure in the table above; `Δ` is the degree. Queries: `degree` O(1) everywhere;
 //! `contains` O(log Δ) for BCSR's CSR part, DAA and DIAA, O(Δ) for LL and DCAA.
@@ -39,6 +54,7 @@ mod diaa;
 mod intervals;
 mod ll;
 mod pool;
+mod query;
 
 use std::fmt;
 
@@ -48,6 +64,7 @@ pub use daa::Daa;
 pub use dcaa::Dcaa;
 pub use diaa::Diaa;
 pub use ll::LinkedLists;
+pub use query::{QueryScratch, Traversal, UNREACHED};
 
 /// The largest vertex id (`u32::MAX` is reserved).
 pub const MAX_VERTEX: u32 = u32::MAX - 1;
@@ -115,6 +132,29 @@ pub trait DynGraph {
             }
         }
         self.insert_batch(&arcs)
+    }
+
+    /// Breadth-first traversal from `source`; with `whole`, restarts at the smallest
+    /// unvisited id until every vertex is visited (the thesis's BFT). The levels are left in
+    /// `scratch` ([`QueryScratch::levels`]).
+    ///
+    /// # Cost
+    /// O(V + E) plus the structure's per-arc decoding. This default copies each list with
+    /// [`neighbours`](Self::neighbours); every structure of this crate reads its lists in
+    /// place instead.
+    fn bft(&self, source: u32, whole: bool, scratch: &mut QueryScratch) -> Traversal {
+        query::bft(&query::ByLists(self), source, whole, scratch)
+    }
+
+    /// Number of common neighbours of `u` and `v`, `|N(u) ∩ N(v)|` (0 beyond the range).
+    ///
+    /// # Cost
+    /// O(Δu + Δv); this default copies both lists into `scratch` and merges them, or gallops
+    /// through the longer one; DIAA and DCAA intersect intervals whole.
+    fn common_neighbours(&self, u: u32, v: u32, scratch: &mut QueryScratch) -> u64 {
+        self.neighbours_into(u, &mut scratch.a);
+        self.neighbours_into(v, &mut scratch.b);
+        query::intersect_sorted(&scratch.a, &scratch.b)
     }
 
     /// Adds the undirected edge `{u, v}` as both arcs; `true` if either was new.
@@ -209,5 +249,7 @@ pub(crate) fn vec_bytes<T>(v: &Vec<T>) -> usize {
     v.capacity() * std::mem::size_of::<T>()
 }
 
+#[cfg(test)]
+mod query_tests;
 #[cfg(test)]
 mod tests;

@@ -211,6 +211,24 @@ impl Lists {
         }
     }
 
+    /// `|N(u) ∩ N(v)|`: one merge walk of the two sorted lists.
+    pub(crate) fn intersect(&self, u: usize, v: usize) -> u64 {
+        let head = |x: usize| self.heads.get(x).copied().unwrap_or(NIL);
+        let (mut a, mut b) = (head(u), head(v));
+        let mut c = 0u64;
+        while a != NIL && b != NIL {
+            let (x, y) = (self.node(a), self.node(b));
+            c += u64::from(x.value == y.value);
+            if x.value <= y.value {
+                a = x.next;
+            }
+            if y.value <= x.value {
+                b = y.next;
+            }
+        }
+        c
+    }
+
     /// Drops every node (keeps the vertex arrays, zeroes the degrees).
     pub(crate) fn clear(&mut self) {
         self.chunks = Vec::new();
