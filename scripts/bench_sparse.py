@@ -136,16 +136,16 @@ def main():
     k, lr, reg, seed = a.factors, 0.01, 0.05, 1
     U = [[sgd_ref.initial_factor(seed, 1, u, f, k) for f in range(k)] for u in range(users)]
     V = [[sgd_ref.initial_factor(seed, 2, i, f, k) for f in range(k)] for i in range(items)]
-    block = sorted(ratings)
+    block = sgd_ref.shuffled(sorted(ratings), seed, sgd_ref.SHUFFLE, 0)
     t = time.perf_counter()
     for it in range(a.sgd_iterations):
         for o in sgd_ref.update_order(seed, it, 0, len(block)):
             u, i, _, rv = block[o]
             a_, b_ = U[u], V[i]
-            dot = 0.0
+            s = [0.0, 0.0, 0.0, 0.0]
             for f in range(k):
-                dot += a_[f] * b_[f]
-            e = rv - dot
+                s[f % 4] += a_[f] * b_[f]
+            e = rv - ((s[0] + s[2]) + (s[1] + s[3]))
             for f in range(k):
                 uf, vf = a_[f], b_[f]
                 a_[f] = uf + lr * (e * vf - reg * uf)

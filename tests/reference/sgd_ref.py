@@ -6,9 +6,11 @@ Usage: sgd_ref.py TRAIN P FACTORS LR REG ITERATIONS SEED U_OUT V_OUT
 TRAIN is a Matrix Market coordinate file "user item rating" (1-based, general). The reference
 follows the schedule documented in spillway's sgd module, written here from that description:
 q = sqrt(P); users and items cut into q ranges (n * b // q); an iteration is q steps, step s
-updates the blocks (bi, (bi + s) % q); inside a block the ratings are in canonical order (user,
-item, position in the file) and shuffled by Fisher-Yates with a splitmix64 stream; initial
-factors from splitmix64 hashes. Plain Python floats (IEEE doubles, no fused operations), so
+updates the blocks (bi, (bi + s) % q); inside a block the ratings are put in canonical order
+(user, item, position in the file) and shuffled once by Fisher-Yates with a splitmix64 stream
+(iteration 2^64 - 1); every iteration visits the shuffled block's pieces of 1024 ratings in an
+order shuffled the same way, each piece in order; dot products in four lanes (f mod 4) added as
+(s0 + s2) + (s1 + s3); initial factors from splitmix64 hashes. Plain Python floats (IEEE doubles, no fused operations), so
 the factors must equal spillway's `--out-u` / `--out-v` bit for bit.
 Exit 1: mismatch; 2: unreadable input.
 """
@@ -40,14 +42,27 @@ def initial_factor(seed, which, index, f, factors):
     return float(h >> 11) * (1.0 / float(1 << 53)) * (1.0 / math.sqrt(factors))
 
 
-def update_order(seed, iteration, block, n):
+PIECE = 1024
+SHUFFLE = MASK
+
+
+def shuffled(items, seed, iteration, block):
     state = fin(fin(fin(seed) ^ iteration) ^ block)
-    order = list(range(n))
-    for i in range(n - 1, 0, -1):
+    items = list(items)
+    for i in range(len(items) - 1, 0, -1):
         state = (state + GOLDEN) & MASK
         j = mix64(state) % (i + 1)
-        order[i], order[j] = order[j], order[i]
-    return order
+        items[i], items[j] = items[j], items[i]
+    return items
+
+
+def update_order(seed, iteration, block, n):
+    """The ratings of a block of n (already shuffled once) in the order of one iteration."""
+    pieces = (n + PIECE - 1) // PIECE
+    out = []
+    for p in shuffled(range(pieces), seed, iteration, block):
+        out.extend(range(p * PIECE, min(n, (p + 1) * PIECE)))
+    return out
 
 
 def read_mtx(path):
@@ -85,8 +100,9 @@ def main():
     blocks = {}
     for u, i, s, r in ratings:
         blocks.setdefault((block_of(users, q, u), block_of(items, q, i)), []).append((u, i, s, r))
-    for b in blocks.values():
+    for (bi, bj), b in blocks.items():
         b.sort()
+        blocks[(bi, bj)] = shuffled(b, seed, SHUFFLE, bi * q + bj)
     for it in range(iterations):
         for step in range(q):
             for bi in range(q):
@@ -95,10 +111,10 @@ def main():
                 for o in update_order(seed, it, bi * q + bj, len(block)):
                     u, i, _, r = block[o]
                     uu, vv = U[u], V[i]
-                    dot = 0.0
+                    s = [0.0, 0.0, 0.0, 0.0]
                     for f in range(k):
-                        dot += uu[f] * vv[f]
-                    e = r - dot
+                        s[f % 4] += uu[f] * vv[f]
+                    e = r - ((s[0] + s[2]) + (s[1] + s[3]))
                     for f in range(k):
                         uf, vf = uu[f], vv[f]
                         uu[f] = uf + lr * (e * vf - reg * uf)

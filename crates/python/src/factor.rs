@@ -183,6 +183,7 @@ pub(crate) fn sgd_run<'py>(
         regularisation,
         iterations: max_iter,
         seed,
+        error_every: 1,
     };
     let out = Factors {
         u: Mutex::new(zeros(n_users, factors, "U")?),
@@ -193,8 +194,9 @@ pub(crate) fn sgd_run<'py>(
         let world = Comm::world(rank);
         let mine = buckets.entries(rank, world.rank())?;
         let block = RatingBlock::from_entries(&world, n_users, n_items, mine, total)?;
-        let result = sgd(&world, &block, &options, &mut |p| reporter.report(rank, p))?;
-        if block.bi == block.bj {
+        let diagonal = block.bi == block.bj;
+        let result = sgd(&world, block, &options, &mut |p| reporter.report(rank, p))?;
+        if diagonal {
             out.put(&out.u, result.u_lo as usize * factors, &result.u);
             out.put(&out.v, result.v_lo as usize * factors, &result.v);
         }

@@ -12,17 +12,24 @@
 //! schedule ([`update_order`]), bit for bit.
 //!
 //! Inside a block, the ratings are put in canonical order (by user, item, then position in the
-//! file) and shuffled by a Fisher-Yates pass driven by [`BlockStream`]`::new(seed, iteration,
-//! bi * q + bj)`: position `i` from the last down to 1 swaps with `next() % (i + 1)`. Each
-//! rating `(u, i, r)` then makes the update, with `e = r - sum_f U[u][f] V[i][f]` (summed in
-//! order of `f`), for every `f` in order:
+//! file) and shuffled once, before the first iteration, by [`shuffle`] with
+//! [`BlockStream`]`::new(seed, SHUFFLE, bi * q + bj)`. The shuffled block is cut into pieces of
+//! [`PIECE`] ratings (the last may be shorter); iteration `it` visits the pieces in the order
+//! [`update_order`]`(seed, it, bi * q + bj, pieces)` and each piece's ratings in order. (A
+//! fresh order of single ratings every iteration cost a random read per rating and a
+//! permutation of the block: about half of an iteration in memory, profiled.) Each
+//! rating `(u, i, r)` makes the update, with `e = r - dot(U[u], V[i])`, for every `f` in order:
 //! `U[u][f] += lr (e V[i][f] - reg U[u][f])`, `V[i][f] += lr (e U[u][f] - reg V[i][f])`, both
 //! from the values before this `f`'s update. The initial factors are
 //! [`initial_factor`]`(seed, 1, u, f, factors)` for `U` and `(seed, 2, i, f, factors)` for `V`.
+//! The dot product sums in four lanes, `s_l = sum of x[f] y[f]` over `f = l mod 4` in order of
+//! `f`, then `(s_0 + s_2) + (s_1 + s_3)` (one chain of ten additions was the longest path of an
+//! update; four lanes are two SSE2 registers).
 //!
 //! # Cost per iteration (z local ratings, m users, n items)
 //! O(z factors) work; `q` steps, each sending `(m + n) factors / q` values per active rank;
-//! measuring the RMSE broadcasts the factor blocks along rows and columns of the grid.
+//! measuring the RMSE passes the final factor blocks along rows and columns once more and reads
+//! the ratings a second time.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -35,9 +42,7 @@ use spillway_runtime::SbVec;
 use crate::error::AlgoError;
 use crate::generate::{RatingsSpec, RATINGS_RANK};
 use crate::io::InputError;
-use crate::io::{
-    distribute_entries, entry, entry_col, entry_row, entry_value, read_entries, Entry, SparseSource,
-};
+use crate::io::{distribute_entries, entry_col, entry_row, read_entries, Entry, SparseSource};
 use crate::state::{check_state, Origin};
 use crate::Progress;
 
@@ -70,17 +75,69 @@ pub fn initial_factor(seed: u64, which: u64, index: u64, f: u64, factors: usize)
     (h >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * (1.0 / (factors as f64).sqrt())
 }
 
-/// The order in which block `block` applies its `len` ratings (kept in canonical order) in
-/// `iteration`.
-pub fn update_order(seed: u64, iteration: u64, block: u64, len: usize) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..len as u32).collect();
-    let mut rng = BlockStream::new(seed, iteration, block);
-    for i in (1..len).rev() {
+/// Permutes `items` by Fisher-Yates with `rng`: position `i`, from the last down to 1, swaps
+/// with `next() % (i + 1)`.
+pub fn shuffle<T>(items: &mut [T], rng: &mut BlockStream) {
+    for i in (1..items.len()).rev() {
         let j = (rng.next_u64() % (i as u64 + 1)) as usize;
-        order.swap(i, j);
+        items.swap(i, j);
     }
+}
+
+/// The iteration number of the stream that shuffles a block once, before the first iteration.
+pub const SHUFFLE: u64 = u64::MAX;
+
+/// Ratings of a block visited in order, one piece at a time.
+pub const PIECE: usize = 1024;
+
+/// The order in which block `block` visits its `pieces` pieces in `iteration`:
+/// `0..pieces` shuffled with [`BlockStream`]`::new(seed, iteration, block)`.
+pub fn update_order(seed: u64, iteration: u64, block: u64, pieces: usize) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..pieces as u32).collect();
+    shuffle(&mut order, &mut BlockStream::new(seed, iteration, block));
     order
 }
+
+/// A rating as the kernel keeps it: `user << 32 | item` and the rating's bits, 16 bytes. The
+/// position in the input that fixed the canonical order is dropped once the order is set
+/// (a third of what an iteration reads out of core).
+pub type Rating = [u64; 2];
+
+/// Packs a rating.
+pub fn rating(user: u32, item: u32, value: f64) -> Rating {
+    [(u64::from(user) << 32) | u64::from(item), value.to_bits()]
+}
+
+fn rating_user(r: &Rating) -> u64 {
+    r[0] >> 32
+}
+
+fn rating_item(r: &Rating) -> u64 {
+    r[0] & 0xffff_ffff
+}
+
+fn rating_value(r: &Rating) -> f64 {
+    f64::from_bits(r[1])
+}
+
+/// Sorts `entries` into canonical order and keeps them as [`Rating`]s.
+fn canonical(comm: &Comm, mut entries: SbVec<Entry>) -> Result<SbVec<Rating>, AlgoError> {
+    entries
+        .as_mut_slice()
+        .sort_unstable_by_key(|e| (e[0], e[2]));
+    let mut out = SbVec::with_capacity(comm.runtime(), entries.len())?;
+    let mut chunk: Vec<Rating> = Vec::with_capacity(CHUNK);
+    for at in (0..entries.len()).step_by(CHUNK) {
+        let part = &entries.as_slice()[at..(at + CHUNK).min(entries.len())];
+        chunk.clear();
+        chunk.extend(part.iter().map(|e| [e[0], e[1]]));
+        out.extend_from_slice(&chunk)?;
+    }
+    Ok(out)
+}
+
+/// Ratings moved into storage-backed memory at a time.
+const CHUNK: usize = 1 << 14;
 
 /// SGD parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,6 +152,9 @@ pub struct SgdOptions {
     pub iterations: usize,
     /// Seed of the initial factors and the update order.
     pub seed: u64,
+    /// Measure the RMSE after every this many iterations, and after the last; 0 measures it
+    /// after the last only. Each measure reads all the ratings once more.
+    pub error_every: usize,
 }
 
 /// `q` with `q * q = p`, or an error.
@@ -131,11 +191,11 @@ pub struct RatingBlock {
     /// Block column.
     pub bj: usize,
     /// Training ratings of the block, in canonical order (user, item, position in the file).
-    pub train: SbVec<Entry>,
+    pub train: SbVec<Rating>,
     /// Training ratings of the whole matrix.
     pub train_total: u64,
     /// Held-out ratings of the block.
-    pub test: SbVec<Entry>,
+    pub test: SbVec<Rating>,
     /// Held-out ratings of the whole matrix.
     pub test_total: u64,
 }
@@ -163,9 +223,9 @@ pub fn load_ratings(
             u64::from(entry_col(e)),
         )
     };
-    let mut mine = distribute_entries(comm, &read.entries, &owner)?;
+    let mine = distribute_entries(comm, &read.entries, &owner)?;
     drop(read.entries);
-    mine.as_mut_slice().sort_unstable_by_key(|e| (e[0], e[2]));
+    let mine = canonical(comm, mine)?;
     let (test, test_total) = match test {
         Some(path) => {
             let t = read_entries(comm, &SparseSource::MatrixMarket(path.to_path_buf()))?;
@@ -182,7 +242,7 @@ pub fn load_ratings(
                 .into());
             }
             let got = distribute_entries(comm, &t.entries, &owner)?;
-            (got, t.total)
+            (canonical(comm, got)?, t.total)
         }
         None => (SbVec::with_capacity(comm.runtime(), 0)?, 0),
     };
@@ -214,7 +274,7 @@ impl RatingBlock {
         comm: &Comm,
         users: u64,
         items: u64,
-        mut train: SbVec<Entry>,
+        train: SbVec<Entry>,
         train_total: u64,
     ) -> Result<RatingBlock, AlgoError> {
         let q = grid_side(comm.size())?;
@@ -234,7 +294,7 @@ impl RatingBlock {
                 ),
             });
         }
-        train.as_mut_slice().sort_unstable_by_key(|e| (e[0], e[2]));
+        let train = canonical(comm, train)?;
         Ok(RatingBlock {
             users,
             items,
@@ -259,7 +319,7 @@ pub fn block_owner(users: u64, items: u64, q: usize, user: u64, item: u64) -> us
 /// Generates the ratings of a [`RatingsSpec`] and gives every rank its block: rank `(bi, bj)`
 /// makes the ratings of block row `bi`'s users and keeps those of block column `bj`'s items
 /// (each rating is made on `q` ranks, kept on one: no rating moves). A rating's position in
-/// canonical order (`seq`) is `user << 20 | j` for the user's `j`-th rating.
+/// the input is its user's, then `j` for the user's `j`-th rating, as `gen ratings` writes them.
 ///
 /// # Errors
 /// A number of ranks that is not a square; blocks larger than the job can hold (checked on
@@ -288,21 +348,24 @@ pub fn generate_ratings(comm: &Comm, spec: &RatingsSpec) -> Result<RatingBlock, 
         },
     )?;
     let factors: Vec<[f64; RATINGS_RANK]> = (v_lo..v_hi).map(|i| spec.item_factors(i)).collect();
-    let mut train: SbVec<Entry> = SbVec::with_capacity(comm.runtime(), capacity as usize)?;
-    let mut chunk: Vec<Entry> = Vec::with_capacity(1 << 14);
+    let mut train: SbVec<Rating> = SbVec::with_capacity(comm.runtime(), capacity as usize)?;
+    let mut chunk: Vec<Rating> = Vec::with_capacity(CHUNK);
     let keep = |i: u64| (v_lo..v_hi).contains(&i);
     let item_factors = |i: u64| factors[(i - v_lo) as usize];
     for u in u_lo..u_hi {
-        spec.user_ratings(u, &keep, &item_factors, &mut |i, j, r| {
-            chunk.push(entry(u as u32, i as u32, r, (u << 20) | j));
+        let first = chunk.len();
+        spec.user_ratings(u, &keep, &item_factors, &mut |i, _, r| {
+            chunk.push(rating(u as u32, i as u32, r));
         });
-        if chunk.len() >= 1 << 14 || u + 1 == u_hi {
+        // Users come in order; inside one, a stable sort by item keeps a repeated item's
+        // ratings in order of j: the canonical order without a sort of the block.
+        chunk[first..].sort_by_key(|r| r[0]);
+        if chunk.len() >= CHUNK || u + 1 == u_hi {
             train.extend_from_slice(&chunk)?;
             chunk.clear();
         }
     }
     drop(factors);
-    train.as_mut_slice().sort_unstable_by_key(|e| (e[0], e[2]));
     let train_total = comm.allreduce(&[train.len() as u64], Sum)?[0];
     Ok(RatingBlock {
         users: spec.users,
@@ -341,9 +404,9 @@ pub struct SgdResult {
     pub v_lo: u64,
     /// `V` rows of this rank's block, row-major (empty off the diagonal).
     pub v: Vec<f64>,
-    /// Training RMSE after each iteration.
+    /// Training RMSE after each iteration measured ([`SgdOptions::error_every`]).
     pub train_rmse: Vec<f64>,
-    /// Held-out RMSE after each iteration (empty without held-out ratings).
+    /// Held-out RMSE after each iteration measured (empty without held-out ratings).
     pub test_rmse: Vec<f64>,
     /// Wall time of each iteration on this rank (without the RMSE).
     pub iteration_times: Vec<Duration>,
@@ -360,29 +423,22 @@ fn factor_block(seed: u64, which: u64, lo: u64, hi: u64, factors: usize) -> Vec<
 }
 
 /// Squared error sum of `ratings` with the factor blocks `u` (from `u_lo`) and `v`.
-fn squared_error(ratings: &[Entry], u: &[f64], u_lo: u64, v: &[f64], v_lo: u64, k: usize) -> f64 {
+fn squared_error(ratings: &[Rating], u: &[f64], u_lo: u64, v: &[f64], v_lo: u64, k: usize) -> f64 {
     let mut sse = 0.0;
     for e in ratings {
-        let a = (u64::from(entry_row(e)) - u_lo) as usize * k;
-        let b = (u64::from(entry_col(e)) - v_lo) as usize * k;
-        let mut dot = 0.0;
-        for f in 0..k {
-            dot += u[a + f] * v[b + f];
-        }
-        let err = entry_value(e) - dot;
+        let a = (rating_user(e) - u_lo) as usize * k;
+        let b = (rating_item(e) - v_lo) as usize * k;
+        let err = rating_value(e) - dot(&u[a..a + k], &v[b..b + k]);
         sse += err * err;
     }
     sse
 }
 
-/// Ratings gathered in update order at a time (96 KiB of entries).
-const GATHER: usize = 4096;
-
 /// Ratings ahead whose factor rows are prefetched.
 const AHEAD: usize = 16;
 
 /// Asks for the cache lines of `row` (a hint: no effect on results).
-#[inline]
+#[inline(always)]
 fn prefetch(row: &[f64]) {
     #[cfg(target_arch = "x86_64")]
     for line in row.chunks(8) {
@@ -397,14 +453,27 @@ fn prefetch(row: &[f64]) {
     let _ = row;
 }
 
-/// One SGD step on a rating `r` of the user row `ur` and item row `vr`.
-#[inline]
-fn update(ur: &mut [f64], vr: &mut [f64], r: f64, lr: f64, reg: f64) {
-    let mut dot = 0.0;
-    for (x, y) in ur.iter().zip(vr.iter()) {
-        dot += x * y;
+/// The dot product of `x` and `y` in four lanes, as the module says.
+#[inline(always)]
+fn dot(x: &[f64], y: &[f64]) -> f64 {
+    let mut s = [0.0f64; 4];
+    let (xs, ys) = (x.chunks_exact(4), y.chunks_exact(4));
+    let (xr, yr) = (xs.remainder(), ys.remainder());
+    for (a, b) in xs.zip(ys) {
+        for l in 0..4 {
+            s[l] += a[l] * b[l];
+        }
     }
-    let err = r - dot;
+    for (l, (a, b)) in xr.iter().zip(yr).enumerate() {
+        s[l] += a * b;
+    }
+    (s[0] + s[2]) + (s[1] + s[3])
+}
+
+/// One SGD step on a rating `r` of the user row `ur` and item row `vr`.
+#[inline(always)]
+fn update(ur: &mut [f64], vr: &mut [f64], r: f64, lr: f64, reg: f64) {
+    let err = r - dot(ur, vr);
     for (uf, vf) in ur.iter_mut().zip(vr.iter_mut()) {
         let (a, b) = (*uf, *vf);
         *uf = a + lr * (err * b - reg * a);
@@ -414,15 +483,204 @@ fn update(ur: &mut [f64], vr: &mut [f64], r: f64, lr: f64, reg: f64) {
 
 const TAG_U: i32 = 0x5344_0001;
 const TAG_V: i32 = 0x5344_0002;
+const TAG_ERR_U: i32 = 0x5344_0003;
+const TAG_ERR_V: i32 = 0x5344_0004;
 
-/// Runs SGD; `progress` is called on every rank after each iteration with the training RMSE.
+/// Where a rank sits on the grid and what it needs to index its factor blocks.
+struct Grid {
+    q: usize,
+    bi: usize,
+    bj: usize,
+    u_lo: u64,
+    v_lo: u64,
+    k: usize,
+}
+
+impl Grid {
+    fn of(block: &RatingBlock, k: usize) -> Grid {
+        Grid {
+            q: block.q,
+            bi: block.bi,
+            bj: block.bj,
+            u_lo: block_range(block.users, block.q, block.bi).0,
+            v_lo: block_range(block.items, block.q, block.bj).0,
+            k,
+        }
+    }
+
+    fn diagonal(&self) -> bool {
+        self.bi == self.bj
+    }
+
+    /// Rank of block `(i, j)`, both taken modulo `q`.
+    fn at(&self, i: usize, j: usize) -> usize {
+        (i % self.q) * self.q + (j % self.q)
+    }
+
+    /// Where `U_bi` comes from (the previous block of the row) and goes to (the next).
+    fn u_from(&self) -> usize {
+        self.at(self.bi, self.bj + self.q - 1)
+    }
+    fn u_to(&self) -> usize {
+        self.at(self.bi, self.bj + 1)
+    }
+    /// Where `V_bj` comes from (the next block of the column) and goes to (the previous).
+    fn v_from(&self) -> usize {
+        self.at(self.bi + 1, self.bj)
+    }
+    fn v_to(&self) -> usize {
+        self.at(self.bi + self.q - 1, self.bj)
+    }
+
+    /// Whether the blocks sent on from here would reach the diagonal again (end of the ring).
+    fn last_of_ring(&self) -> bool {
+        (self.bj + 1) % self.q == self.bi
+    }
+}
+
+/// Updates `u` and `v` with this rank's ratings in the iteration's order.
+fn update_pass(
+    block: &RatingBlock,
+    g: &Grid,
+    u: &mut [f64],
+    v: &mut [f64],
+    it: usize,
+    o: &SgdOptions,
+) {
+    // Taken after the blocking calls: under a budget the ratings may have left memory
+    // while this rank waited, and reading them through a slice taken before would fault
+    // them in a page at a time, unaccounted (900 GB read in 17 minutes, 200M ratings).
+    let ratings = block.train.as_slice();
+    let order = update_order(
+        o.seed,
+        it as u64,
+        (g.bi * g.q + g.bj) as u64,
+        ratings.len().div_ceil(PIECE),
+    );
+    let pass = Pass {
+        ratings,
+        order: &order,
+        u_lo: g.u_lo,
+        v_lo: g.v_lo,
+        k: g.k,
+        lr: o.learning_rate,
+        reg: o.regularisation,
+    };
+    // The usual factor counts get a loop of known length (unrolled, the factor rows in
+    // registers), and AVX2 where the machine has it: the same operations in the same order,
+    // so the same bits (Rust never fuses a multiply and an add on its own).
+    match g.k {
+        4 => pass.dispatch::<4>(u, v),
+        8 => pass.dispatch::<8>(u, v),
+        10 => pass.dispatch::<10>(u, v),
+        16 => pass.dispatch::<16>(u, v),
+        20 => pass.dispatch::<20>(u, v),
+        32 => pass.dispatch::<32>(u, v),
+        _ => pass.dispatch::<0>(u, v),
+    }
+}
+
+/// One block's update pass: its ratings, the order of their pieces, and the parameters.
+struct Pass<'a> {
+    ratings: &'a [Rating],
+    order: &'a [u32],
+    u_lo: u64,
+    v_lo: u64,
+    k: usize,
+    lr: f64,
+    reg: f64,
+}
+
+impl Pass<'_> {
+    /// Runs [`Self::run`] with `K` factors (0: `self.k`), built for AVX2 when there is AVX2.
+    fn dispatch<const K: usize>(&self, u: &mut [f64], v: &mut [f64]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the machine has AVX2 (checked just above), all `run_avx2` requires.
+            unsafe { self.run_avx2::<K>(u, v) };
+            return;
+        }
+        self.run::<K>(u, v);
+    }
+
+    /// [`Self::run`] compiled with AVX2.
+    ///
+    /// # Safety
+    /// The machine must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2<const K: usize>(&self, u: &mut [f64], v: &mut [f64]) {
+        self.run::<K>(u, v);
+    }
+
+    #[inline(always)]
+    fn run<const K: usize>(&self, u: &mut [f64], v: &mut [f64]) {
+        let k = if K == 0 { self.k } else { K };
+        let rows = |e: &Rating| {
+            (
+                (rating_user(e) - self.u_lo) as usize * k,
+                (rating_item(e) - self.v_lo) as usize * k,
+            )
+        };
+        for &p in self.order {
+            let at = p as usize * PIECE;
+            let piece = &self.ratings[at..(at + PIECE).min(self.ratings.len())];
+            for (i, e) in piece.iter().enumerate() {
+                // The factor rows are in cache by the time their rating comes (they miss it
+                // otherwise: U's block is megabytes at a million users).
+                if let Some(ahead) = piece.get(i + AHEAD) {
+                    let (a, b) = rows(ahead);
+                    prefetch(&u[a..a + k]);
+                    prefetch(&v[b..b + k]);
+                }
+                let (a, b) = rows(e);
+                let value = rating_value(e);
+                update(&mut u[a..a + k], &mut v[b..b + k], value, self.lr, self.reg);
+            }
+        }
+    }
+}
+
+/// The squared errors of this rank's training and held-out ratings with the factors as they
+/// are after the iteration. The diagonal rank sends its final `U_b` along its row and `V_b` up
+/// its column; every other rank receives them, passes them on and uses them, in the order of
+/// the update pass. A broadcast would leave every rank holding copies while it waits for the
+/// sum, memory that no budget sees (64 ranks x 10 MB of `U` at a million users).
+fn error_pass(
+    comm: &Comm,
+    g: &Grid,
+    block: &RatingBlock,
+    u: &[f64],
+    v: &[f64],
+) -> Result<[f64; 2], AlgoError> {
+    let received;
+    let (ub, vb) = if g.diagonal() {
+        (u, v)
+    } else {
+        let ub = comm.recv::<f64>(g.u_from(), TAG_ERR_U)?.0;
+        let vb = comm.recv::<f64>(g.v_from(), TAG_ERR_V)?.0;
+        received = (ub, vb);
+        (&received.0[..], &received.1[..])
+    };
+    if g.q > 1 && !g.last_of_ring() {
+        comm.send(g.u_to(), TAG_ERR_U, ub)?;
+        comm.send(g.v_to(), TAG_ERR_V, vb)?;
+    }
+    let errors =
+        |ratings: &SbVec<Rating>| squared_error(ratings.as_slice(), ub, g.u_lo, vb, g.v_lo, g.k);
+    Ok([errors(&block.train), errors(&block.test)])
+}
+
+/// Runs SGD on this rank's `block` (shuffled once, as the module says); `progress` is called
+/// on every rank after each iteration with the last training RMSE measured (NaN before the
+/// first).
 ///
 /// # Errors
 /// A factor count of 0; [`AlgoError::Diverged`] when the training error becomes non-finite
 /// (the learning rate is too large for the data); communication errors.
 pub fn sgd(
     comm: &Comm,
-    block: &RatingBlock,
+    mut block: RatingBlock,
     options: &SgdOptions,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<SgdResult, AlgoError> {
@@ -433,7 +691,7 @@ pub fn sgd(
             reason: "at least 1".into(),
         });
     }
-    // U and V, and a copy of each for the errors.
+    // U and V on the diagonal, the blocks in flight.
     let factors = (block.users + block.items)
         .saturating_mul(k as u64)
         .saturating_mul(16);
@@ -446,100 +704,71 @@ pub fn sgd(
             what: "the factor matrices",
         },
     )?;
-    let (q, bi, bj) = (block.q, block.bi, block.bj);
-    let at = |i: usize, j: usize| (i % q) * q + (j % q);
-    let diagonal = bi == bj;
-    let (u_lo, u_hi) = block_range(block.users, q, bi);
-    let (v_lo, v_hi) = block_range(block.items, q, bj);
-    let mut u: Vec<f64> = Vec::new();
-    let mut v: Vec<f64> = Vec::new();
-    if diagonal {
-        u = factor_block(options.seed, 1, u_lo, u_hi, k);
-        v = factor_block(options.seed, 2, v_lo, v_hi, k);
+    let g = Grid::of(&block, k);
+    let stream = (g.bi * g.q + g.bj) as u64;
+    shuffle(
+        block.train.as_mut_slice(),
+        &mut BlockStream::new(options.seed, SHUFFLE, stream),
+    );
+    let block = block;
+    let (mut u, mut v) = (Vec::new(), Vec::new());
+    if g.diagonal() {
+        let (u_hi, v_hi) = (
+            block_range(block.users, g.q, g.bi).1,
+            block_range(block.items, g.q, g.bj).1,
+        );
+        u = factor_block(options.seed, 1, g.u_lo, u_hi, k);
+        v = factor_block(options.seed, 2, g.v_lo, v_hi, k);
     }
-    let row_comm = comm.split(Some(bi as u32), bj as i64)?.expect("member");
-    let col_comm = comm.split(Some(bj as u32), bi as i64)?.expect("member");
-    let (lr, reg) = (options.learning_rate, options.regularisation);
     let mut train_rmse = Vec::new();
     let mut test_rmse = Vec::new();
     let mut times = Vec::new();
     for it in 0..options.iterations {
         let start = Instant::now();
-        if !diagonal {
-            u = comm.recv::<f64>(at(bi, bj + q - 1), TAG_U)?.0;
-            v = comm.recv::<f64>(at(bi + 1, bj), TAG_V)?.0;
+        if !g.diagonal() {
+            u = comm.recv::<f64>(g.u_from(), TAG_U)?.0;
+            v = comm.recv::<f64>(g.v_from(), TAG_V)?.0;
         }
-        // Taken after the blocking calls: under a budget the ratings may have left memory
-        // while this rank waited, and reading them through a slice taken before would fault
-        // them in a page at a time, unaccounted (900 GB read in 17 minutes, 200M ratings).
-        let ratings = block.train.as_slice();
-        let order = update_order(options.seed, it as u64, (bi * q + bj) as u64, ratings.len());
-        // The ratings in update order are gathered a piece at a time first: the gather's loads
-        // are independent and overlap, where in the update loop each waited for memory behind
-        // the previous update's stores (half the time of an iteration, perf, 5M ratings).
-        let mut piece: Vec<Entry> = Vec::with_capacity(GATHER.min(order.len()));
-        for part in order.chunks(GATHER) {
-            piece.clear();
-            piece.extend(part.iter().map(|&o| ratings[o as usize]));
-            let rows = |e: &Entry| {
-                (
-                    (u64::from(entry_row(e)) - u_lo) as usize * k,
-                    (u64::from(entry_col(e)) - v_lo) as usize * k,
-                )
-            };
-            for (i, e) in piece.iter().enumerate() {
-                if let Some(ahead) = piece.get(i + AHEAD) {
-                    let (a, b) = rows(ahead);
-                    prefetch(&u[a..a + k]);
-                    prefetch(&v[b..b + k]);
-                }
-                let (a, b) = rows(e);
-                update(&mut u[a..a + k], &mut v[b..b + k], entry_value(e), lr, reg);
-            }
-        }
-        if q > 1 {
-            comm.send(at(bi, bj + 1), TAG_U, &u)?;
-            comm.send(at(bi + q - 1, bj), TAG_V, &v)?;
-            if diagonal {
-                u = comm.recv::<f64>(at(bi, bj + q - 1), TAG_U)?.0;
-                v = comm.recv::<f64>(at(bi + 1, bj), TAG_V)?.0;
+        update_pass(&block, &g, &mut u, &mut v, it, options);
+        if g.q > 1 {
+            comm.send(g.u_to(), TAG_U, &u)?;
+            comm.send(g.v_to(), TAG_V, &v)?;
+            if g.diagonal() {
+                u = comm.recv::<f64>(g.u_from(), TAG_U)?.0;
+                v = comm.recv::<f64>(g.v_from(), TAG_V)?.0;
             } else {
-                u = Vec::new();
-                v = Vec::new();
+                (u, v) = (Vec::new(), Vec::new());
             }
         }
         times.push(start.elapsed());
-        // The errors: every rank of a grid row gets U_bi from the diagonal, of a column V_bj.
-        let mut ub = u.clone();
-        let mut vb = v.clone();
-        row_comm.bcast(bi, &mut ub)?;
-        col_comm.bcast(bj, &mut vb)?;
-        let sse_train = squared_error(block.train.as_slice(), &ub, u_lo, &vb, v_lo, k);
-        let sse_test = squared_error(block.test.as_slice(), &ub, u_lo, &vb, v_lo, k);
-        let sums = comm.allreduce(&[sse_train, sse_test], Sum)?;
-        let rmse = (sums[0] / block.train_total.max(1) as f64).sqrt();
-        // The sums are the same on every rank: all stop together.
-        if !rmse.is_finite() {
-            return Err(AlgoError::Diverged {
-                iteration: it + 1,
-                what: format!("the training RMSE is {rmse}"),
-                hint: "lower the learning rate (or raise the regularisation)",
-            });
-        }
-        train_rmse.push(rmse);
-        if block.test_total > 0 {
-            test_rmse.push((sums[1] / block.test_total as f64).sqrt());
+        let every = options.error_every;
+        if it + 1 == options.iterations || (every > 0 && (it + 1) % every == 0) {
+            let sse = error_pass(comm, &g, &block, &u, &v)?;
+            let sums = comm.allreduce(&sse, Sum)?;
+            let rmse = (sums[0] / block.train_total.max(1) as f64).sqrt();
+            // The sums are the same on every rank: all stop together.
+            if !rmse.is_finite() {
+                return Err(AlgoError::Diverged {
+                    iteration: it + 1,
+                    what: format!("the training RMSE is {rmse}"),
+                    hint: "lower the learning rate (or raise the regularisation)",
+                });
+            }
+            train_rmse.push(rmse);
+            if block.test_total > 0 {
+                test_rmse.push((sums[1] / block.test_total as f64).sqrt());
+            }
         }
         progress(&Progress {
             iteration: it + 1,
             max_iterations: options.iterations,
-            delta: rmse,
+            delta: train_rmse.last().copied().unwrap_or(f64::NAN),
         });
     }
     Ok(SgdResult {
-        u_lo,
+        u_lo: g.u_lo,
         u,
-        v_lo,
+        v_lo: g.v_lo,
         v,
         train_rmse,
         test_rmse,
@@ -576,8 +805,8 @@ mod tests {
     }
 
     /// The documented schedule run sequentially: in step `s` of an iteration, the blocks
-    /// `(bi, (bi + s) mod q)`, each applying its ratings (sorted by user, item, position) in
-    /// [`update_order`]. Returns `U`, `V` and the training RMSE after each iteration.
+    /// `(bi, (bi + s) mod q)`, each applying its ratings (sorted by user, item, position, then
+    /// shuffled once) a piece at a time in [`update_order`]. Returns `U`, `V` and the training RMSE after each iteration.
     fn sequential(
         r: &[(u32, u32, f64)],
         (users, items): (u64, u64),
@@ -595,8 +824,9 @@ mod tests {
         for (j, &(a, b, _)) in r.iter().enumerate() {
             blocks[block_owner(users, items, q, a.into(), b.into())].push(j);
         }
-        for b in &mut blocks {
+        for (at, b) in blocks.iter_mut().enumerate() {
             b.sort_by_key(|&j| (r[j].0, r[j].1, j));
+            shuffle(b, &mut BlockStream::new(o.seed, SHUFFLE, at as u64));
         }
         let mut rmse = Vec::new();
         for it in 0..o.iterations {
@@ -604,11 +834,19 @@ mod tests {
                 for bi in 0..q {
                     let block = bi * q + (bi + s) % q;
                     let mine = &blocks[block];
-                    for &x in &update_order(o.seed, it as u64, block as u64, mine.len()) {
-                        let (a, b, rating) = r[mine[x as usize]];
+                    let pieces = mine.len().div_ceil(PIECE);
+                    let order = update_order(o.seed, it as u64, block as u64, pieces);
+                    let visit = order
+                        .iter()
+                        .flat_map(|&p| mine.chunks(PIECE).nth(p as usize));
+                    for &x in visit.flatten() {
+                        let (a, b, rating) = r[x];
                         let (a, b) = (a as usize * k, b as usize * k);
-                        let dot: f64 = (0..k).map(|f| u[a + f] * v[b + f]).sum();
-                        let e = rating - dot;
+                        let mut lanes = [0.0; 4];
+                        for f in 0..k {
+                            lanes[f % 4] += u[a + f] * v[b + f];
+                        }
+                        let e = rating - ((lanes[0] + lanes[2]) + (lanes[1] + lanes[3]));
                         for f in 0..k {
                             let (uf, vf) = (u[a + f], v[b + f]);
                             u[a + f] = uf + o.learning_rate * (e * vf - o.regularisation * uf);
@@ -633,15 +871,22 @@ mod tests {
     #[test]
     fn ratings_in_memory_follow_the_sequential_schedule() {
         let (users, items) = (37u64, 23u64);
-        let r = ratings(users as u32, items as u32, 400);
-        let options = SgdOptions {
+        // 3300 ratings: several pieces a block at one rank.
+        let r = ratings(users as u32, items as u32, 3000);
+        let mut options = SgdOptions {
             factors: 4,
             learning_rate: 0.02,
             regularisation: 0.05,
             iterations: 3,
             seed: 7,
+            error_every: 1,
         };
-        for (ranks, nodes) in [(1, 1), (4, 2), (9, 3)] {
+        // Factor counts with a loop of known length (4, 10) and without (5).
+        for (ranks, nodes, every, factors) in
+            [(1, 1, 1, 4), (1, 1, 2, 10), (4, 2, 0, 5), (9, 3, 1, 4)]
+        {
+            options.error_every = every;
+            options.factors = factors;
             let q = grid_side(ranks).expect("a square");
             let (u_ref, v_ref, rmse_ref) = sequential(&r, (users, items), q, &options);
             let parts = run(&Config::new(ranks as u32).nodes(nodes), |rank| {
@@ -657,7 +902,7 @@ mod tests {
                     .collect();
                 let mine = SbVec::from_slice(rank, &mine)?;
                 let block = RatingBlock::from_entries(&world, users, items, mine, r.len() as u64)?;
-                let out = sgd(&world, &block, &options, &mut |_| {})?;
+                let out = sgd(&world, block, &options, &mut |_| {})?;
                 Ok::<_, AlgoError>((out.u_lo, out.u, out.v_lo, out.v, out.train_rmse))
             })
             .expect("the job runs");
@@ -666,7 +911,13 @@ mod tests {
                 let (a, b) = (*u_lo as usize * k, *v_lo as usize * k);
                 assert_eq!(u[..], u_ref[a..a + u.len()], "U at {ranks} ranks");
                 assert_eq!(v[..], v_ref[b..b + v.len()], "V at {ranks} ranks");
-                for (x, y) in rmse.iter().zip(&rmse_ref) {
+                // Measured after iterations `every`, 2 `every`, ... and the last (the third).
+                let measured: Vec<f64> = (1..=3)
+                    .filter(|i| *i == 3 || (every > 0 && i % every == 0))
+                    .map(|i| rmse_ref[i - 1])
+                    .collect();
+                assert_eq!(rmse.len(), measured.len(), "RMSEs measured, every {every}");
+                for (x, y) in rmse.iter().zip(&measured) {
                     assert!((x - y).abs() <= 1e-12 * y, "RMSE {x} against {y}");
                 }
             }

@@ -52,6 +52,10 @@ pub(crate) struct Sgd {
     /// Seed of the initial factors and of the update order inside each block.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Measure the RMSE after every this many iterations and after the last; 0: after the
+    /// last only. Each measure reads all the ratings once more.
+    #[arg(long, default_value_t = 1)]
+    rmse_every: u64,
     /// Output: U, CSV, one row per user.
     #[arg(long)]
     out_u: Option<PathBuf>,
@@ -141,6 +145,7 @@ impl Command for Sgd {
             regularisation: self.regularisation,
             iterations: self.iterations as usize,
             seed: self.seed,
+            error_every: usize::try_from(self.rmse_every).unwrap_or(usize::MAX),
         };
         job.spmd(options.iterations, "sgd", |rank, bar| {
             let world = Comm::world(rank);
@@ -159,7 +164,9 @@ impl Command for Sgd {
                 bar.tick(&world, p.iteration, format!("training RMSE {:.5}", p.delta));
             };
             let t1 = Instant::now();
-            let result = sgd(&world, &block, &options, &mut on_progress)?;
+            let (users, items) = (block.users, block.items);
+            let (training_ratings, test_ratings) = (block.train_total, block.test_total);
+            let result = sgd(&world, block, &options, &mut on_progress)?;
             let compute = t1.elapsed();
             // The diagonal ranks hold the blocks of U and V, in rank order.
             let k = options.factors;
@@ -174,10 +181,10 @@ impl Command for Sgd {
                 }
             }
             let facts = SgdFacts {
-                users: block.users,
-                items: block.items,
-                training_ratings: block.train_total,
-                test_ratings: block.test_total,
+                users,
+                items,
+                training_ratings,
+                test_ratings,
                 train_rmse: result.train_rmse,
                 test_rmse: result.test_rmse,
             };
