@@ -231,6 +231,19 @@ impl Visit for Bcsr {
             self.overflow.for_each(vi, f);
         }
     }
+
+    #[inline]
+    fn prefetch(&self, v: u32, far: bool) {
+        let vi = v as usize;
+        let at = &self.csr.offsets[vi];
+        if far {
+            query::prefetch(at);
+            query::prefetch(&self.lens[vi]);
+            query::prefetch(&self.overflow.degrees[vi]);
+        } else {
+            query::prefetch(self.csr.targets.as_ptr().wrapping_add(*at as usize));
+        }
+    }
 }
 
 impl DynGraph for Bcsr {

@@ -55,6 +55,16 @@ impl Visit for Daa {
     fn visit(&self, v: u32, f: impl FnMut(u32)) {
         self.lists[v as usize].iter().copied().for_each(f);
     }
+
+    #[inline]
+    fn prefetch(&self, v: u32, far: bool) {
+        let at = &self.lists[v as usize];
+        if far {
+            query::prefetch(at);
+        } else {
+            query::prefetch(at.as_ptr());
+        }
+    }
 }
 
 impl Daa {

@@ -1,7 +1,7 @@
 //! DCAA: DIAA's intervals and residuals, gap-coded as varints (thesis section 4.2.5).
 
 use super::batch::{for_each_run, max_id, merge_into, sorted_keys};
-use super::query::{self, QueryScratch, Runs, Traversal, Visit};
+use super::query::{self, QueryScratch, Traversal, Visit};
 use super::{intervals, vec_bytes, vertex_index, DynGraph};
 use crate::varint::{put_varint, unzigzag, zigzag};
 
@@ -45,6 +45,18 @@ struct Cursor<'a> {
 impl Cursor<'_> {
     #[inline]
     fn next(&mut self) -> u64 {
+        // Most gaps of a list with locality fit in one byte.
+        let b = self.bytes[self.at];
+        if b < 0x80 {
+            self.at += 1;
+            return u64::from(b);
+        }
+        self.next_long()
+    }
+
+    /// A varint of two or more bytes.
+    #[inline]
+    fn next_long(&mut self) -> u64 {
         let mut v = 0u64;
         let mut shift = 0;
         loop {
@@ -310,6 +322,17 @@ impl Visit for Dcaa {
         let vi = v as usize;
         visit_encoded(&self.lists[vi], v, self.degrees[vi], f);
     }
+
+    #[inline]
+    fn prefetch(&self, v: u32, far: bool) {
+        let vi = v as usize;
+        if far {
+            query::prefetch(&self.lists[vi]);
+            query::prefetch(&self.degrees[vi]);
+        } else {
+            query::prefetch(self.lists[vi].as_ptr());
+        }
+    }
 }
 
 impl Dcaa {
@@ -327,11 +350,11 @@ impl DynGraph for Dcaa {
         query::bft(self, source, whole, scratch)
     }
 
-    /// Decodes both lists to intervals and residuals, then intersects their runs.
+    /// Decodes both lists to intervals and residuals, then intersects them as DIAA does.
     fn common_neighbours(&self, u: u32, v: u32, scratch: &mut QueryScratch) -> u64 {
         self.decode_into(u, &mut scratch.a);
         self.decode_into(v, &mut scratch.b);
-        query::intersect_runs(Runs::new(&scratch.a), Runs::new(&scratch.b))
+        query::intersect_intervalised(&scratch.a, &scratch.b)
     }
 
     fn insert(&mut self, u: u32, v: u32) -> bool {

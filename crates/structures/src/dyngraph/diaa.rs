@@ -1,7 +1,7 @@
 //! DIAA: exact-size arrays of intervals and residuals (thesis section 4.2.4).
 
 use super::batch::{for_each_run, max_id, merge_into, sorted_keys};
-use super::query::{self, QueryScratch, Runs, Traversal, Visit};
+use super::query::{self, QueryScratch, Traversal, Visit};
 use super::{intervals, vec_bytes, vertex_index, DynGraph};
 
 /// Dynamic intervalised adjacency arrays: every vertex owns one exact-size heap array
@@ -87,6 +87,16 @@ impl Visit for Diaa {
     fn visit(&self, v: u32, f: impl FnMut(u32)) {
         intervals::visit(&self.lists[v as usize], f);
     }
+
+    #[inline]
+    fn prefetch(&self, v: u32, far: bool) {
+        let at = &self.lists[v as usize];
+        if far {
+            query::prefetch(at);
+        } else {
+            query::prefetch(at.as_ptr());
+        }
+    }
 }
 
 impl Diaa {
@@ -100,9 +110,9 @@ impl DynGraph for Diaa {
         query::bft(self, source, whole, scratch)
     }
 
-    /// Intersects the runs of the two arrays in place, intervals whole.
+    /// Intersects the two arrays in place by parts: intervals whole, residuals as arrays.
     fn common_neighbours(&self, u: u32, v: u32, _: &mut QueryScratch) -> u64 {
-        query::intersect_runs(Runs::new(self.list(u)), Runs::new(self.list(v)))
+        query::intersect_intervalised(self.list(u), self.list(v))
     }
 
     fn insert(&mut self, u: u32, v: u32) -> bool {

@@ -20,17 +20,19 @@ fn count(a: &[u32]) -> usize {
 /// `(index of the last interval starting at or below x, if any)`.
 #[inline]
 fn last_start_at_or_below(a: &[u32], i: usize, x: u32) -> Option<usize> {
-    // Starts are at a[1 + 2j], increasing.
-    let (mut lo, mut hi) = (0usize, i);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if a[1 + 2 * mid] <= x {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
+    // Starts are at a[1 + 2j], increasing. A binary search without a data-dependent branch
+    // (the halving compiles to a conditional move), as the standard library's.
+    if i == 0 {
+        return None;
     }
-    lo.checked_sub(1)
+    let (mut base, mut size) = (0usize, i);
+    while size > 1 {
+        let half = size / 2;
+        let mid = base + half;
+        base = if a[1 + 2 * mid] <= x { mid } else { base };
+        size -= half;
+    }
+    (a[1 + 2 * base] <= x).then_some(base)
 }
 
 /// Whether `x` is in the list.

@@ -2,7 +2,7 @@
 
 use super::batch::{for_each_run, max_id, sorted_keys};
 use super::pool::Lists;
-use super::query::{self, QueryScratch, Traversal, Visit};
+use super::query::{self, QueryScratch, Traversal};
 use super::{vertex_index, DynGraph};
 
 /// Linked lists: every vertex has a sorted singly linked list of its neighbours.
@@ -40,20 +40,10 @@ impl Default for LinkedLists {
     }
 }
 
-impl Visit for LinkedLists {
-    fn vertex_count(&self) -> usize {
-        self.lists.heads.len()
-    }
-
-    #[inline]
-    fn visit(&self, v: u32, f: impl FnMut(u32)) {
-        self.lists.for_each(v as usize, f);
-    }
-}
-
 impl DynGraph for LinkedLists {
+    /// Walks up to 16 lists of one level at once, so that their cache misses overlap.
     fn bft(&self, source: u32, whole: bool, scratch: &mut QueryScratch) -> Traversal {
-        query::bft(self, source, whole, scratch)
+        query::bft_lists(&self.lists, source, whole, scratch)
     }
 
     /// One merge walk of the two linked lists.

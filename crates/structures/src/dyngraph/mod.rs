@@ -38,8 +38,8 @@
 //! | LL | the linked list | merge of two linked lists | walk, O(Δ) |
 //! | BCSR | the CSR segment, then the overflow list | arrays when no overflow, else merged copies | binary search + overflow walk |
 //! | DAA, CSR | the array | merge, or gallop when one list is 16x longer | binary search |
-//! | DIAA | intervals, then residuals | runs (intervals whole) | binary searches of starts and residuals |
-//! | DCAA | varints decoded as they are read | decoded, then runs | decode until past the id |
+//! | DIAA | intervals, then residuals | by parts: intervals whole, residuals as arrays | binary searches of starts and residuals |
+//! | DCAA | varints decoded as they are read | decoded, then as DIAA | decode until past the id |
 //!
 //! # Cost
 //! Per structure in the table above; `Δ` is the degree. Queries: `degree` O(1) everywhere;

@@ -46,8 +46,17 @@ impl Lists {
     }
 
     #[inline]
-    fn node(&self, i: u32) -> Node {
+    pub(crate) fn node(&self, i: u32) -> Node {
         self.chunks[(i >> CHUNK_BITS) as usize][i as usize & (CHUNK - 1)]
+    }
+
+    /// Hints that node `i` (or nothing, for [`NIL`]) will be read soon.
+    #[inline]
+    pub(crate) fn prefetch_node(&self, i: u32) {
+        if i != NIL {
+            let chunk = &self.chunks[(i >> CHUNK_BITS) as usize];
+            super::query::prefetch(chunk.as_ptr().wrapping_add(i as usize & (CHUNK - 1)));
+        }
     }
 
     #[inline]
