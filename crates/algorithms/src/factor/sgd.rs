@@ -32,12 +32,13 @@
 //! the ratings a second time.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 // `fin(x)`: one splitmix64 step from state `x`, `mix64(x + 0x9E3779B97F4A7C15)`.
 use spillway_comm::splitmix::{splitmix64 as fin, SplitMix64, GOLDEN_GAMMA as GOLDEN};
 use spillway_comm::{Collectives, Comm, Sum};
-use spillway_runtime::SbVec;
+use spillway_runtime::{AlignedBuf, SbVec};
 
 use crate::error::AlgoError;
 use crate::generate::{RatingsSpec, RATINGS_RANK};
@@ -650,25 +651,45 @@ fn error_pass(
     comm: &Comm,
     g: &Grid,
     block: &RatingBlock,
-    u: &[f64],
-    v: &[f64],
+    u: &AlignedBuf,
+    v: &AlignedBuf,
 ) -> Result<[f64; 2], AlgoError> {
-    let received;
+    // Shared along the ring, not copied: the diagonal's copy is the only one.
     let (ub, vb) = if g.diagonal() {
-        (u, v)
+        (Arc::new(u.clone()), Arc::new(v.clone()))
     } else {
-        let ub = comm.recv::<f64>(g.u_from(), TAG_ERR_U)?.0;
-        let vb = comm.recv::<f64>(g.v_from(), TAG_ERR_V)?.0;
-        received = (ub, vb);
-        (&received.0[..], &received.1[..])
+        (
+            comm.recv_shared(g.u_from(), TAG_ERR_U)?.0,
+            comm.recv_shared(g.v_from(), TAG_ERR_V)?.0,
+        )
     };
     if g.q > 1 && !g.last_of_ring() {
-        comm.send(g.u_to(), TAG_ERR_U, ub)?;
-        comm.send(g.v_to(), TAG_ERR_V, vb)?;
+        comm.send_shared(g.u_to(), TAG_ERR_U, Arc::clone(&ub))?;
+        comm.send_shared(g.v_to(), TAG_ERR_V, Arc::clone(&vb))?;
     }
+    let (ub, vb) = (
+        bytemuck::cast_slice::<u8, f64>(ub.as_bytes()),
+        bytemuck::cast_slice::<u8, f64>(vb.as_bytes()),
+    );
     let errors =
         |ratings: &SbVec<Rating>| squared_error(ratings.as_slice(), ub, g.u_lo, vb, g.v_lo, g.k);
     Ok([errors(&block.train), errors(&block.test)])
+}
+
+/// A buffer holding `x`.
+fn buf_of(x: &[f64]) -> AlignedBuf {
+    AlignedBuf::from_bytes(bytemuck::cast_slice(x))
+}
+
+/// The values of a factor block (an [`AlignedBuf`] is aligned to 16 bytes).
+fn f64s(buf: &mut AlignedBuf) -> &mut [f64] {
+    bytemuck::cast_slice_mut(buf.as_bytes_mut())
+}
+
+/// Receives a factor block as the message's own buffer (a copy only if it is shared).
+fn recv_buf(comm: &Comm, from: usize, tag: i32) -> Result<AlignedBuf, AlgoError> {
+    let (buf, _) = comm.recv_shared(from, tag)?;
+    Ok(Arc::try_unwrap(buf).unwrap_or_else(|shared| (*shared).clone()))
 }
 
 /// Runs SGD on this rank's `block` (shuffled once, as the module says); `progress` is called
@@ -711,14 +732,15 @@ pub fn sgd(
         &mut BlockStream::new(options.seed, SHUFFLE, stream),
     );
     let block = block;
-    let (mut u, mut v) = (Vec::new(), Vec::new());
+    // The factor blocks travel as the messages' own buffers, moved without a copy.
+    let (mut u, mut v) = (AlignedBuf::zeroed(0), AlignedBuf::zeroed(0));
     if g.diagonal() {
         let (u_hi, v_hi) = (
             block_range(block.users, g.q, g.bi).1,
             block_range(block.items, g.q, g.bj).1,
         );
-        u = factor_block(options.seed, 1, g.u_lo, u_hi, k);
-        v = factor_block(options.seed, 2, g.v_lo, v_hi, k);
+        u = buf_of(&factor_block(options.seed, 1, g.u_lo, u_hi, k));
+        v = buf_of(&factor_block(options.seed, 2, g.v_lo, v_hi, k));
     }
     let mut train_rmse = Vec::new();
     let mut test_rmse = Vec::new();
@@ -726,18 +748,24 @@ pub fn sgd(
     for it in 0..options.iterations {
         let start = Instant::now();
         if !g.diagonal() {
-            u = comm.recv::<f64>(g.u_from(), TAG_U)?.0;
-            v = comm.recv::<f64>(g.v_from(), TAG_V)?.0;
+            u = recv_buf(comm, g.u_from(), TAG_U)?;
+            v = recv_buf(comm, g.v_from(), TAG_V)?;
         }
-        update_pass(&block, &g, &mut u, &mut v, it, options);
+        update_pass(&block, &g, f64s(&mut u), f64s(&mut v), it, options);
         if g.q > 1 {
-            comm.send(g.u_to(), TAG_U, &u)?;
-            comm.send(g.v_to(), TAG_V, &v)?;
+            comm.send_buf(
+                g.u_to(),
+                TAG_U,
+                std::mem::replace(&mut u, AlignedBuf::zeroed(0)),
+            )?;
+            comm.send_buf(
+                g.v_to(),
+                TAG_V,
+                std::mem::replace(&mut v, AlignedBuf::zeroed(0)),
+            )?;
             if g.diagonal() {
-                u = comm.recv::<f64>(g.u_from(), TAG_U)?.0;
-                v = comm.recv::<f64>(g.v_from(), TAG_V)?.0;
-            } else {
-                (u, v) = (Vec::new(), Vec::new());
+                u = recv_buf(comm, g.u_from(), TAG_U)?;
+                v = recv_buf(comm, g.v_from(), TAG_V)?;
             }
         }
         times.push(start.elapsed());
@@ -767,9 +795,9 @@ pub fn sgd(
     }
     Ok(SgdResult {
         u_lo: g.u_lo,
-        u,
+        u: f64s(&mut u).to_vec(),
         v_lo: g.v_lo,
-        v,
+        v: f64s(&mut v).to_vec(),
         train_rmse,
         test_rmse,
         iteration_times: times,
