@@ -13,15 +13,21 @@ For each job, in the same run:
     and an 8-byte value of CSR, as scipy holds them; for ratings 4-byte user and item ids and
     a 4-byte rating) at the measured bandwidth, and the ratio time / bound (the issue's
     target is 1.3);
-  * peak RSS against budget + 64 MiB, and the device bytes read per iteration.
+  * peak RSS against budget + 64 MiB, and the device bytes read per iteration;
+  * for SGD, the hand-written serial out-of-core program of our own (`spillway-bench
+    serial-ooc sgd`: the ratings shuffled once into a binary file of 16 bytes a rating, written
+    before the timed runs; every iteration streams it with O_DIRECT reads, U and V in memory) in
+    the same cgroup, caches dropped, and the ratio spillway / serial (the issue's target: 1.1).
 
-Usage: sudo python3 scripts/bench_ooc_sparse.py [--bin target/release/spillway] [--quick]
+Usage: sudo python3 scripts/bench_ooc_sparse.py [--bin target/release/spillway]
+           [--bench target/release/spillway-bench] [--quick]
            [--only spkmeans|sgd] [--json out.json]
 """
 import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -63,6 +69,9 @@ def measure(a, name, args, count_key, budget_mib, spill, k):
                                 "--spill-dir", spill, "--iterations", str(1 + k), "--json"]))
     finally:
         cg.remove()
+    serial = None
+    if name == "sgd":
+        serial = serial_sgd(a, args, budget_mib, spill, k)
     after, _ = disk_bandwidth(spill, 1 << 30)
     bw = (before + after) / 2
     count = ooc[count_key]
@@ -89,8 +98,29 @@ def measure(a, name, args, count_key, budget_mib, spill, k):
         "load_s": ooc["load_seconds"],
         "device_read_per_iter": reads,
         "rank_data_bytes": ooc["peak_storage_backed_bytes"],
+        "train_rmse": ooc.get("train_rmse"),
     }
+    if serial is not None:
+        row["serial_s_per_iter"] = serial["iteration_seconds"][1:]
+        row["serial_median"] = statistics.median(serial["iteration_seconds"][1:])
+        row["serial_rmse"] = serial["train_rmse"]
+        row["vs_serial"] = t / row["serial_median"]
     return row
+
+
+def serial_sgd(a, args, budget_mib, spill, k):
+    """The serial out-of-core SGD on the same ratings, in a cgroup of the same limit."""
+    spec = args[args.index("--generate") + 1]
+    path = os.path.join(spill, "serial-ratings.bin")
+    subprocess.run([a.bench, "serial-ooc", "ratings", "--generate", spec, "--out", path],
+                   check=True, stdout=subprocess.DEVNULL)
+    cg = Cgroup(f"spillway-serial-{os.getpid()}", (budget_mib + 128) * MIB)
+    try:
+        return run_json(cg.wrap([a.bench, "serial-ooc", "sgd", "--ratings", path,
+                                 "--iterations", str(1 + k), "--json"]))
+    finally:
+        cg.remove()
+        os.unlink(path)
 
 
 def print_row(r):
@@ -102,11 +132,17 @@ def print_row(r):
           f"({min(r['ooc_s_per_iter']):.2f}-{max(r['ooc_s_per_iter']):.2f}) | {r['bound_s']:.2f} | "
           f"**{r['ratio']:.2f}** | {read} | {r['peak_rss_mib']:.0f} / {r['rss_limit_mib']} MiB | "
           f"{r['load_s']:.1f} |", flush=True)
+    if "vs_serial" in r:
+        print(f"  serial out-of-core SGD: {r['serial_median']:.2f} s/iter "
+              f"({min(r['serial_s_per_iter']):.2f}-{max(r['serial_s_per_iter']):.2f}), "
+              f"RMSE {r['serial_rmse']:.4f} (spillway {r['train_rmse']}); "
+              f"spillway / serial **{r['vs_serial']:.2f}**", flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="target/release/spillway")
+    ap.add_argument("--bench", default="target/release/spillway-bench")
     ap.add_argument("--quick", action="store_true", help="small inputs (a check of the script)")
     ap.add_argument("--spill-dir", default=None)
     ap.add_argument("--only", default=None, choices=["spkmeans", "sgd"])

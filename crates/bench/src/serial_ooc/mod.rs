@@ -8,7 +8,13 @@
 //!                                    [--io direct|buffered|memory] [--chunk 16M] [--buffers 2]
 //!                                    [--out RANKS] [--json]
 //! spillway-bench serial-ooc compare A B [--tolerance 1e-9]
+//! spillway-bench serial-ooc ratings --generate ratings:U:I:AVG[:SEED] [--seed 1] --out FILE
+//! spillway-bench serial-ooc sgd --ratings FILE [--iterations 10] [--factors 10]
+//!                               [--learning-rate 0.01] [--regularisation 0.05] [--seed 1]
+//!                               [--io direct|buffered] [--chunk 16M] [--json]
 //! ```
+//!
+//! `ratings` and `sgd`: the same for SGD matrix factorisation ([`sgd`]'s module says how).
 //!
 //! # `build`
 //! Writes the graph as a binary CSR file ([`csr_file`]: row offsets as u64, targets as u32,
@@ -41,6 +47,7 @@
 //! values in vertex order for a name ending in `.f64`); fails when it exceeds `--tolerance`.
 
 mod csr_file;
+mod sgd;
 mod stream;
 
 use std::io::{BufRead, Write};
@@ -72,6 +79,10 @@ enum Command {
     Pagerank(RunArgs),
     /// The L1 distance between two rank files.
     Compare(CompareArgs),
+    /// Writes generated ratings, shuffled once, as a binary file for `sgd`.
+    Ratings(sgd::RatingsArgs),
+    /// SGD matrix factorisation streaming the ratings file from the disk every iteration.
+    Sgd(sgd::SgdArgs),
 }
 
 /// Arguments of `serial-ooc build`.
@@ -150,6 +161,8 @@ pub fn main(args: Args) -> Result<(), BoxError> {
         Command::Build(a) => build(a),
         Command::Pagerank(a) => pagerank(a),
         Command::Compare(a) => compare(a),
+        Command::Ratings(a) => sgd::ratings(a),
+        Command::Sgd(a) => sgd::sgd(a),
     }
 }
 
