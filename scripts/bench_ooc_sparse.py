@@ -14,10 +14,12 @@ For each job, in the same run:
     a 4-byte rating) at the measured bandwidth, and the ratio time / bound (the issue's
     target is 1.3);
   * peak RSS against budget + 64 MiB, and the device bytes read per iteration;
-  * for SGD, the hand-written serial out-of-core program of our own (`spillway-bench
-    serial-ooc sgd`: the ratings shuffled once into a binary file of 16 bytes a rating, written
-    before the timed runs; every iteration streams it with O_DIRECT reads, U and V in memory) in
-    the same cgroup, caches dropped, and the ratio spillway / serial (the issue's target: 1.1).
+  * the hand-written serial out-of-core program of our own for each (`spillway-bench
+    serial-ooc spkmeans`: the rows normalised in a binary file of 12 bytes a non-zero and 4 a
+    row; `serial-ooc sgd`: the ratings shuffled once into a binary file of 16 bytes a rating;
+    each file written before the timed run; every iteration streams it with O_DIRECT reads on
+    a reader thread, the centroids or U and V in memory) in the same cgroup, caches dropped,
+    and the ratio spillway / serial (the issue's target: 1.1).
 
 Usage: sudo python3 scripts/bench_ooc_sparse.py [--bin target/release/spillway]
            [--bench target/release/spillway-bench] [--quick]
@@ -69,9 +71,7 @@ def measure(a, name, args, count_key, budget_mib, spill, k):
                                 "--spill-dir", spill, "--iterations", str(1 + k), "--json"]))
     finally:
         cg.remove()
-    serial = None
-    if name == "sgd":
-        serial = serial_sgd(a, args, budget_mib, spill, k)
+    serial = serial_run(a, name, args, budget_mib, spill, k)
     after, _ = disk_bandwidth(spill, 1 << 30)
     bw = (before + after) / 2
     count = ooc[count_key]
@@ -103,21 +103,26 @@ def measure(a, name, args, count_key, budget_mib, spill, k):
     if serial is not None:
         row["serial_s_per_iter"] = serial["iteration_seconds"][1:]
         row["serial_median"] = statistics.median(serial["iteration_seconds"][1:])
-        row["serial_rmse"] = serial["train_rmse"]
+        row["serial_rmse"] = serial.get("train_rmse")
         row["vs_serial"] = t / row["serial_median"]
     return row
 
 
-def serial_sgd(a, args, budget_mib, spill, k):
-    """The serial out-of-core SGD on the same ratings, in a cgroup of the same limit."""
+def serial_run(a, name, args, budget_mib, spill, k):
+    """The serial out-of-core program on the same input, in a cgroup of the same limit."""
     spec = args[args.index("--generate") + 1]
-    path = os.path.join(spill, "serial-ratings.bin")
-    subprocess.run([a.bench, "serial-ooc", "ratings", "--generate", spec, "--out", path],
-                   check=True, stdout=subprocess.DEVNULL)
+    path = os.path.join(spill, f"serial-{name}.bin")
+    if name == "sgd":
+        build = ["ratings", "--generate", spec, "--out", path]
+        job = ["sgd", "--ratings", path]
+    else:
+        build = ["docs", "--generate", spec, "--out", path]
+        job = ["spkmeans", "--docs", path, "--k", args[args.index("--k") + 1]]
+    subprocess.run([a.bench, "serial-ooc", *build], check=True, stdout=subprocess.DEVNULL)
     cg = Cgroup(f"spillway-serial-{os.getpid()}", (budget_mib + 128) * MIB)
     try:
-        return run_json(cg.wrap([a.bench, "serial-ooc", "sgd", "--ratings", path,
-                                 "--iterations", str(1 + k), "--json"]))
+        return run_json(cg.wrap([a.bench, "serial-ooc", *job, "--iterations", str(1 + k),
+                                 "--json"]))
     finally:
         cg.remove()
         os.unlink(path)
@@ -133,10 +138,11 @@ def print_row(r):
           f"**{r['ratio']:.2f}** | {read} | {r['peak_rss_mib']:.0f} / {r['rss_limit_mib']} MiB | "
           f"{r['load_s']:.1f} |", flush=True)
     if "vs_serial" in r:
-        print(f"  serial out-of-core SGD: {r['serial_median']:.2f} s/iter "
+        rmse = "" if r["serial_rmse"] is None else \
+            f"RMSE {r['serial_rmse']:.4f} (spillway {r['train_rmse']}); "
+        print(f"  serial out-of-core {r['job']}: {r['serial_median']:.2f} s/iter "
               f"({min(r['serial_s_per_iter']):.2f}-{max(r['serial_s_per_iter']):.2f}), "
-              f"RMSE {r['serial_rmse']:.4f} (spillway {r['train_rmse']}); "
-              f"spillway / serial **{r['vs_serial']:.2f}**", flush=True)
+              f"{rmse}spillway / serial **{r['vs_serial']:.2f}**", flush=True)
 
 
 def main():

@@ -12,9 +12,13 @@
 //! spillway-bench serial-ooc sgd --ratings FILE [--iterations 10] [--factors 10]
 //!                               [--learning-rate 0.01] [--regularisation 0.05] [--seed 1]
 //!                               [--io direct|buffered] [--chunk 16M] [--json]
+//! spillway-bench serial-ooc docs --generate zipf:DOCS:TERMS:AVG[:SEED] --out FILE
+//! spillway-bench serial-ooc spkmeans --docs FILE --k K [--iterations 10] [--io direct|buffered]
+//!                                    [--chunk 16M] [--json]
 //! ```
 //!
-//! `ratings` and `sgd`: the same for SGD matrix factorisation ([`sgd`]'s module says how).
+//! `ratings` and `sgd`, `docs` and `spkmeans`: the same for SGD matrix factorisation and
+//! spherical K-means (their modules say how).
 //!
 //! # `build`
 //! Writes the graph as a binary CSR file ([`csr_file`]: row offsets as u64, targets as u32,
@@ -48,6 +52,7 @@
 
 mod csr_file;
 mod sgd;
+mod spkmeans;
 mod stream;
 
 use std::io::{BufRead, Write};
@@ -83,6 +88,10 @@ enum Command {
     Ratings(sgd::RatingsArgs),
     /// SGD matrix factorisation streaming the ratings file from the disk every iteration.
     Sgd(sgd::SgdArgs),
+    /// Writes generated documents (Zipf rows), normalised, as a binary file for `spkmeans`.
+    Docs(spkmeans::DocsArgs),
+    /// Spherical K-means streaming the documents file from the disk every iteration.
+    Spkmeans(spkmeans::SpkmeansArgs),
 }
 
 /// Arguments of `serial-ooc build`.
@@ -163,6 +172,8 @@ pub fn main(args: Args) -> Result<(), BoxError> {
         Command::Compare(a) => compare(a),
         Command::Ratings(a) => sgd::ratings(a),
         Command::Sgd(a) => sgd::sgd(a),
+        Command::Docs(a) => spkmeans::docs(a),
+        Command::Spkmeans(a) => spkmeans::spkmeans(a),
     }
 }
 
