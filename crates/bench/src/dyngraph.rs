@@ -39,6 +39,9 @@ use spillway_structures::dyngraph::{Bcsr, Csr, DynGraph, FoldPolicy, Structure};
 
 use crate::harness::BoxError;
 
+mod geometric;
+mod query;
+
 /// Options of `spillway-bench dyngraph`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -58,7 +61,8 @@ pub struct Args {
     #[arg(long, default_value_t = 600.0)]
     time_limit: f64,
     /// `batch`: the stream in batches, then update batches against a CSR rebuild (see the
-    /// module documentation); `single`: one edge at a time, then deletes.
+    /// module documentation); `single`: one edge at a time, then deletes; `query`: the
+    /// thesis's query kernels on snapshots of a stream (see the `query` module).
     #[arg(long, default_value = "batch")]
     mode: String,
     /// Batch mode: fraction of the stream's edges per load batch.
@@ -70,6 +74,32 @@ pub struct Args {
     /// Batch mode: update batches timed per fraction (the median is reported).
     #[arg(long, default_value_t = 5)]
     update_reps: usize,
+    /// Query mode: the streams, comma-separated (`rmat`, `rgg`: a random geometric graph with
+    /// locality-ordered ids, `2^scale` vertices, about `edge_factor` edges a vertex).
+    #[arg(long, default_value = "rmat,rgg")]
+    graphs: String,
+    /// Query mode: the most snapshots (of |V|/200 edges each) the kernels run on.
+    #[arg(long, default_value_t = 8)]
+    snapshots: usize,
+    /// Query mode: BCSR's fold intervals alpha (it folds after every |V|/alpha new edges).
+    #[arg(long, default_value = "10,50,200", value_delimiter = ',')]
+    alphas: Vec<u32>,
+    /// Query mode: intersections and lookups per snapshot.
+    #[arg(long, default_value_t = 10000)]
+    queries: usize,
+    /// Query mode: runs of each kernel (the minimum is kept).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Query mode: how a snapshot's edges go in, `single` (one at a time) or `batch`.
+    #[arg(long, default_value = "single")]
+    insert: String,
+    /// Query mode: also write the results to this JSON file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Query mode: a Python with networkx, for the networkx peer on the final graph
+    /// (default: the environment variable SPILLWAY_PYTHON, if set).
+    #[arg(long)]
+    python: Option<std::path::PathBuf>,
     /// Internal: measure one structure in this process and print one line.
     #[arg(long, hide = true)]
     child: Option<String>,
@@ -499,6 +529,9 @@ fn batch_main(args: &Args) -> Result<(), BoxError> {
 
 /// Runs the subcommand.
 pub fn main(args: Args) -> Result<(), BoxError> {
+    if args.mode == "query" {
+        return query::main(&args);
+    }
     if args.mode == "batch" {
         if let Some(name) = args.child.as_deref() {
             let s =
@@ -509,7 +542,7 @@ pub fn main(args: Args) -> Result<(), BoxError> {
         return batch_main(&args);
     }
     if args.mode != "single" {
-        return Err(format!("invalid --mode '{}' (batch or single)", args.mode).into());
+        return Err(format!("invalid --mode '{}' (batch, single or query)", args.mode).into());
     }
     let scale = args.scale;
     let edge_factor = args.edge_factor;
