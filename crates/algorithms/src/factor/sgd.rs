@@ -40,6 +40,7 @@ use spillway_comm::splitmix::{splitmix64 as fin, SplitMix64, GOLDEN_GAMMA as GOL
 use spillway_comm::{Collectives, Comm, Sum};
 use spillway_runtime::{AlignedBuf, SbVec};
 
+use super::block::{BlockRatings, Decoded};
 use crate::error::AlgoError;
 use crate::generate::{RatingsSpec, RATINGS_RANK};
 use crate::io::InputError;
@@ -99,26 +100,14 @@ pub fn update_order(seed: u64, iteration: u64, block: u64, pieces: usize) -> Vec
     order
 }
 
-/// A rating as the kernel keeps it: `user << 32 | item` and the rating's bits, 16 bytes. The
-/// position in the input that fixed the canonical order is dropped once the order is set
-/// (a third of what an iteration reads out of core).
+/// A rating with the matrix's ids: `user << 32 | item` and the rating's bits, 16 bytes: the
+/// form between reading (once the canonical order is set, the position that fixed it is
+/// dropped) and [`BlockRatings`], which keeps 12 bytes a rating where the block allows.
 pub type Rating = [u64; 2];
 
 /// Packs a rating.
 pub fn rating(user: u32, item: u32, value: f64) -> Rating {
     [(u64::from(user) << 32) | u64::from(item), value.to_bits()]
-}
-
-fn rating_user(r: &Rating) -> u64 {
-    r[0] >> 32
-}
-
-fn rating_item(r: &Rating) -> u64 {
-    r[0] & 0xffff_ffff
-}
-
-fn rating_value(r: &Rating) -> f64 {
-    f64::from_bits(r[1])
 }
 
 /// Sorts `entries` into canonical order and keeps them as [`Rating`]s.
@@ -192,11 +181,11 @@ pub struct RatingBlock {
     /// Block column.
     pub bj: usize,
     /// Training ratings of the block, in canonical order (user, item, position in the file).
-    pub train: SbVec<Rating>,
+    pub train: BlockRatings,
     /// Training ratings of the whole matrix.
     pub train_total: u64,
     /// Held-out ratings of the block.
-    pub test: SbVec<Rating>,
+    pub test: BlockRatings,
     /// Held-out ratings of the whole matrix.
     pub test_total: u64,
 }
@@ -247,18 +236,7 @@ pub fn load_ratings(
         }
         None => (SbVec::with_capacity(comm.runtime(), 0)?, 0),
     };
-    let r = comm.rank();
-    Ok(RatingBlock {
-        users,
-        items,
-        q,
-        bi: r / q,
-        bj: r % q,
-        train: mine,
-        train_total: read.total,
-        test,
-        test_total,
-    })
+    RatingBlock::pack(comm, (users, items), (mine, read.total), (test, test_total))
 }
 
 impl RatingBlock {
@@ -296,16 +274,35 @@ impl RatingBlock {
             });
         }
         let train = canonical(comm, train)?;
+        let none = SbVec::with_capacity(comm.runtime(), 0)?;
+        RatingBlock::pack(comm, (users, items), (train, train_total), (none, 0))
+    }
+
+    /// This rank's block of a `users` x `items` matrix from its ratings in canonical order,
+    /// kept as [`BlockRatings`], with the counts of the whole matrix.
+    fn pack(
+        comm: &Comm,
+        (users, items): (u64, u64),
+        (train, train_total): (SbVec<Rating>, u64),
+        (test, test_total): (SbVec<Rating>, u64),
+    ) -> Result<RatingBlock, AlgoError> {
+        let q = grid_side(comm.size())?;
+        let (bi, bj) = (comm.rank() / q, comm.rank() % q);
+        let (u, v) = (block_range(users, q, bi), block_range(items, q, bj));
         Ok(RatingBlock {
             users,
             items,
             q,
-            bi: r / q,
-            bj: r % q,
-            train,
+            bi,
+            bj,
+            train: BlockRatings::pack(comm, train, u, v)?,
             train_total,
-            test: SbVec::with_capacity(comm.runtime(), 0)?,
-            test_total: 0,
+            test: if test.is_empty() {
+                BlockRatings::empty(comm)?
+            } else {
+                BlockRatings::pack(comm, test, u, v)?
+            },
+            test_total,
         })
     }
 }
@@ -368,17 +365,13 @@ pub fn generate_ratings(comm: &Comm, spec: &RatingsSpec) -> Result<RatingBlock, 
     }
     drop(factors);
     let train_total = comm.allreduce(&[train.len() as u64], Sum)?[0];
-    Ok(RatingBlock {
-        users: spec.users,
-        items: spec.items,
-        q,
-        bi,
-        bj,
-        train,
-        train_total,
-        test: SbVec::with_capacity(comm.runtime(), 0)?,
-        test_total: 0,
-    })
+    let none = SbVec::with_capacity(comm.runtime(), 0)?;
+    RatingBlock::pack(
+        comm,
+        (spec.users, spec.items),
+        (train, train_total),
+        (none, 0),
+    )
 }
 
 /// The block of `x` among `n` rows cut into `q` blocks (as [`block_range`]).
@@ -424,13 +417,16 @@ fn factor_block(seed: u64, which: u64, lo: u64, hi: u64, factors: usize) -> Vec<
 }
 
 /// Squared error sum of `ratings` with the factor blocks `u` (from `u_lo`) and `v`.
-fn squared_error(ratings: &[Rating], u: &[f64], u_lo: u64, v: &[f64], v_lo: u64, k: usize) -> f64 {
+fn squared_error(ratings: &BlockRatings, u: &[f64], v: &[f64], k: usize) -> f64 {
     let mut sse = 0.0;
-    for e in ratings {
-        let a = (rating_user(e) - u_lo) as usize * k;
-        let b = (rating_item(e) - v_lo) as usize * k;
-        let err = rating_value(e) - dot(&u[a..a + k], &v[b..b + k]);
-        sse += err * err;
+    let mut piece = Vec::with_capacity(PIECE);
+    for at in (0..ratings.len()).step_by(PIECE) {
+        ratings.decode(at..(at + PIECE).min(ratings.len()), &mut piece);
+        for &(a, b, x) in &piece {
+            let (a, b) = (a as usize * k, b as usize * k);
+            let err = x - dot(&u[a..a + k], &v[b..b + k]);
+            sse += err * err;
+        }
     }
     sse
 }
@@ -548,10 +544,11 @@ fn update_pass(
     it: usize,
     o: &SgdOptions,
 ) {
-    // Taken after the blocking calls: under a budget the ratings may have left memory
-    // while this rank waited, and reading them through a slice taken before would fault
-    // them in a page at a time, unaccounted (900 GB read in 17 minutes, 200M ratings).
-    let ratings = block.train.as_slice();
+    // The ratings are decoded a piece at a time from slices taken then: under a budget they
+    // may have left memory while this rank waited, and reading them through a slice taken
+    // before would fault them in a page at a time, unaccounted (900 GB read in 17 minutes,
+    // 200M ratings).
+    let ratings = &block.train;
     let order = update_order(
         o.seed,
         it as u64,
@@ -561,8 +558,6 @@ fn update_pass(
     let pass = Pass {
         ratings,
         order: &order,
-        u_lo: g.u_lo,
-        v_lo: g.v_lo,
         k: g.k,
         lr: o.learning_rate,
         reg: o.regularisation,
@@ -583,10 +578,8 @@ fn update_pass(
 
 /// One block's update pass: its ratings, the order of their pieces, and the parameters.
 struct Pass<'a> {
-    ratings: &'a [Rating],
+    ratings: &'a BlockRatings,
     order: &'a [u32],
-    u_lo: u64,
-    v_lo: u64,
     k: usize,
     lr: f64,
     reg: f64,
@@ -617,15 +610,12 @@ impl Pass<'_> {
     #[inline(always)]
     fn run<const K: usize>(&self, u: &mut [f64], v: &mut [f64]) {
         let k = if K == 0 { self.k } else { K };
-        let rows = |e: &Rating| {
-            (
-                (rating_user(e) - self.u_lo) as usize * k,
-                (rating_item(e) - self.v_lo) as usize * k,
-            )
-        };
+        let rows = |e: &Decoded| (e.0 as usize * k, e.1 as usize * k);
+        let mut piece = Vec::with_capacity(PIECE);
         for &p in self.order {
             let at = p as usize * PIECE;
-            let piece = &self.ratings[at..(at + PIECE).min(self.ratings.len())];
+            self.ratings
+                .decode(at..(at + PIECE).min(self.ratings.len()), &mut piece);
             for (i, e) in piece.iter().enumerate() {
                 // The factor rows are in cache by the time their rating comes (they miss it
                 // otherwise: U's block is megabytes at a million users).
@@ -635,8 +625,7 @@ impl Pass<'_> {
                     prefetch(&v[b..b + k]);
                 }
                 let (a, b) = rows(e);
-                let value = rating_value(e);
-                update(&mut u[a..a + k], &mut v[b..b + k], value, self.lr, self.reg);
+                update(&mut u[a..a + k], &mut v[b..b + k], e.2, self.lr, self.reg);
             }
         }
     }
@@ -671,8 +660,7 @@ fn error_pass(
         bytemuck::cast_slice::<u8, f64>(ub.as_bytes()),
         bytemuck::cast_slice::<u8, f64>(vb.as_bytes()),
     );
-    let errors =
-        |ratings: &SbVec<Rating>| squared_error(ratings.as_slice(), ub, g.u_lo, vb, g.v_lo, g.k);
+    let errors = |ratings: &BlockRatings| squared_error(ratings, ub, vb, g.k);
     Ok([errors(&block.train), errors(&block.test)])
 }
 
@@ -727,10 +715,9 @@ pub fn sgd(
     )?;
     let g = Grid::of(&block, k);
     let stream = (g.bi * g.q + g.bj) as u64;
-    shuffle(
-        block.train.as_mut_slice(),
-        &mut BlockStream::new(options.seed, SHUFFLE, stream),
-    );
+    block
+        .train
+        .shuffle(&mut BlockStream::new(options.seed, SHUFFLE, stream));
     let block = block;
     // The factor blocks travel as the messages' own buffers, moved without a copy.
     let (mut u, mut v) = (AlignedBuf::zeroed(0), AlignedBuf::zeroed(0));
