@@ -11,7 +11,7 @@
 //! spillway-bench mapreduce [--input FILE | --generate 256M] [--ranks 1,2] [--nodes 1] [--reps 3]
 //! spillway-bench dyngraph [--scale 20] [--edge-factor 16] [--structures ll,bcsr,daa,diaa,dcaa] [--fold fraction:0.25] [--time-limit 600]
 //!                         [--mode batch|single] [--load-batch 0.01] [--batches 0.001,0.01,0.1] [--update-reps 5]
-//! spillway-bench dyngraph --mode query [--scale 16] [--graphs rmat,rgg] [--snapshots 8] [--alphas 10,50,200]
+//! spillway-bench dyngraph --mode query [--scale 20] [--graphs rmat,rgg] [--snapshots 8] [--alphas 10,50,200]
 //!                         [--queries 10000] [--reps 3] [--insert single|batch] [--json FILE] [--python PY]
 //! spillway-bench serial-ooc build (--generate rmat:S:E | --edge-list FILE) --out FILE
 //! spillway-bench serial-ooc pagerank --graph FILE [--iterations 10] [--io direct|buffered|memory] [--out RANKS] [--json]
