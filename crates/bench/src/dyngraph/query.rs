@@ -24,6 +24,12 @@
 //!   "update" is the rebuild), petgraph's `UnGraph` (the distinct edges) and `UnGraphMap`
 //!   (the stream's edges) traversed whole by `Bfs`; on the final graph, networkx through
 //!   `scripts/bench_dyngraph_queries.py` (with `--python` or `SPILLWAY_PYTHON`).
+//!
+//! # Size
+//! Inserting one edge at a time costs O(degree) in every structure, and R-MAT's hub lists
+//! make LL and DCAA slow to load: `--scale 16` runs each stream in one to two minutes;
+//! `--scale 18` needs LL left out on R-MAT (`--structures bcsr,daa,diaa,dcaa`). The default
+//! scale (20, shared with the other modes) takes far longer.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
