@@ -125,14 +125,18 @@ fn decode(bytes: &[u8], v: u32, degree: u32, out: &mut Vec<u32>) {
         covered += l;
         prev_end = s + l - 1;
     }
-    let mut prev = None;
-    for _ in 0..degree - covered {
-        let r = match prev {
-            None => (base + unzigzag(c.next())) as u32,
-            Some(p) => p + 2 + c.next() as u32,
+    // The residuals go into slots made beforehand: no length update per id, and the
+    // previous id stays in a register.
+    let at = out.len();
+    out.resize(at + (degree - covered) as usize, 0);
+    let mut prev = 0u32;
+    for (k, slot) in out[at..].iter_mut().enumerate() {
+        prev = if k == 0 {
+            (base + unzigzag(c.next())) as u32
+        } else {
+            prev + 2 + c.next() as u32
         };
-        out.push(r);
-        prev = Some(r);
+        *slot = prev;
     }
 }
 
