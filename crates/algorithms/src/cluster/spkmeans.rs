@@ -228,7 +228,15 @@ pub fn spkmeans(
             }
         }
         part[d * k] = changed as f64;
+        if !root {
+            // The centroids are read for this iteration only (the next broadcast overwrites
+            // them): forgotten, they are neither written back while this rank waits nor read
+            // back (2 x 2.5 MB a rank at 20,000 terms and k = 16).
+            msg.discard();
+        }
         let total = comm.reduce(0, partial.as_slice(), Sum)?;
+        // Likewise the partial sums, zeroed again before their next use.
+        partial.discard();
         iterations += 1;
         if let Some(total) = total {
             let m = msg.as_mut_slice();
