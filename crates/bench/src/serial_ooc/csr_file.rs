@@ -162,3 +162,24 @@ pub fn write(path: &Path, offsets: &[u64], targets: &[u32]) -> Result<(), BoxErr
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(())
 }
+
+/// The `N` little-endian u64 words after the 8-byte `magic` that starts the file at `path`
+/// (a file of `serial-ooc`'s kind `what`), and the file's length.
+pub fn read_words<const N: usize>(
+    path: &Path,
+    magic: &[u8; 8],
+    what: &str,
+) -> Result<([u64; N], u64), BoxError> {
+    let mut file =
+        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let mut raw = vec![0u8; 8 + 8 * N];
+    file.read_exact(&mut raw)
+        .map_err(|e| format!("{}: no header ({e})", path.display()))?;
+    if raw[..8] != magic[..] {
+        return Err(format!("{}: not a {what} file of serial-ooc", path.display()).into());
+    }
+    let words = std::array::from_fn(|i| {
+        u64::from_le_bytes(raw[8 + 8 * i..16 + 8 * i].try_into().expect("8 bytes"))
+    });
+    Ok((words, file.metadata()?.len()))
+}

@@ -31,7 +31,7 @@ use spillway::algorithms::generate::RatingsSpec;
 use spillway::algorithms::io::AtomicFile;
 use spillway::ByteSize;
 
-use super::csr_file::{align_up, ALIGN};
+use super::csr_file::{align_up, read_words, ALIGN};
 use super::stream::{stream, Consumer, Io, Shape, Source};
 use crate::harness::{format_duration, BoxError};
 
@@ -101,22 +101,12 @@ impl Header {
     }
 
     fn read(path: &std::path::Path) -> Result<Header, BoxError> {
-        use std::io::Read;
-        let mut raw = [0u8; 32];
-        let mut file = std::fs::File::open(path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        file.read_exact(&mut raw)
-            .map_err(|e| format!("{}: no header ({e})", path.display()))?;
-        if raw[..8] != MAGIC {
-            return Err(format!("{}: not a ratings file of serial-ooc", path.display()).into());
-        }
-        let word = |i: usize| u64::from_le_bytes(raw[8 * i..8 * i + 8].try_into().expect("8"));
+        let ([users, items, count], len) = read_words(path, &MAGIC, "ratings")?;
         let h = Header {
-            users: word(1),
-            items: word(2),
-            count: word(3),
+            users,
+            items,
+            count,
         };
-        let len = file.metadata()?.len();
         let want = align_up(h.data().end);
         if len < want || h.users > u64::from(u32::MAX) || h.items > u64::from(u32::MAX) {
             return Err(format!("{}: {len} bytes, the header says {want}", path.display()).into());

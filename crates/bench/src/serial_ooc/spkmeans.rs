@@ -27,7 +27,7 @@ use spillway::algorithms::generate::ZipfDocsSpec;
 use spillway::algorithms::io::AtomicFile;
 use spillway::ByteSize;
 
-use super::csr_file::{align_up, ALIGN};
+use super::csr_file::{align_up, read_words, ALIGN};
 use super::stream::{stream, Consumer, Io, Shape, Source};
 use crate::harness::{format_duration, BoxError};
 
@@ -83,23 +83,13 @@ impl Header {
     }
 
     fn read(path: &std::path::Path) -> Result<Header, BoxError> {
-        use std::io::Read;
-        let mut raw = [0u8; 40];
-        let mut file = std::fs::File::open(path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        file.read_exact(&mut raw)
-            .map_err(|e| format!("{}: no header ({e})", path.display()))?;
-        if raw[..8] != MAGIC {
-            return Err(format!("{}: not a documents file of serial-ooc", path.display()).into());
-        }
-        let word = |i: usize| u64::from_le_bytes(raw[8 * i..8 * i + 8].try_into().expect("8"));
+        let ([rows, cols, nnz, bytes], len) = read_words(path, &MAGIC, "documents")?;
         let h = Header {
-            rows: word(1),
-            cols: word(2),
-            nnz: word(3),
-            bytes: word(4),
+            rows,
+            cols,
+            nnz,
+            bytes,
         };
-        let len = file.metadata()?.len();
         if h.bytes != 4 * h.rows + 12 * h.nnz || len < align_up(h.data().end) {
             return Err(format!("{}: a header that does not add up", path.display()).into());
         }
